@@ -1,0 +1,233 @@
+/* ljmp-bench: measures the core (decode + aggregation) and whole commands. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lm_state.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A kB figure from /proc/self/status ("VmRSS", "VmHWM"). */
+static long status_kb(const char *key)
+{
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':')
+            kb = strtol(line + strlen(key) + 1, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
+static uint8_t *load(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    uint8_t *buf;
+
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "ljmp-bench: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    size_t off = 0;
+    while (buf != NULL && off < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + off, (size_t)st.st_size - off);
+        if (n <= 0) {
+            fprintf(stderr, "ljmp-bench: reading %s failed\n", path);
+            exit(1);
+        }
+        off += (size_t)n;
+    }
+    close(fd);
+    *len = off;
+    return buf;
+}
+
+/* Decodes and aggregates the whole buffer, in chunks of `chunk` bytes. */
+static void run_once(const uint8_t *buf, size_t len, size_t chunk,
+                     struct lm_profile *p)
+{
+    if (lm_profile_init(p, NULL, NULL) != 0)
+        exit(1);
+    for (size_t off = 0; off < len; off += chunk) {
+        size_t n = len - off < chunk ? len - off : chunk;
+        if (lm_profile_feed(p, buf + off, n, NULL) == LM_ERROR)
+            break;
+    }
+    if (lm_decoder_finish(&p->dec) != LM_DONE) {
+        fprintf(stderr, "ljmp-bench: stream did not decode: %s\n",
+                p->dec.errmsg);
+        exit(1);
+    }
+}
+
+static uint64_t events_of(const struct lm_profile *p)
+{
+    const struct lm_totals *t = &p->state.totals;
+    return t->alloc_events + t->realloc_events + t->free_events;
+}
+
+/* In a child, so that the high-water mark is this stream's alone. */
+static void measure_rss(const char *path, size_t chunk)
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        size_t len;
+        uint8_t *buf = load(path, &len);
+        long base = status_kb("VmRSS");
+        struct lm_profile p;
+        run_once(buf, len, chunk, &p);
+        long hwm = status_kb("VmHWM");
+        uint64_t blocks = p.state.totals.peak_live_blocks;
+        printf("peak live blocks   %" PRIu64 "\n", blocks);
+        printf("peak RSS growth    %.1f MiB = %.1f bytes per peak live "
+               "block (target <= 32)\n",
+               (double)(hwm - base) / 1024,
+               (double)(hwm - base) * 1024 / (double)(blocks ? blocks : 1));
+        printf("state memory       %.1f MiB at the end (heap map %.1f "
+               "bytes per live block)\n",
+               (double)lm_state_memory(&p.state) / 1048576,
+               (double)lm_heap_memory(&p.state.heap) /
+                   (double)(p.state.totals.live_blocks
+                                ? p.state.totals.live_blocks
+                                : 1));
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+}
+
+static int bench_core(int argc, char **argv)
+{
+    int runs = 5;
+    size_t chunk = 0;
+    const char *path = NULL;
+
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+            runs = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc)
+            chunk = strtoull(argv[++i], NULL, 10);
+        else
+            path = argv[i];
+    }
+    if (path == NULL || runs < 1) {
+        fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES]\n",
+              stderr);
+        return 1;
+    }
+    size_t len;
+    uint8_t *buf = load(path, &len);
+    if (chunk == 0)
+        chunk = len;
+    double *secs = malloc((size_t)runs * sizeof(double));
+    uint64_t events = 0;
+    for (int r = 0; r < runs; r++) {
+        struct lm_profile p;
+        double t0 = now();
+        run_once(buf, len, chunk, &p);
+        secs[r] = now() - t0;
+        events = events_of(&p);
+        lm_profile_free(&p);
+    }
+    double m = median(secs, runs);
+    printf("stream             %s: %.1f MB, %" PRIu64 " events\n", path,
+           (double)len / 1e6, events);
+    printf("chunk              %zu bytes\n", chunk);
+    printf("decode+aggregate   median of %d: %.3f s = %.1f M events/s, "
+           "%.0f MB/s (target >= 30 M events/s)\n",
+           runs, m, (double)events / m / 1e6, (double)len / m / 1e6);
+    fflush(stdout);
+    free(secs);
+    free(buf);
+    measure_rss(path, chunk);
+    return 0;
+}
+
+/* Runs a command `runs` times, output to /dev/null: wall time and RSS. */
+static int bench_exec(int argc, char **argv)
+{
+    int runs = 5, first = 0;
+
+    if (argc >= 2 && strcmp(argv[0], "--runs") == 0) {
+        runs = atoi(argv[1]);
+        first = 2;
+    }
+    if (first < argc && strcmp(argv[first], "--") == 0)
+        first++;
+    if (first >= argc || runs < 1) {
+        fputs("usage: ljmp-bench exec [--runs N] -- COMMAND...\n", stderr);
+        return 1;
+    }
+    double *secs = malloc((size_t)runs * sizeof(double));
+    long maxrss = 0;
+    for (int r = 0; r < runs; r++) {
+        double t0 = now();
+        pid_t pid = fork();
+        if (pid == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, STDOUT_FILENO);
+            execvp(argv[first], argv + first);
+            _exit(127);
+        }
+        int status;
+        struct rusage ru;
+        wait4(pid, &status, 0, &ru);
+        secs[r] = now() - t0;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "ljmp-bench: %s failed\n", argv[first]);
+            return 1;
+        }
+        if (ru.ru_maxrss > maxrss)
+            maxrss = ru.ru_maxrss;
+    }
+    printf("command            %s ... (%d runs)\n", argv[first], runs);
+    printf("wall               median %.3f s, min %.3f s\n", median(secs, runs),
+           secs[0]);
+    printf("peak RSS           %.1f MiB\n", (double)maxrss / 1024);
+    free(secs);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "core") == 0)
+        return bench_core(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "exec") == 0)
+        return bench_exec(argc - 2, argv + 2);
+    fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES]\n"
+          "       ljmp-bench exec [--runs N] -- COMMAND...\n",
+          stderr);
+    return 1;
+}

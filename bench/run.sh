@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs ljmp's benchmarks on the standard synthetic streams (see README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x build/bench/ljmp-bench ] || ./dev.sh deps
+cmake -S . -B build >/dev/null
+cmake --build build -j "$(nproc)" >/dev/null
+data=build/bench-data
+mkdir -p "$data"
+gen() { # name events live
+  [ -f "$data/$1" ] || build/bench/ljmp-gen --events "$2" --live "$3" \
+    --sites 5000 --seed 1 -o "$data/$1"
+}
+gen s20m.bin 20000000 500000
+gen s1m-live.bin 20000000 1000000
+for f in s20m.bin s1m-live.bin; do
+  echo "== core: $f"
+  build/bench/ljmp-bench core "$data/$f" --runs 5
+  echo "== core, fed in 64 KiB chunks (as from a socket): $f"
+  build/bench/ljmp-bench core "$data/$f" --runs 3 --chunk 65536
+done
+echo "== ljmpctl report s20m.bin"
+build/bench/ljmp-bench exec --runs 5 -- build/client/ljmpctl report "$data/s20m.bin"

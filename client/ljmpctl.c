@@ -1,0 +1,76 @@
+/* ljmpctl: the command-line client of ljmp; dispatches subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ljmpctl.h"
+
+static const struct cmd_entry *const commands[] = {
+    &cmd_report_entry,
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: ljmpctl COMMAND [ARGS...]\n"
+                 "       ljmpctl help COMMAND\n\n"
+                 "Live memory profiler for LuaJIT: client.\n\nCommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-8s %-24s %s\n", commands[i]->name, commands[i]->args,
+                commands[i]->brief);
+    fprintf(out,
+            "\nExit status: %d ok, %d usage or I/O error, %d truncated "
+            "stream, %d malformed stream.\n",
+            EXIT_OK, EXIT_USAGE, EXIT_TRUNCATED, EXIT_MALFORMED);
+}
+
+/* Exact name, or a unique prefix of one. */
+static const struct cmd_entry *find_command(const char *name)
+{
+    const struct cmd_entry *found = NULL;
+
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i];
+        if (strncmp(commands[i]->name, name, strlen(name)) == 0) {
+            if (found != NULL)
+                return NULL;
+            found = commands[i];
+        }
+    }
+    return found;
+}
+
+int main(int argc, char **argv)
+{
+    const struct cmd_entry *cmd;
+
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(argv[1], "help") == 0) {
+        if (argc < 3) {
+            usage(stdout);
+            return EXIT_OK;
+        }
+        if ((cmd = find_command(argv[2])) == NULL)
+            goto unknown;
+        fputs(cmd->help, stdout);
+        return EXIT_OK;
+    }
+    if ((cmd = find_command(argv[1])) == NULL)
+        goto unknown;
+    return cmd->exec(argc - 1, argv + 1);
+
+unknown:
+    fprintf(stderr,
+            "ljmpctl: unknown or ambiguous command '%s'; try "
+            "'ljmpctl --help'\n",
+            argc > 2 && strcmp(argv[1], "help") == 0 ? argv[2] : argv[1]);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,703 @@
+/* Resumable memprof stream decoder: bytes in, typed records out. */
+#include "lm_decoder.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Result of parsing one item. */
+enum {
+    P_OK,
+    P_MORE,
+    P_ERR,
+};
+
+/*
+ * A parse position.  base is the stream offset of start, so that errors can
+ * name the absolute offset of the offending byte wherever the item sits (the
+ * caller's chunk or the pending buffer).
+ */
+struct cursor {
+    const uint8_t *p, *end, *start;
+    uint64_t base;
+};
+
+static uint64_t cursor_offset(const struct cursor *c, const uint8_t *at)
+{
+    return c->base + (uint64_t)(at - c->start);
+}
+
+const char *lm_revision_name(enum lm_revision rev)
+{
+    switch (rev) {
+    case LM_REV_R1:
+        return "R1";
+    case LM_REV_R2:
+        return "R2";
+    case LM_REV_R3_SEED:
+        return "R3-seed";
+    case LM_REV_R3:
+        return "R3";
+    default:
+        return "unknown";
+    }
+}
+
+static void fail(struct lm_decoder *d, uint64_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail(struct lm_decoder *d, uint64_t offset, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (d->phase == LM_PH_ERROR)
+        return;
+    d->phase = LM_PH_ERROR;
+    d->err_offset = offset;
+    va_start(ap, fmt);
+    vsnprintf(d->errmsg, sizeof(d->errmsg), fmt, ap);
+    va_end(ap);
+}
+
+void lm_decoder_init(struct lm_decoder *d, const struct lm_limits *limits,
+                     lm_sink_fn sink, void *sink_ctx)
+{
+    memset(d, 0, sizeof(*d));
+    d->limits.max_string = LM_DEFAULT_MAX_STRING;
+    d->limits.max_buffered = LM_DEFAULT_MAX_BUFFERED;
+    if (limits != NULL)
+        d->limits = *limits;
+    /* Fixed-size items are at most 61 bytes (an R2 realloc on a trace). */
+    if (d->limits.max_buffered < 64)
+        d->limits.max_buffered = 64;
+    d->sink = sink;
+    d->sink_ctx = sink_ctx;
+}
+
+void lm_decoder_free(struct lm_decoder *d)
+{
+    free(d->pend);
+    d->pend = NULL;
+    d->pend_len = d->pend_cap = 0;
+}
+
+static int uleb_too_long(struct lm_decoder *d, const struct cursor *c,
+                         uint8_t last)
+{
+    fail(d, cursor_offset(c, c->p),
+         (last & 0x80) ? "ULEB128 longer than 10 bytes"
+                       : "ULEB128 value does not fit 64 bits");
+    return P_ERR;
+}
+
+/* ULEB128 near the end of the input: every byte is bounds-checked. */
+static int read_uleb_checked(struct lm_decoder *d, struct cursor *c,
+                             uint64_t *out)
+{
+    const uint8_t *p = c->p;
+    uint64_t v = 0;
+    unsigned int shift = 0;
+
+    for (int i = 0; i < LM_ULEB_MAX_BYTES; i++, shift += 7) {
+        if (p >= c->end)
+            return P_MORE;
+        uint8_t b = *p++;
+        if (i == LM_ULEB_MAX_BYTES - 1 && b > 1)
+            return uleb_too_long(d, c, b);
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            c->p = p;
+            return P_OK;
+        }
+    }
+    return P_ERR; /* not reached: the tenth octet ends the loop */
+}
+
+/*
+ * ULEB128.  Returns P_OK, P_MORE, or P_ERR for a run longer than ten octets
+ * or a value that does not fit 64 bits (named at the ULEB's first byte).
+ * With ten bytes at hand (nearly always) it runs unrolled, unchecked.
+ */
+static inline int read_uleb(struct lm_decoder *d, struct cursor *c,
+                            uint64_t *out)
+{
+    const uint8_t *p = c->p;
+    uint64_t b, v;
+
+    if (__builtin_expect(c->end - p < LM_ULEB_MAX_BYTES, 0))
+        return read_uleb_checked(d, c, out);
+#define ULEB_STEP(i)                                                           \
+    b = p[i];                                                                  \
+    v |= (b & 0x7f) << (7 * (i));                                              \
+    if (b < 0x80) {                                                            \
+        *out = v;                                                              \
+        c->p = p + (i) + 1;                                                    \
+        return P_OK;                                                           \
+    }
+    v = 0;
+    ULEB_STEP(0)
+    ULEB_STEP(1)
+    ULEB_STEP(2)
+    ULEB_STEP(3)
+    ULEB_STEP(4)
+    ULEB_STEP(5)
+    ULEB_STEP(6)
+    ULEB_STEP(7)
+    ULEB_STEP(8)
+#undef ULEB_STEP
+    b = p[9];
+    if (b > 1)
+        return uleb_too_long(d, c, (uint8_t)b);
+    *out = v | b << 63;
+    c->p = p + LM_ULEB_MAX_BYTES;
+    return P_OK;
+}
+
+/*
+ * A string: length, then bytes.  Both limits are checked as soon as the
+ * length is known, so that the outcome does not depend on how the input was
+ * chunked.
+ */
+static int read_string(struct lm_decoder *d, struct cursor *c,
+                       const uint8_t *item, const char **str, size_t *len)
+{
+    const uint8_t *at = c->p;
+    uint64_t n;
+    int r = read_uleb(d, c, &n);
+
+    if (r != P_OK)
+        return r;
+    if (n > d->limits.max_string) {
+        fail(d, cursor_offset(c, at),
+             "string of %llu bytes is longer than the limit of %zu",
+             (unsigned long long)n, d->limits.max_string);
+        return P_ERR;
+    }
+    size_t item_size = (size_t)(c->p - item) + (size_t)n;
+    if (item_size > d->limits.max_buffered) {
+        fail(d, cursor_offset(c, at),
+             "item of %zu bytes is larger than the buffer limit of %zu",
+             item_size, d->limits.max_buffered);
+        return P_ERR;
+    }
+    if ((uint64_t)(c->end - c->p) < n) {
+        d->pend_need = item_size;
+        return P_MORE;
+    }
+    *str = (const char *)c->p;
+    *len = (size_t)n;
+    c->p += n;
+    return P_OK;
+}
+
+#define READ(field)                                                            \
+    do {                                                                       \
+        int r_ = read_uleb(d, c, &(field));                                    \
+        if (r_ != P_OK)                                                        \
+            return r_;                                                         \
+    } while (0)
+
+#define READ_STRING(item, s, n)                                                \
+    do {                                                                       \
+        int r_ = read_string(d, c, (item), &(s), &(n));                        \
+        if (r_ != P_OK)                                                        \
+            return r_;                                                         \
+    } while (0)
+
+static int read_prologue(struct lm_decoder *d, struct cursor *c,
+                         const char *magic, uint8_t *version)
+{
+    const uint8_t *p = c->p;
+
+    if (c->end - p < LM_PROLOGUE_SIZE)
+        return P_MORE;
+    if (memcmp(p, magic, 3) != 0) {
+        fail(d, cursor_offset(c, p),
+             "bad magic %02x %02x %02x: expected the '%s' prologue", p[0], p[1],
+             p[2], magic);
+        return P_ERR;
+    }
+    *version = p[3];
+    c->p = p + LM_PROLOGUE_SIZE;
+    return P_OK;
+}
+
+static int parse_symtab_prologue(struct lm_decoder *d, struct cursor *c)
+{
+    const uint8_t *item = c->p;
+    int r = read_prologue(d, c, "ljs", &d->ljs_version);
+
+    if (r != P_OK)
+        return r;
+    if (d->ljs_version < 1 || d->ljs_version > 3) {
+        fail(d, cursor_offset(c, item + 3),
+             "unsupported symbol table version %u (ljmp reads 1 to 3)",
+             d->ljs_version);
+        return P_ERR;
+    }
+    d->phase = LM_PH_SYMTAB;
+    return P_OK;
+}
+
+static enum lm_revision revision_of(uint8_t ljs, uint8_t ljm)
+{
+    if (ljs == 1 && ljm == 1)
+        return LM_REV_R1;
+    if (ljs == 2 && ljm == 2)
+        return LM_REV_R2;
+    if (ljs == 2 && ljm == 3)
+        return LM_REV_R3_SEED;
+    if (ljs == 3 && ljm == 3)
+        return LM_REV_R3;
+    return LM_REV_UNKNOWN;
+}
+
+static int parse_events_prologue(struct lm_decoder *d, struct cursor *c,
+                                 struct lm_record *rec)
+{
+    const uint8_t *item = c->p;
+    int r;
+
+    /* A stream that goes straight on with events lacks the prologue. */
+    if (item < c->end && *item != 'l') {
+        fail(d, cursor_offset(c, item),
+             "byte 0x%02x where the 'ljm' events prologue was expected", *item);
+        return P_ERR;
+    }
+    r = read_prologue(d, c, "ljm", &d->ljm_version);
+    if (r != P_OK)
+        return r;
+    d->revision = revision_of(d->ljs_version, d->ljm_version);
+    if (d->revision == LM_REV_UNKNOWN) {
+        fail(d, cursor_offset(c, item + 3),
+             "unsupported events version %u after symbol table version %u",
+             d->ljm_version, d->ljs_version);
+        return P_ERR;
+    }
+    d->phase = LM_PH_EVENTS;
+    memset(rec, 0, sizeof(*rec));
+    rec->kind = LM_REC_EVENTS_BEGIN;
+    rec->offset = cursor_offset(c, item);
+    rec->revision = (uint8_t)d->revision;
+    return P_OK;
+}
+
+/* A symbol body; the header (already read) gave its kind. */
+static int parse_sym_body(struct lm_decoder *d, struct cursor *c,
+                          const uint8_t *item, struct lm_record *rec)
+{
+    switch (rec->kind) {
+    case LM_REC_SYM_LFUNC:
+        READ(rec->addr);
+        READ_STRING(item, rec->str, rec->str_len);
+        READ(rec->line);
+        return P_OK;
+    case LM_REC_SYM_CFUNC:
+        READ(rec->addr);
+        READ_STRING(item, rec->str, rec->str_len);
+        return P_OK;
+    default: /* LM_REC_SYM_TRACE */
+        READ(rec->traceno);
+        if (d->ljs_version == 2)
+            READ(rec->trace_addr);
+        READ(rec->addr);
+        READ(rec->line);
+        return P_OK;
+    }
+}
+
+static int sym_kind_of_type(uint8_t ljs_version, unsigned int type)
+{
+    if (type == LM_SYM_LFUNC)
+        return LM_REC_SYM_LFUNC;
+    if (ljs_version == 2 && type == LM_SYM_V2_TRACE)
+        return LM_REC_SYM_TRACE;
+    if (ljs_version == 3 && type == LM_SYM_V3_CFUNC)
+        return LM_REC_SYM_CFUNC;
+    if (ljs_version == 3 && type == LM_SYM_V3_TRACE)
+        return LM_REC_SYM_TRACE;
+    return -1;
+}
+
+static int parse_symtab_entry(struct lm_decoder *d, struct cursor *c,
+                              struct lm_record *rec)
+{
+    const uint8_t *item = c->p;
+    uint8_t h = *c->p++;
+
+    /* Records are whole values: no field is left from an earlier one. */
+    *rec = (struct lm_record){0};
+    rec->offset = cursor_offset(c, item);
+    if (h & LM_HDR_FINAL) {
+        rec->kind = LM_REC_SYMTAB_END;
+        d->phase = LM_PH_EVENTS_PROLOGUE;
+        return P_OK;
+    }
+    int kind = sym_kind_of_type(d->ljs_version, h & LM_SYM_TYPE_MASK);
+    if (kind < 0) {
+        fail(d, rec->offset,
+             "unknown symbol type %u in symbol table version %u",
+             h & LM_SYM_TYPE_MASK, d->ljs_version);
+        return P_ERR;
+    }
+    rec->kind = (uint8_t)kind;
+    return parse_sym_body(d, c, item, rec);
+}
+
+/* Which symbols an event-symtab may carry in this revision. */
+static int event_sym_kind(enum lm_revision rev, unsigned int source)
+{
+    if (rev == LM_REV_R3_SEED)
+        return source == LM_SRC_LFUNC ? LM_REC_SYM_LFUNC : -1;
+    if (rev != LM_REV_R3)
+        return -1;
+    switch (source) {
+    case LM_SRC_LFUNC:
+        return LM_REC_SYM_LFUNC;
+    case LM_SRC_CFUNC:
+        return LM_REC_SYM_CFUNC;
+    case LM_SRC_TRACE:
+        return LM_REC_SYM_TRACE;
+    default:
+        return -1;
+    }
+}
+
+static int parse_loc(struct lm_decoder *d, struct cursor *c,
+                     struct lm_loc_ref *loc)
+{
+    switch (loc->source) {
+    case LM_SRC_LFUNC:
+        READ(loc->addr);
+        READ(loc->line);
+        break;
+    case LM_SRC_CFUNC:
+        READ(loc->addr);
+        break;
+    case LM_SRC_TRACE:
+        READ(loc->traceno);
+        if (d->revision != LM_REV_R3)
+            READ(loc->trace_addr);
+        break;
+    default: /* internal: nothing */
+        break;
+    }
+    return P_OK;
+}
+
+static const char *const event_names[] = {"symtab", "alloc", "free", "realloc"};
+
+static int parse_event(struct lm_decoder *d, struct cursor *c,
+                       struct lm_record *rec)
+{
+    const uint8_t *item = c->p;
+    uint8_t h = *c->p++;
+    unsigned int event = h & LM_EV_EVENT_MASK, source;
+    int r;
+
+    *rec = (struct lm_record){0};
+    rec->offset = cursor_offset(c, item);
+    if (h == LM_HDR_FINAL) {
+        rec->kind = LM_REC_END;
+        d->phase = LM_PH_DONE;
+        return P_OK;
+    }
+    if (d->revision == LM_REV_R1) {
+        source = (h >> LM_EV_SOURCE_SHIFT) & LM_EV_R1_SOURCE_MASK;
+        if ((h & 0xf0) != 0 || source == 0)
+            goto bad_header;
+    } else {
+        source = (h >> LM_EV_SOURCE_SHIFT) & LM_EV_SOURCE_MASK;
+        if ((h & 0xe0) != 0 || source == 0 || source > LM_SRC_TRACE)
+            goto bad_header;
+    }
+    rec->loc.source = (uint8_t)source;
+    rec->in_events = 1;
+    switch (event) {
+    case LM_EV_SYMTAB: {
+        int kind = event_sym_kind(d->revision, source);
+        if (kind < 0) {
+            fail(d, rec->offset,
+                 "event header 0x%02x: a symtab event of source %u is not "
+                 "part of revision %s",
+                 h, source, lm_revision_name(d->revision));
+            return P_ERR;
+        }
+        rec->kind = (uint8_t)kind;
+        return parse_sym_body(d, c, item, rec);
+    }
+    case LM_EV_ALLOC:
+        rec->kind = LM_REC_ALLOC;
+        if ((r = parse_loc(d, c, &rec->loc)) != P_OK)
+            return r;
+        READ(rec->naddr);
+        READ(rec->nsize);
+        return P_OK;
+    case LM_EV_FREE:
+        rec->kind = LM_REC_FREE;
+        if ((r = parse_loc(d, c, &rec->loc)) != P_OK)
+            return r;
+        READ(rec->oaddr);
+        READ(rec->osize);
+        return P_OK;
+    default:
+        rec->kind = LM_REC_REALLOC;
+        if ((r = parse_loc(d, c, &rec->loc)) != P_OK)
+            return r;
+        READ(rec->oaddr);
+        READ(rec->osize);
+        READ(rec->naddr);
+        READ(rec->nsize);
+        return P_OK;
+    }
+
+bad_header:
+    fail(d, rec->offset,
+         "unknown event header 0x%02x (%s event, source %u) in revision %s", h,
+         event_names[event], (h >> LM_EV_SOURCE_SHIFT) & LM_EV_SOURCE_MASK,
+         lm_revision_name(d->revision));
+    return P_ERR;
+}
+
+/* Hands the batch to the sink; a sink error becomes the decoder's. */
+static int flush_batch(struct lm_decoder *d)
+{
+    size_t n = d->nbatch, failed_at = 0;
+    char msg[sizeof(d->errmsg)];
+
+    d->nbatch = 0;
+    if (n == 0 || d->sink == NULL)
+        return 0;
+    msg[0] = '\0';
+    if (d->sink(d->sink_ctx, d->batch, n, &failed_at, msg, sizeof(msg)) == 0)
+        return 0;
+    if (failed_at >= n)
+        failed_at = n - 1;
+    fail(d, d->batch[failed_at].offset, "%s", msg[0] ? msg : "record rejected");
+    return -1;
+}
+
+/* One item at the cursor, whatever the phase. */
+static int parse_item(struct lm_decoder *d, struct cursor *c)
+{
+    struct lm_record *rec = &d->batch[d->nbatch];
+    int r;
+
+    if (c->p >= c->end)
+        return P_MORE;
+    d->pend_need = 0;
+    switch (d->phase) {
+    case LM_PH_SYMTAB_PROLOGUE:
+        return parse_symtab_prologue(d, c);
+    case LM_PH_EVENTS_PROLOGUE:
+        r = parse_events_prologue(d, c, rec);
+        break;
+    case LM_PH_SYMTAB:
+        r = parse_symtab_entry(d, c, rec);
+        break;
+    case LM_PH_EVENTS:
+        r = parse_event(d, c, rec);
+        break;
+    case LM_PH_DONE:
+        fail(d, cursor_offset(c, c->p), "bytes after the epilogue");
+        return P_ERR;
+    default:
+        return P_ERR;
+    }
+    if (r == P_OK) {
+        d->nrecords[rec->kind]++;
+        if (++d->nbatch == LM_BATCH && flush_batch(d) != 0)
+            return P_ERR;
+    }
+    return r;
+}
+
+static int pend_reserve(struct lm_decoder *d, size_t need)
+{
+    size_t cap = d->pend_cap ? d->pend_cap : 128;
+    uint8_t *p;
+
+    if (need <= d->pend_cap)
+        return 0;
+    while (cap < need)
+        cap *= 2;
+    p = realloc(d->pend, cap);
+    if (p == NULL)
+        return -1;
+    d->pend = p;
+    d->pend_cap = cap;
+    return 0;
+}
+
+/*
+ * Completes the item cut by the previous chunk boundary, taking bytes from
+ * buf.  Returns the number of input bytes used, or (size_t)-1 on error.
+ * d->pend_len stays non-zero if buf ran out first.
+ */
+static size_t finish_pending(struct lm_decoder *d, const uint8_t *buf,
+                             size_t len)
+{
+    size_t used = 0;
+
+    while (used < len) {
+        size_t want =
+            d->pend_need > d->pend_len ? d->pend_need - d->pend_len : 0;
+        size_t take = want > 64 ? want : 64;
+        if (take > len - used)
+            take = len - used;
+        if (d->pend_len + take > d->limits.max_buffered)
+            take = d->limits.max_buffered - d->pend_len;
+        if (pend_reserve(d, d->pend_len + take) != 0) {
+            fail(d, d->offset, "out of memory buffering an item");
+            return (size_t)-1;
+        }
+        memcpy(d->pend + d->pend_len, buf + used, take);
+        size_t before = d->pend_len;
+        d->pend_len += take;
+        used += take;
+
+        struct cursor c = {d->pend, d->pend + d->pend_len, d->pend, d->offset};
+        int r = parse_item(d, &c);
+        if (r == P_ERR)
+            return (size_t)-1;
+        if (r == P_OK) {
+            size_t item = (size_t)(c.p - d->pend);
+            /* The sink must see strings in pend before it is reused. */
+            if (flush_batch(d) != 0)
+                return (size_t)-1;
+            d->offset += item;
+            d->pend_len = 0;
+            return used - take + (item - before);
+        }
+        if (take == 0) { /* cannot happen: max_buffered bounds items */
+            fail(d, d->offset, "item larger than the buffer limit");
+            return (size_t)-1;
+        }
+    }
+    return used;
+}
+
+static enum lm_status status_of(const struct lm_decoder *d)
+{
+    if (d->phase == LM_PH_ERROR)
+        return LM_ERROR;
+    return d->phase == LM_PH_DONE ? LM_DONE : LM_NEED_MORE;
+}
+
+static void set_consumed(size_t *consumed, size_t n)
+{
+    if (consumed != NULL)
+        *consumed = n;
+}
+
+enum lm_status lm_decoder_feed(struct lm_decoder *d, const void *data,
+                               size_t len, size_t *consumed)
+{
+    const uint8_t *buf = data;
+    /* Stream offset of buf[0]. */
+    uint64_t base = d->offset + d->pend_len;
+    size_t off = 0;
+
+    set_consumed(consumed, 0);
+    if (d->phase == LM_PH_ERROR)
+        return LM_ERROR;
+    if (d->phase == LM_PH_DONE) {
+        if (len == 0)
+            return LM_DONE;
+        fail(d, d->offset, "bytes after the epilogue");
+        return LM_ERROR;
+    }
+    if (d->pend_len > 0) {
+        off = finish_pending(d, buf, len);
+        if (off == (size_t)-1) {
+            off = 0;
+            goto error;
+        }
+        if (d->pend_len > 0) {
+            set_consumed(consumed, len);
+            return LM_NEED_MORE;
+        }
+    }
+
+    struct cursor c = {buf + off, buf + len, buf + off, base + off};
+    const uint8_t *item = c.p;
+    while (c.p < c.end && d->phase != LM_PH_DONE) {
+        item = c.p;
+        int r = parse_item(d, &c);
+        if (r == P_ERR) {
+            off = (size_t)(item - buf);
+            goto error;
+        }
+        if (r == P_MORE) {
+            c.p = item;
+            break;
+        }
+    }
+    if (flush_batch(d) != 0) {
+        off = d->err_offset > base ? (size_t)(d->err_offset - base) : 0;
+        goto error;
+    }
+    d->offset = cursor_offset(&c, c.p);
+
+    size_t tail = (size_t)(c.end - c.p);
+    if (d->phase == LM_PH_DONE) {
+        /* What follows the epilogue is the caller's (a trailer, say). */
+        set_consumed(consumed, len - tail);
+        return LM_DONE;
+    }
+    if (tail > 0) {
+        if (pend_reserve(d, tail) != 0) {
+            fail(d, d->offset, "out of memory buffering an item");
+            goto error;
+        }
+        memcpy(d->pend, c.p, tail);
+        d->pend_len = tail;
+    }
+    set_consumed(consumed, len);
+    return status_of(d);
+
+error:
+    /* Records read before the bad item are kept: hand them over. */
+    flush_batch(d);
+    set_consumed(consumed, off);
+    return LM_ERROR;
+}
+
+static const char *phase_where(const struct lm_decoder *d)
+{
+    switch (d->phase) {
+    case LM_PH_SYMTAB_PROLOGUE:
+        return "in the symbol table prologue";
+    case LM_PH_SYMTAB:
+        return "in the symbol table";
+    case LM_PH_EVENTS_PROLOGUE:
+        return "before the events prologue";
+    default:
+        return "in the events";
+    }
+}
+
+enum lm_status lm_decoder_finish(struct lm_decoder *d)
+{
+    uint64_t events = d->nrecords[LM_REC_ALLOC] + d->nrecords[LM_REC_FREE] +
+                      d->nrecords[LM_REC_REALLOC];
+
+    if (d->phase == LM_PH_DONE || d->phase == LM_PH_ERROR)
+        return status_of(d);
+    d->err_offset = d->offset;
+    if (d->pend_len > 0)
+        snprintf(d->errmsg, sizeof(d->errmsg),
+                 "stream truncated %s after %llu events: the item at offset "
+                 "%llu is cut after %zu bytes",
+                 phase_where(d), (unsigned long long)events,
+                 (unsigned long long)d->offset, d->pend_len);
+    else
+        snprintf(d->errmsg, sizeof(d->errmsg),
+                 "stream truncated %s after %llu events, at offset %llu "
+                 "(no epilogue)",
+                 phase_where(d), (unsigned long long)events,
+                 (unsigned long long)d->offset);
+    return LM_NEED_MORE;
+}

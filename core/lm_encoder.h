@@ -1,0 +1,53 @@
+/* Writes memprof streams of any revision into a growable buffer (tests,
+ * benchmark generator, recorded files). */
+#ifndef LM_ENCODER_H
+#define LM_ENCODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lm_decoder.h"
+
+struct lm_buf {
+    uint8_t *data;
+    size_t len, cap;
+    int oom; /* sticky: an append failed */
+};
+
+void lm_buf_free(struct lm_buf *b);
+void lm_buf_bytes(struct lm_buf *b, const void *p, size_t n);
+void lm_buf_byte(struct lm_buf *b, uint8_t v);
+void lm_buf_uleb(struct lm_buf *b, uint64_t v);
+void lm_buf_string(struct lm_buf *b, const char *s, size_t len);
+
+/* The symbol table. */
+void lm_enc_symtab_prologue(struct lm_buf *b, uint8_t ljs_version);
+void lm_enc_sym_lfunc(struct lm_buf *b, uint64_t addr, const char *chunk,
+                      uint64_t firstline);
+void lm_enc_sym_cfunc(struct lm_buf *b, uint64_t addr, const char *name);
+void lm_enc_sym_trace(struct lm_buf *b, enum lm_revision rev, uint64_t traceno,
+                      uint64_t trace_addr, uint64_t proto, uint64_t line);
+void lm_enc_symtab_end(struct lm_buf *b);
+
+/* The events. */
+void lm_enc_events_prologue(struct lm_buf *b, uint8_t ljm_version);
+void lm_enc_alloc(struct lm_buf *b, enum lm_revision rev,
+                  const struct lm_loc_ref *loc, uint64_t naddr, uint64_t nsize);
+void lm_enc_free(struct lm_buf *b, enum lm_revision rev,
+                 const struct lm_loc_ref *loc, uint64_t oaddr, uint64_t osize);
+void lm_enc_realloc(struct lm_buf *b, enum lm_revision rev,
+                    const struct lm_loc_ref *loc, uint64_t oaddr,
+                    uint64_t osize, uint64_t naddr, uint64_t nsize);
+void lm_enc_event_lfunc(struct lm_buf *b, uint64_t addr, const char *chunk,
+                        uint64_t firstline);
+void lm_enc_event_cfunc(struct lm_buf *b, uint64_t addr, const char *name);
+void lm_enc_event_trace(struct lm_buf *b, enum lm_revision rev,
+                        uint64_t traceno, uint64_t trace_addr, uint64_t proto,
+                        uint64_t line);
+void lm_enc_epilogue(struct lm_buf *b);
+
+/* Prologues of a whole revision: symtab versions by revision. */
+void lm_enc_begin(struct lm_buf *b, enum lm_revision rev);
+void lm_enc_begin_events(struct lm_buf *b, enum lm_revision rev);
+
+#endif

@@ -1,0 +1,62 @@
+/* The memprof stream format (every revision) as constants: see docs. */
+#ifndef LM_FORMAT_H
+#define LM_FORMAT_H
+
+/*
+ * stream   := symtab memprof
+ * symtab   := 'l' 'j' 's' version reserved[3] sym* sym-final
+ * memprof  := 'l' 'j' 'm' version reserved[3] event* epilogue
+ *
+ * Symbol header [F UUUUU TT]: TT is the type, F (0x80) ends the table.
+ * Event header  [F UU SSS EE]: EE the event, SSS the source (R1: SS, two
+ * bits), F (0x80) the epilogue.  The layouts of each revision are described
+ * in lm_decoder.c next to the code that reads them.
+ */
+
+enum {
+    LM_PROLOGUE_SIZE = 7, /* magic[3] version reserved[3] */
+    LM_HDR_FINAL = 0x80,
+    LM_SYM_TYPE_MASK = 0x03,
+    LM_EV_EVENT_MASK = 0x03,
+    LM_EV_SOURCE_SHIFT = 2,
+    LM_EV_SOURCE_MASK = 0x07, /* after the shift; R1 uses 0x03 */
+    LM_EV_R1_SOURCE_MASK = 0x03,
+    LM_ULEB_MAX_BYTES = 10,
+};
+
+/* Symbol types by ljs version. */
+enum {
+    LM_SYM_LFUNC = 0,    /* every version */
+    LM_SYM_V2_TRACE = 1, /* ljs 2: traceno trace-addr proto line */
+    LM_SYM_V3_CFUNC = 1, /* ljs 3: addr name */
+    LM_SYM_V3_TRACE = 2, /* ljs 3: traceno proto line */
+};
+
+/* Event kinds (EE bits). */
+enum lm_event {
+    LM_EV_SYMTAB = 0,
+    LM_EV_ALLOC = 1,
+    LM_EV_FREE = 2,
+    LM_EV_REALLOC = 3,
+};
+
+/* Allocation sources (SSS bits). */
+enum lm_source {
+    LM_SRC_INTERNAL = 1,
+    LM_SRC_LFUNC = 2,
+    LM_SRC_CFUNC = 3,
+    LM_SRC_TRACE = 4,
+};
+
+/* The stream revisions ljmp reads (memprof-format.md). */
+enum lm_revision {
+    LM_REV_UNKNOWN = 0,
+    LM_REV_R1,      /* ljs 1, ljm 1 */
+    LM_REV_R2,      /* ljs 2, ljm 2 */
+    LM_REV_R3_SEED, /* ljs 2, ljm 3 */
+    LM_REV_R3,      /* ljs 3, ljm 3 */
+};
+
+const char *lm_revision_name(enum lm_revision rev);
+
+#endif

@@ -1,0 +1,35 @@
+/* Hash mixing and the big-table allocator shared by the core's maps. */
+#ifndef LM_HASH_H
+#define LM_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A fast 64-bit mixer (the finaliser of splitmix64). */
+static inline uint64_t lm_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static inline uint64_t lm_hash_combine(uint64_t h, uint64_t v)
+{
+    return lm_mix64(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
+}
+
+uint64_t lm_hash_bytes(const void *data, size_t len);
+
+/*
+ * Zeroed memory for a table.  Large tables are mapped directly so that
+ * freeing one returns its pages to the system at once: the heap map's
+ * memory bound is measured as resident size, and malloc's dynamic mmap
+ * threshold would otherwise keep retired tables resident.
+ */
+void *lm_table_alloc(size_t size);
+void lm_table_free(void *p, size_t size);
+
+#endif

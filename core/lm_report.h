@@ -1,0 +1,22 @@
+/* Text and JSON reports of a profile state, in Tarantool's parser layout. */
+#ifndef LM_REPORT_H
+#define LM_REPORT_H
+
+#include <stdio.h>
+
+#include "lm_state.h"
+
+struct lm_report_opts {
+    int leak_only;      /* only the heap summary and the aliases */
+    int human_readable; /* KiB/MiB/GiB instead of bytes */
+    int json;           /* one JSON object instead of text */
+};
+
+/*
+ * Writes the report of s to out.  Returns 0, or -1 when out of memory or
+ * when writing failed (errno tells).
+ */
+int lm_report_write(FILE *out, const struct lm_state *s,
+                    const struct lm_report_opts *opts);
+
+#endif

@@ -1,0 +1,559 @@
+/* Profile state: applies decoded records to locations, heap and overrides. */
+#include "lm_state.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lm_hash.h"
+
+/* How far ahead of its use a heap slot is prefetched. */
+enum { PREFETCH_DISTANCE = 8 };
+
+static int grow_array(void **arr, uint32_t *cap, uint32_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    uint32_t ncap = *cap ? *cap * 2 : 64;
+    if (ncap <= n)
+        return -1;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (p == NULL)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+#define GROW(arr, cap, n)                                                      \
+    grow_array((void **)&(arr), &(cap), (n), sizeof(*(arr)))
+
+int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
+{
+    memset(s, 0, sizeof(*s));
+    s->max_locs = LM_DEFAULT_MAX_LOCATIONS;
+    if (limits != NULL && limits->max_locations != 0)
+        s->max_locs = limits->max_locations;
+    if (s->max_locs > LM_HEAP_MAX_LOC)
+        s->max_locs = LM_HEAP_MAX_LOC;
+    s->last_loc = LM_NONE;
+    /* ASLR makes the state's address a seed a stream cannot predict. */
+    lm_heap_init(&s->heap, lm_mix64((uint64_t)(uintptr_t)s));
+    if (lm_symtab_init(&s->sym) != 0 || lm_hindex_init(&s->loc_index) != 0 ||
+        lm_hindex_init(&s->ovr_index) != 0) {
+        lm_state_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void lm_state_free(struct lm_state *s)
+{
+    lm_symtab_free(&s->sym);
+    lm_heap_free(&s->heap);
+    lm_hindex_free(&s->loc_index);
+    lm_hindex_free(&s->ovr_index);
+    free(s->locs);
+    free(s->cfunc_locs);
+    free(s->ovr);
+    memset(s, 0, sizeof(*s));
+}
+
+static uint64_t ref_hash(const struct lm_loc_ref *r)
+{
+    /* Odd multipliers spread each field; one mix finishes the key. */
+    return lm_mix64(
+        (r->addr * 0x9e3779b97f4a7c15ULL) ^ (r->line * 0xc2b2ae3d27d4eb4fULL) ^
+        (r->traceno * 0x165667b19e3779f9ULL) ^
+        (r->trace_addr * 0xd6e8feb86659fd93ULL) ^ ((uint64_t)r->source << 59));
+}
+
+static uint64_t loc_hash(const struct lm_loc *l)
+{
+    struct lm_loc_ref r = {l->source, l->addr, l->line, l->traceno,
+                           l->trace_addr};
+    return ref_hash(&r);
+}
+
+static int loc_is(const struct lm_loc *l, const struct lm_loc_ref *r)
+{
+    return l->addr == r->addr && l->line == r->line &&
+           l->traceno == r->traceno && l->trace_addr == r->trace_addr &&
+           l->source == r->source;
+}
+
+/* Takes a location out of the index: later events get a new one. */
+static void retire_loc(struct lm_state *s, uint32_t id)
+{
+    struct lm_loc *l = &s->locs[id];
+
+    if (l->retired)
+        return;
+    l->retired = 1;
+    lm_hindex_remove(&s->loc_index, loc_hash(l), id);
+    s->last_loc = LM_NONE;
+}
+
+static void retire_list(struct lm_state *s, uint32_t first)
+{
+    for (uint32_t id = first; id != LM_NONE; id = s->locs[id].next)
+        retire_loc(s, id);
+}
+
+/* New C symbols may rename C locations: retire those whose name moved. */
+static void retire_renamed_cfunc_locs(struct lm_state *s)
+{
+    uint32_t kept = 0;
+
+    for (uint32_t i = 0; i < s->ncfunc_locs; i++) {
+        uint32_t id = s->cfunc_locs[i];
+        struct lm_loc *l = &s->locs[id];
+        if (lm_symtab_cfunc_floor(&s->sym, l->addr) != l->sym)
+            retire_loc(s, id);
+        else
+            s->cfunc_locs[kept++] = id;
+    }
+    s->ncfunc_locs = kept;
+    s->cfuncs_changed = 0;
+}
+
+/* The epoch a new location belongs to; links it into the epoch's list. */
+static int bind_symbol(struct lm_state *s, uint32_t id)
+{
+    struct lm_loc *l = &s->locs[id];
+    uint32_t *head = NULL;
+
+    switch (l->source) {
+    case LM_SRC_LFUNC:
+        l->sym = lm_symtab_proto_current(&s->sym, l->addr);
+        if (l->sym == LM_NONE)
+            return -1;
+        head = &s->sym.protos[l->sym].locs;
+        break;
+    case LM_SRC_TRACE:
+        l->sym = lm_symtab_trace_current(&s->sym, l->traceno);
+        if (l->sym == LM_NONE)
+            return -1;
+        head = &s->sym.traces[l->sym].locs;
+        break;
+    case LM_SRC_CFUNC:
+        l->sym = lm_symtab_cfunc_floor(&s->sym, l->addr);
+        if (GROW(s->cfunc_locs, s->cfunc_locs_cap, s->ncfunc_locs) != 0)
+            return -1;
+        s->cfunc_locs[s->ncfunc_locs++] = id;
+        return 0;
+    default:
+        return 0;
+    }
+    l->next = *head;
+    *head = id;
+    return 0;
+}
+
+static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
+                        uint64_t h, const char **err)
+{
+    uint32_t id = s->nlocs;
+
+    if (id >= s->max_locs) {
+        *err = "too many distinct locations";
+        return LM_NONE;
+    }
+    if (GROW(s->locs, s->locs_cap, id) != 0)
+        goto oom;
+    struct lm_loc *l = &s->locs[id];
+    memset(l, 0, sizeof(*l));
+    l->source = r->source;
+    l->addr = r->addr;
+    l->line = r->line;
+    l->traceno = r->traceno;
+    l->trace_addr = r->trace_addr;
+    l->sym = LM_NONE;
+    l->next = LM_NONE;
+    s->nlocs++;
+    if (bind_symbol(s, id) != 0 || lm_hindex_insert(&s->loc_index, h, id))
+        goto oom;
+    return id;
+oom:
+    *err = "out of memory";
+    return LM_NONE;
+}
+
+static uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
+                        const char **err)
+{
+    uint64_t h = ref_hash(r);
+    uint32_t id, slot;
+
+    if (s->last_loc != LM_NONE && s->last_hash == h &&
+        loc_is(&s->locs[s->last_loc], r))
+        return s->last_loc;
+    if (s->cfuncs_changed)
+        retire_renamed_cfunc_locs(s);
+    LM_HINDEX_FOREACH(&s->loc_index, h, id, slot)
+    {
+        if (loc_is(&s->locs[id], r))
+            goto found;
+    }
+    id = new_loc(s, r, h, err);
+    if (id == LM_NONE)
+        return LM_NONE;
+found:
+    s->last_loc = id;
+    s->last_hash = h;
+    return id;
+}
+
+static uint64_t ovr_hash(uint8_t kind, uint32_t site, uint32_t primary)
+{
+    return lm_mix64(((uint64_t)site << 32 | primary) ^ ((uint64_t)kind << 62));
+}
+
+/* Credits a realloc/free site with releasing a block of primary. */
+static int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
+                         uint32_t primary, uint64_t allocated, uint64_t freed)
+{
+    uint64_t h = ovr_hash(kind, site, primary);
+    uint32_t id, slot;
+    struct lm_override *o;
+
+    LM_HINDEX_FOREACH(&s->ovr_index, h, id, slot)
+    {
+        o = &s->ovr[id];
+        if (o->site == site && o->primary == primary && o->kind == kind)
+            goto found;
+    }
+    if (GROW(s->ovr, s->ovr_cap, s->novr) != 0)
+        return -1;
+    id = s->novr;
+    if (lm_hindex_insert(&s->ovr_index, h, id) != 0)
+        return -1;
+    s->novr++;
+    o = &s->ovr[id];
+    memset(o, 0, sizeof(*o));
+    o->site = site;
+    o->primary = primary;
+    o->kind = kind;
+found:
+    o->allocated += allocated;
+    o->freed += freed;
+    o->count++;
+    return 0;
+}
+
+static void unlink_block(struct lm_state *s, struct lm_block blk)
+{
+    struct lm_loc *owner = &s->locs[blk.loc];
+    uint64_t size = blk.size;
+
+    owner->c.live_bytes -= size;
+    owner->c.live_blocks--;
+    s->totals.live_bytes -= size;
+    s->totals.live_blocks--;
+}
+
+/* Records a new live block at naddr (hashed as h) for loc. */
+static int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
+                     uint64_t h, uint64_t nsize, const char **err)
+{
+    struct lm_block old;
+    int r;
+
+    if (naddr == 0) {
+        /* A failed allocation: nothing became live. */
+        s->totals.failed_allocs++;
+        return 0;
+    }
+    if (nsize > LM_HEAP_MAX_SIZE) {
+        /* LuaJIT's allocations are sized by 32-bit MSize values. */
+        *err = "block of 4 GiB or more";
+        return -1;
+    }
+    r = lm_heap_put_hashed(&s->heap, h, naddr,
+                           (struct lm_block){(uint32_t)nsize, loc}, &old);
+    if (r < 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    if (r == 1) {
+        /* The stream lost a free: the old block is gone all the same. */
+        unlink_block(s, old);
+        s->totals.overwritten_blocks++;
+    }
+    s->locs[loc].c.live_bytes += nsize;
+    s->locs[loc].c.live_blocks++;
+    s->totals.live_bytes += nsize;
+    if (++s->totals.live_blocks > s->totals.peak_live_blocks)
+        s->totals.peak_live_blocks = s->totals.live_blocks;
+    return 0;
+}
+
+/* Releases the block at oaddr (hashed as h) for a realloc/free site. */
+static int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
+                         uint64_t oaddr, uint64_t h, uint64_t nsize,
+                         const char **err)
+{
+    struct lm_block blk;
+
+    if (!lm_heap_take_hashed(&s->heap, h, oaddr, &blk)) {
+        /* Allocated before profiling started: no site to credit. */
+        s->totals.unknown_frees++;
+        return 0;
+    }
+    unlink_block(s, blk);
+    if (note_override(s, kind, site, blk.loc, nsize, blk.size) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* Hashes of an event's block addresses, computed ahead (see apply). */
+struct block_hashes {
+    uint64_t o, n;
+};
+
+static int apply_event(struct lm_state *s, const struct lm_record *r,
+                       struct block_hashes h, const char **err)
+{
+    uint32_t loc = get_loc(s, &r->loc, err);
+
+    if (loc == LM_NONE)
+        return -1;
+    struct lm_counters *c = &s->locs[loc].c;
+    switch (r->kind) {
+    case LM_REC_ALLOC:
+        c->alloc_events++;
+        c->alloc_bytes += r->nsize;
+        s->totals.alloc_events++;
+        s->totals.alloc_bytes += r->nsize;
+        return add_block(s, loc, r->naddr, h.n, r->nsize, err);
+    case LM_REC_FREE:
+        c->free_events++;
+        c->free_bytes += r->osize;
+        s->totals.free_events++;
+        s->totals.freed_bytes += r->osize;
+        return release_block(s, LM_EV_FREE, loc, r->oaddr, h.o, 0, err);
+    default: /* LM_REC_REALLOC */
+        c->realloc_events++;
+        c->realloc_new_bytes += r->nsize;
+        c->realloc_old_bytes += r->osize;
+        s->totals.realloc_events++;
+        s->totals.alloc_bytes += r->nsize;
+        s->totals.freed_bytes += r->osize;
+        if (release_block(s, LM_EV_REALLOC, loc, r->oaddr, h.o, r->nsize, err))
+            return -1;
+        return add_block(s, loc, r->naddr, h.n, r->nsize, err);
+    }
+}
+
+static int apply_symbol(struct lm_state *s, const struct lm_record *r)
+{
+    uint32_t retired = LM_NONE;
+
+    s->totals.symtab_events += r->in_events;
+    switch (r->kind) {
+    case LM_REC_SYM_LFUNC:
+        s->totals.lfunc_symbols++;
+        if (lm_symtab_add_proto(&s->sym, r->addr, r->str, r->str_len, r->line,
+                                &retired) != 0)
+            return -1;
+        if (retired != LM_NONE)
+            retire_list(s, s->sym.protos[retired].locs);
+        return 0;
+    case LM_REC_SYM_TRACE:
+        s->totals.trace_symbols++;
+        if (lm_symtab_add_trace(&s->sym, r->traceno, r->trace_addr, r->addr,
+                                r->line, &retired) != 0)
+            return -1;
+        if (retired != LM_NONE)
+            retire_list(s, s->sym.traces[retired].locs);
+        return 0;
+    case LM_REC_SYM_CFUNC:
+        s->totals.cfunc_symbols++;
+        if (lm_symtab_add_cfunc(&s->sym, r->addr, r->str, r->str_len) != 0)
+            return -1;
+        s->cfuncs_changed = s->ncfunc_locs > 0;
+        return 0;
+    case LM_REC_EVENTS_BEGIN:
+        s->revision = r->revision;
+        return 0;
+    default: /* the end of the symtab or of the stream */
+        return 0;
+    }
+}
+
+static int is_event(const struct lm_record *r)
+{
+    return r->kind >= LM_REC_ALLOC && r->kind <= LM_REC_REALLOC;
+}
+
+/*
+ * Heap slots are the cache misses of the hot path: their hashes are
+ * computed PREFETCH_DISTANCE records ahead and the slots prefetched, so
+ * that several misses are in flight at once.
+ */
+static struct block_hashes plan(struct lm_heapmap *m, const struct lm_record *r)
+{
+    struct block_hashes h = {0, 0};
+
+    if (r->kind == LM_REC_FREE || r->kind == LM_REC_REALLOC) {
+        h.o = lm_heap_hash(m, r->oaddr);
+        lm_heap_prefetch(m, h.o);
+    }
+    if (r->kind == LM_REC_ALLOC || r->kind == LM_REC_REALLOC) {
+        h.n = lm_heap_hash(m, r->naddr);
+        lm_heap_prefetch(m, h.n);
+    }
+    return h;
+}
+
+int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
+                   size_t *failed_at, char *errbuf, size_t errlen)
+{
+    struct lm_state *s = state;
+    struct block_hashes ring[PREFETCH_DISTANCE];
+
+    for (size_t i = 0; i < n && i < PREFETCH_DISTANCE; i++)
+        ring[i] = plan(&s->heap, &recs[i]);
+    for (size_t i = 0; i < n; i++) {
+        const struct lm_record *r = &recs[i];
+        struct block_hashes h = ring[i % PREFETCH_DISTANCE];
+        const char *err = "out of memory";
+        int rc;
+
+        if (i + PREFETCH_DISTANCE < n)
+            ring[i % PREFETCH_DISTANCE] =
+                plan(&s->heap, &recs[i + PREFETCH_DISTANCE]);
+        if (is_event(r))
+            rc = apply_event(s, r, h, &err);
+        else
+            rc = apply_symbol(s, r);
+        if (rc != 0) {
+            *failed_at = i;
+            snprintf(errbuf, errlen, "cannot apply record: %s", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Name of a Lua location: chunk (or its alias) and line. */
+static int lfunc_name(const struct lm_state *s, uint32_t proto, uint64_t addr,
+                      uint64_t line, char *buf, size_t len)
+{
+    const struct lm_symtab *t = &s->sym;
+
+    if (addr == 0)
+        return snprintf(buf, len, "INTERNAL");
+    if (proto == LM_NONE || t->protos[proto].chunk == LM_NONE)
+        return snprintf(buf, len, "0x%" PRIx64 ":%" PRIu64, addr, line);
+    uint32_t chunk = t->protos[proto].chunk;
+    if (t->strs[chunk].alias != 0)
+        return snprintf(buf, len, "function_alias_%u:%" PRIu64,
+                        t->strs[chunk].alias, line);
+    size_t clen;
+    const char *cs = lm_symtab_str(t, chunk, &clen);
+    return snprintf(buf, len, "%.*s:%" PRIu64, (int)clen, cs, line);
+}
+
+static int cfunc_name(const struct lm_state *s, const struct lm_loc *l,
+                      char *buf, size_t len)
+{
+    if (l->addr == 0)
+        return snprintf(buf, len, "INTERNAL");
+    if (l->sym == LM_NONE)
+        return snprintf(buf, len, "CFUNC %#" PRIx64, l->addr);
+    const struct lm_cfunc *f = &s->sym.cfuncs[l->sym];
+    size_t nlen;
+    const char *name = lm_symtab_str(&s->sym, f->name, &nlen);
+    return snprintf(buf, len, "%.*s:%#" PRIx64, (int)nlen, name, f->addr);
+}
+
+/* The epoch of the trace's start prototype, as named by the report. */
+static uint32_t trace_start_proto(const struct lm_state *s,
+                                  const struct lm_trace *t)
+{
+    uint32_t id, slot;
+
+    if (t->start_proto != LM_NONE)
+        return t->start_proto;
+    /* Announced after the trace (the start dump is newest first). */
+    LM_HINDEX_FOREACH(&s->sym.proto_index, lm_mix64(t->start_addr), id, slot)
+    {
+        if (s->sym.protos[id].addr == t->start_addr)
+            return id;
+    }
+    return LM_NONE;
+}
+
+static int trace_name(const struct lm_state *s, const struct lm_loc *l,
+                      char *buf, size_t len)
+{
+    const struct lm_trace *t = &s->sym.traces[l->sym];
+    /* R2 and R3-seed name traces by their machine code address too. */
+    int n, legacy = s->revision == LM_REV_R2 || s->revision == LM_REV_R3_SEED;
+
+    if (legacy)
+        n = snprintf(buf, len, "TRACE [%" PRIu64 "] %#" PRIx64, l->traceno,
+                     l->trace_addr);
+    else
+        n = snprintf(buf, len, "TRACE [%" PRIu64 "]", l->traceno);
+    if (!t->known || (legacy && t->trace_addr != l->trace_addr))
+        return n;
+    if (n < 0 || (size_t)n >= len)
+        return n;
+    int m = snprintf(buf + n, len - (size_t)n, " started at ");
+    int k = lfunc_name(s, trace_start_proto(s, t), t->start_addr, t->start_line,
+                       buf + n + m, len - (size_t)(n + m));
+    return n + m + k;
+}
+
+int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
+                      size_t len)
+{
+    const struct lm_loc *l = &s->locs[loc];
+
+    switch (l->source) {
+    case LM_SRC_LFUNC:
+        return lfunc_name(s, l->sym, l->addr, l->line, buf, len);
+    case LM_SRC_CFUNC:
+        return cfunc_name(s, l, buf, len);
+    case LM_SRC_TRACE:
+        return trace_name(s, l, buf, len);
+    default:
+        return snprintf(buf, len, "INTERNAL");
+    }
+}
+
+uint64_t lm_state_memory(const struct lm_state *s)
+{
+    const struct lm_symtab *t = &s->sym;
+
+    return lm_heap_memory(&s->heap) + (uint64_t)s->locs_cap * sizeof(*s->locs) +
+           (uint64_t)s->ovr_cap * sizeof(*s->ovr) +
+           ((uint64_t)s->loc_index.mask + 1 + s->ovr_index.mask + 1 +
+            t->str_index.mask + 1 + t->proto_index.mask + 1 +
+            t->trace_index.mask + 1) *
+               sizeof(struct lm_hindex_slot) +
+           t->chars_cap + (uint64_t)t->strs_cap * sizeof(*t->strs) +
+           (uint64_t)t->protos_cap * sizeof(*t->protos) +
+           (uint64_t)t->traces_cap * sizeof(*t->traces) +
+           (uint64_t)t->cfuncs_cap * (sizeof(*t->cfuncs) + sizeof(uint32_t));
+}
+
+int lm_profile_init(struct lm_profile *p, const struct lm_limits *limits,
+                    const struct lm_state_limits *state_limits)
+{
+    if (lm_state_init(&p->state, state_limits) != 0)
+        return -1;
+    lm_decoder_init(&p->dec, limits, lm_state_apply, &p->state);
+    return 0;
+}
+
+void lm_profile_free(struct lm_profile *p)
+{
+    lm_decoder_free(&p->dec);
+    lm_state_free(&p->state);
+}

@@ -1,0 +1,140 @@
+/* Profile state: locations with their counters, the live heap and the
+ * "Overrides" relation, built from decoded records. */
+#ifndef LM_STATE_H
+#define LM_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lm_decoder.h"
+#include "lm_heapmap.h"
+#include "lm_hindex.h"
+#include "lm_symtab.h"
+
+/* Per-location counters (X-macro: one list for the struct and the JSON). */
+#define LM_COUNTERS(_)                                                         \
+    _(alloc_events)                                                            \
+    _(alloc_bytes)                                                             \
+    _(realloc_events)                                                          \
+    _(realloc_new_bytes)                                                       \
+    _(realloc_old_bytes)                                                       \
+    _(free_events)                                                             \
+    _(free_bytes)                                                              \
+    _(live_bytes)                                                              \
+    _(live_blocks)
+
+struct lm_counters {
+#define LM_COUNTER_FIELD(name) uint64_t name;
+    LM_COUNTERS(LM_COUNTER_FIELD)
+#undef LM_COUNTER_FIELD
+};
+
+/*
+ * A location: where events say they happened, keyed with the symbol epoch
+ * that was current when it was first seen.  When a new epoch replaces that
+ * symbol, the location is retired: it keeps its counters and name, and
+ * later events at the same key open a new location.
+ */
+struct lm_loc {
+    struct lm_counters c;
+    uint64_t addr, line, traceno, trace_addr;
+    uint32_t sym;  /* proto or trace epoch, C symbol, or LM_NONE */
+    uint32_t next; /* next location of the same epoch */
+    uint8_t source;
+    uint8_t retired;
+};
+
+/* What a realloc or free site released of another site's blocks. */
+struct lm_override {
+    uint32_t site, primary;
+    uint8_t kind; /* LM_EV_REALLOC or LM_EV_FREE */
+    uint64_t allocated, freed, count;
+};
+
+/* Whole-stream counters (X-macro). */
+#define LM_TOTALS(_)                                                           \
+    _(alloc_events)                                                            \
+    _(realloc_events)                                                          \
+    _(free_events)                                                             \
+    _(symtab_events)                                                           \
+    _(alloc_bytes)                                                             \
+    _(freed_bytes)                                                             \
+    _(live_bytes)                                                              \
+    _(live_blocks)                                                             \
+    _(peak_live_blocks)                                                        \
+    _(unknown_frees)                                                           \
+    _(failed_allocs)                                                           \
+    _(overwritten_blocks)                                                      \
+    _(lfunc_symbols)                                                           \
+    _(cfunc_symbols)                                                           \
+    _(trace_symbols)
+
+struct lm_totals {
+#define LM_TOTAL_FIELD(name) uint64_t name;
+    LM_TOTALS(LM_TOTAL_FIELD)
+#undef LM_TOTAL_FIELD
+};
+
+struct lm_state_limits {
+    uint32_t max_locations; /* at most LM_HEAP_MAX_LOC */
+};
+
+#define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
+
+struct lm_state {
+    struct lm_symtab sym;
+    struct lm_heapmap heap;
+
+    struct lm_loc *locs;
+    uint32_t nlocs, locs_cap, max_locs;
+    struct lm_hindex loc_index; /* current locations by key */
+    uint32_t last_loc;          /* one-entry cache of the location index */
+    uint64_t last_hash;
+
+    uint32_t *cfunc_locs; /* current C locations, renamed by new symbols */
+    uint32_t ncfunc_locs, cfunc_locs_cap;
+    int cfuncs_changed;
+
+    struct lm_override *ovr;
+    uint32_t novr, ovr_cap;
+    struct lm_hindex ovr_index;
+
+    struct lm_totals totals;
+    uint8_t revision; /* enum lm_revision, once the events begin */
+};
+
+int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits);
+void lm_state_free(struct lm_state *s);
+
+/* Applies records in stream order; an lm_sink_fn for the decoder. */
+int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
+                   size_t *failed_at, char *errbuf, size_t errlen);
+
+/*
+ * Formats the location's name as Tarantool's parser prints it (see
+ * memprof-format.md); returns snprintf's result.
+ */
+int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
+                      size_t len);
+
+/* Bytes of memory the state holds, tables included. */
+uint64_t lm_state_memory(const struct lm_state *s);
+
+/* A decoder feeding a state: what a reader of one stream needs. */
+struct lm_profile {
+    struct lm_decoder dec;
+    struct lm_state state;
+};
+
+int lm_profile_init(struct lm_profile *p, const struct lm_limits *limits,
+                    const struct lm_state_limits *state_limits);
+void lm_profile_free(struct lm_profile *p);
+
+static inline enum lm_status lm_profile_feed(struct lm_profile *p,
+                                             const void *buf, size_t len,
+                                             size_t *consumed)
+{
+    return lm_decoder_feed(&p->dec, buf, len, consumed);
+}
+
+#endif

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs ljmp: `./dev.sh demo` (the main job) and
+# `./dev.sh test` (the whole test suite); both install what is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Debian 12 packages the build, the tests and the fuzzer need.
+PACKAGES=(
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  libcunit1-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler
+  libsystemd-dev
+)
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+install_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+      missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}"
+}
+
+# build DIR [cmake options...]: configure once, then build incrementally.
+build() {
+  local dir=$1
+  shift
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    cmake -S . -B "$dir" -DLJMP_WERROR=ON "$@" >/dev/null
+  fi
+  cmake --build "$dir" -j "$JOBS" >/dev/null
+}
+
+demo() {
+  install_deps
+  build build
+  local stream=build/demo.bin
+  log "generating a synthetic R3 stream (1 M events) into $stream"
+  build/bench/ljmp-gen --events 1000000 --live 50000 --sites 2000 \
+    --seed 1 -o "$stream"
+  log "ljmpctl report --human-readable $stream (first 40 lines)"
+  build/client/ljmpctl report --human-readable "$stream" >build/demo.txt
+  head -n 40 build/demo.txt
+  log "full report in build/demo.txt"
+}
+
+run_tests() {
+  install_deps
+  log "build (gcc, -Werror) and ctest"
+  build build
+  (cd build && ctest --output-on-failure)
+  log "build (clang, ASan + UBSan, libFuzzer) and ctest: unit tests + fuzz run"
+  CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON
+  (cd build-san && ctest --output-on-failure)
+}
+
+case "${1:-}" in
+  demo) demo ;;
+  test) run_tests ;;
+  deps) install_deps ;;
+  *)
+    echo "usage: $0 demo|test|deps" >&2
+    exit 1
+    ;;
+esac

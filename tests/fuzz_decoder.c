@@ -1,0 +1,54 @@
+/* libFuzzer target: decoder + state + report on arbitrary bytes, fed in
+ * chunks whose sizes the input chooses. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lm_report.h"
+#include "lm_state.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct lm_limits limits = {4096, 4096 + 64};
+    struct lm_state_limits state_limits = {1 << 16};
+    struct lm_profile p;
+    enum lm_status st = LM_NEED_MORE;
+    size_t chunk, off = 1;
+
+    if (size < 1)
+        return 0;
+    /* The first byte picks the chunk size: 1..255, or 0 for all at once. */
+    chunk = data[0] ? data[0] : size;
+    if (lm_profile_init(&p, &limits, &state_limits) != 0)
+        return 0;
+    while (off < size && st == LM_NEED_MORE) {
+        size_t n = size - off < chunk ? size - off : chunk, used;
+        /* A private copy: any read past it is caught by ASan. */
+        uint8_t *copy = malloc(n);
+        memcpy(copy, data + off, n);
+        st = lm_profile_feed(&p, copy, n, &used);
+        free(copy);
+        if (used > n)
+            abort();
+        off += n;
+    }
+    lm_decoder_finish(&p.dec);
+    /* Names, sorting and overrides must hold for whatever was accepted. */
+    FILE *devnull = fopen("/dev/null", "w");
+    if (devnull != NULL) {
+        struct lm_report_opts opts = {0, 1, 0};
+        if (lm_report_write(devnull, &p.state, &opts) != 0)
+            abort();
+        opts.json = 1;
+        lm_report_write(devnull, &p.state, &opts);
+        fclose(devnull);
+    }
+    /* The live heap must match the heap map exactly. */
+    if (p.state.totals.live_blocks != p.state.heap.count)
+        abort();
+    lm_profile_free(&p);
+    return 0;
+}

@@ -1,0 +1,529 @@
+/* Decoder tests: every record of every revision, chunking, malformed input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+static const enum lm_revision revisions[] = {LM_REV_R1, LM_REV_R2,
+                                             LM_REV_R3_SEED, LM_REV_R3};
+
+static enum lm_status decode_to(struct recorder *r, const uint8_t *buf,
+                                size_t len, size_t chunk, struct lm_decoder *d)
+{
+    enum lm_status st = LM_NEED_MORE;
+
+    lm_decoder_init(d, NULL, recorder_sink, r);
+    for (size_t off = 0; off < len;) {
+        size_t n = chunk && len - off > chunk ? chunk : len - off, used;
+        st = lm_decoder_feed(d, buf + off, n, &used);
+        if (st != LM_NEED_MORE)
+            return st;
+        off += n;
+    }
+    return lm_decoder_finish(d);
+}
+
+static const struct saved_record *nth(const struct recorder *r, int kind,
+                                      size_t n)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->recs[i].rec.kind == kind && n-- == 0)
+            return &r->recs[i];
+    return NULL;
+}
+
+static size_t count(const struct recorder *r, int kind)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->n; i++)
+        n += r->recs[i].rec.kind == kind;
+    return n;
+}
+
+/* The sample stream's records, field by field, in each revision. */
+static void test_records_of_every_revision(void)
+{
+    for (size_t v = 0; v < sizeof(revisions) / sizeof(revisions[0]); v++) {
+        enum lm_revision rev = revisions[v];
+        struct lm_buf b = {0};
+        struct recorder r = {0};
+        struct lm_decoder d;
+
+        sample_stream(&b, rev);
+        CU_ASSERT_EQUAL_FATAL(decode_to(&r, b.data, b.len, 0, &d), LM_DONE);
+        CU_ASSERT_EQUAL(d.revision, rev);
+
+        int traces = rev != LM_REV_R1, enrich = rev >= LM_REV_R3_SEED;
+        int r3 = rev == LM_REV_R3;
+        CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_LFUNC), 2u + enrich);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_CFUNC), r3 ? 2u : 0u);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_TRACE),
+                        (size_t)traces + (size_t)r3);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_SYMTAB_END), 1u);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_EVENTS_BEGIN), 1u);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_ALLOC),
+                        4u + traces + enrich + 2u * r3);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_REALLOC), 1u);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_FREE), 3u);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_END), 1u);
+        CU_ASSERT_EQUAL(r.recs[r.n - 1].rec.kind, LM_REC_END);
+        CU_ASSERT_EQUAL(r.recs[r.n - 1].rec.offset, b.len - 1);
+
+        const struct saved_record *s = nth(&r, LM_REC_SYM_LFUNC, 1);
+        CU_ASSERT_EQUAL(s->rec.addr, 0x200);
+        CU_ASSERT_EQUAL(s->rec.line, 5);
+        CU_ASSERT_STRING_EQUAL(s->str, "@app.lua");
+        CU_ASSERT_EQUAL(s->rec.in_events, 0);
+
+        s = nth(&r, LM_REC_REALLOC, 0);
+        CU_ASSERT_EQUAL(s->rec.loc.source, LM_SRC_LFUNC);
+        CU_ASSERT_EQUAL(s->rec.loc.addr, 0x200);
+        CU_ASSERT_EQUAL(s->rec.loc.line, 7);
+        CU_ASSERT_EQUAL(s->rec.oaddr, 0x2000);
+        CU_ASSERT_EQUAL(s->rec.osize, 32);
+        CU_ASSERT_EQUAL(s->rec.naddr, 0x3000);
+        CU_ASSERT_EQUAL(s->rec.nsize, 96);
+
+        s = nth(&r, LM_REC_FREE, 0);
+        CU_ASSERT_EQUAL(s->rec.loc.source, LM_SRC_INTERNAL);
+        CU_ASSERT_EQUAL(s->rec.oaddr, 0x1000);
+        CU_ASSERT_EQUAL(s->rec.osize, 64);
+
+        s = nth(&r, LM_REC_ALLOC, 3);
+        CU_ASSERT_EQUAL(s->rec.loc.source, LM_SRC_CFUNC);
+        CU_ASSERT_EQUAL(s->rec.loc.addr, 0x7010);
+
+        if (traces) {
+            s = nth(&r, LM_REC_SYM_TRACE, 0);
+            CU_ASSERT_EQUAL(s->rec.traceno, 1);
+            CU_ASSERT_EQUAL(s->rec.trace_addr, r3 ? 0u : 0xa000u);
+            CU_ASSERT_EQUAL(s->rec.addr, 0x200);
+            CU_ASSERT_EQUAL(s->rec.line, 6);
+            s = nth(&r, LM_REC_ALLOC, 4);
+            CU_ASSERT_EQUAL(s->rec.loc.source, LM_SRC_TRACE);
+            CU_ASSERT_EQUAL(s->rec.loc.traceno, 1);
+            CU_ASSERT_EQUAL(s->rec.loc.trace_addr, r3 ? 0u : 0xa000u);
+        }
+        if (enrich) {
+            s = nth(&r, LM_REC_SYM_LFUNC, 2);
+            CU_ASSERT_EQUAL(s->rec.in_events, 1);
+            CU_ASSERT_EQUAL(s->rec.addr, 0x300);
+            CU_ASSERT_STRING_EQUAL(s->str, "local t = {}\nreturn t");
+        }
+        if (r3) {
+            s = nth(&r, LM_REC_SYM_TRACE, 1);
+            CU_ASSERT_EQUAL(s->rec.in_events, 1);
+            CU_ASSERT_EQUAL(s->rec.traceno, 2);
+            CU_ASSERT_EQUAL(s->rec.addr, 0x300);
+            s = nth(&r, LM_REC_SYM_CFUNC, 1);
+            CU_ASSERT_EQUAL(s->rec.in_events, 1);
+            CU_ASSERT_EQUAL(s->rec.addr, 0x9000);
+            CU_ASSERT_STRING_EQUAL(s->str, "libfoo.so:bar");
+        }
+        recorder_free(&r);
+        lm_decoder_free(&d);
+        lm_buf_free(&b);
+    }
+}
+
+/* Same records, same offsets, whatever the chunking. */
+static void test_chunking_gives_identical_records(void)
+{
+    static const size_t chunks[] = {1, 2, 3, 7, 13, 64, 100000};
+
+    for (size_t v = 0; v < sizeof(revisions) / sizeof(revisions[0]); v++) {
+        struct lm_buf b = {0};
+        struct recorder whole = {0};
+        struct lm_decoder d;
+
+        sample_stream(&b, revisions[v]);
+        CU_ASSERT_EQUAL(decode_to(&whole, b.data, b.len, 0, &d), LM_DONE);
+        lm_decoder_free(&d);
+        for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+            struct recorder r = {0};
+            CU_ASSERT_EQUAL(decode_to(&r, b.data, b.len, chunks[c], &d),
+                            LM_DONE);
+            CU_ASSERT_EQUAL_FATAL(r.n, whole.n);
+            for (size_t i = 0; i < r.n; i++) {
+                CU_ASSERT_EQUAL(
+                    memcmp(&r.recs[i], &whole.recs[i], sizeof(r.recs[i])), 0);
+            }
+            recorder_free(&r);
+            lm_decoder_free(&d);
+        }
+        recorder_free(&whole);
+        lm_buf_free(&b);
+    }
+}
+
+/*
+ * Every truncated prefix says "need more" and, once the rest arrives,
+ * ends in the same state as feeding the whole buffer.
+ */
+static void test_every_prefix_then_rest(void)
+{
+    for (size_t v = 0; v < sizeof(revisions) / sizeof(revisions[0]); v++) {
+        struct lm_buf b = {0};
+        struct lm_profile whole;
+
+        sample_stream(&b, revisions[v]);
+        lm_profile_init(&whole, NULL, NULL);
+        CU_ASSERT_EQUAL(feed_chunked(&whole, b.data, b.len, 0), LM_DONE);
+        char *expected = report_string(&whole.state, 0, 0, 1);
+
+        for (size_t k = 0; k < b.len; k++) {
+            struct lm_profile p;
+            size_t used;
+            lm_profile_init(&p, NULL, NULL);
+            uint8_t *prefix = malloc(k ? k : 1);
+            memcpy(prefix, b.data, k);
+            CU_ASSERT_EQUAL(lm_profile_feed(&p, prefix, k, &used),
+                            LM_NEED_MORE);
+            CU_ASSERT_EQUAL(used, k);
+            free(prefix);
+            /* Asking how it ended says truncated, and changes nothing. */
+            CU_ASSERT_EQUAL(lm_decoder_finish(&p.dec), LM_NEED_MORE);
+            CU_ASSERT_PTR_NOT_NULL(strstr(p.dec.errmsg, "truncated"));
+            CU_ASSERT_EQUAL(lm_profile_feed(&p, b.data + k, b.len - k, &used),
+                            LM_DONE);
+            CU_ASSERT_EQUAL(used, b.len - k);
+            char *got = report_string(&p.state, 0, 0, 1);
+            CU_ASSERT_STRING_EQUAL(got, expected);
+            CU_ASSERT_EQUAL(p.state.totals.live_bytes,
+                            whole.state.totals.live_bytes);
+            free(got);
+            lm_profile_free(&p);
+        }
+        free(expected);
+        lm_profile_free(&whole);
+        lm_buf_free(&b);
+    }
+}
+
+/* The epilogue ends the stream; what follows belongs to the caller. */
+static void test_bytes_after_epilogue(void)
+{
+    struct lm_buf b = {0};
+    struct lm_decoder d;
+    size_t used;
+
+    sample_stream(&b, LM_REV_R3);
+    size_t len = b.len;
+    lm_buf_bytes(&b, "TRAILER", 7);
+    lm_decoder_init(&d, NULL, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_decoder_feed(&d, b.data, b.len, &used), LM_DONE);
+    CU_ASSERT_EQUAL(used, len);
+    CU_ASSERT_EQUAL(lm_decoder_feed(&d, b.data + used, 7, &used), LM_ERROR);
+    CU_ASSERT_EQUAL(d.err_offset, len);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.errmsg, "after the epilogue"));
+    CU_ASSERT_EQUAL(lm_decoder_finish(&d), LM_ERROR);
+    lm_decoder_free(&d);
+    lm_buf_free(&b);
+}
+
+/* A malformed stream: its bytes, where it goes wrong and what is said. */
+struct bad_case {
+    const char *name;
+    struct lm_buf buf;
+    uint64_t offset;
+    const char *message;
+    struct lm_limits limits;
+};
+
+/* An R3 stream up to the first event, then `tail`. */
+static void r3_with_events(struct lm_buf *b, const uint8_t *tail, size_t n)
+{
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_sym_lfunc(b, 0x100, "@a.lua", 0);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    lm_buf_bytes(b, tail, n);
+}
+
+static void check_bad(struct bad_case *c)
+{
+    static const size_t chunks[] = {0, 1, 5};
+
+    for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+        struct recorder r = {0};
+        struct lm_decoder d;
+        enum lm_status st = LM_NEED_MORE;
+        size_t len = c->buf.len, chunk = chunks[i] ? chunks[i] : len;
+
+        lm_decoder_init(&d, c->limits.max_string ? &c->limits : NULL,
+                        recorder_sink, &r);
+        for (size_t off = 0; off < len && st == LM_NEED_MORE; off += chunk) {
+            size_t n = len - off < chunk ? len - off : chunk, used;
+            st = lm_decoder_feed(&d, c->buf.data + off, n, &used);
+            if (st == LM_DONE && used < n)
+                st = lm_decoder_feed(&d, c->buf.data + off + used, n - used,
+                                     &used);
+        }
+        if (st == LM_NEED_MORE)
+            st = lm_decoder_finish(&d);
+        CU_ASSERT_EQUAL(st, LM_ERROR);
+        if (d.err_offset != c->offset || strstr(d.errmsg, c->message) == NULL)
+            fprintf(stderr, "\n%s (chunk %zu): offset %llu '%s'\n", c->name,
+                    chunk, (unsigned long long)d.err_offset, d.errmsg);
+        CU_ASSERT_EQUAL(d.err_offset, c->offset);
+        CU_ASSERT_PTR_NOT_NULL(strstr(d.errmsg, c->message));
+        /* Errors are sticky. */
+        CU_ASSERT_EQUAL(lm_decoder_feed(&d, "x", 1, NULL), LM_ERROR);
+        recorder_free(&r);
+        lm_decoder_free(&d);
+    }
+    lm_buf_free(&c->buf);
+}
+
+static void test_malformed_inputs(void)
+{
+    /* The R3 prefix: 7 + (1 + 2 + 7 + 1) + 1 + 7 = 26 bytes. */
+    const uint64_t ev = 26;
+    struct bad_case c;
+
+    memset(&c, 0, sizeof(c));
+    c.name = "overlong ULEB128";
+    {
+        uint8_t t[] = {0x05, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                       0x80, 0x80, 0x80, 0x80, 0x01, 0x10};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = ev + 1;
+    c.message = "longer than 10 bytes";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "ULEB128 beyond 64 bits";
+    {
+        uint8_t t[] = {0x05, 0xff, 0xff, 0xff, 0xff, 0xff,
+                       0xff, 0xff, 0xff, 0xff, 0x02, 0x10};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = ev + 1;
+    c.message = "does not fit 64 bits";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "string over the limit";
+    lm_enc_begin(&c.buf, LM_REV_R3);
+    lm_enc_sym_lfunc(&c.buf, 0x100, "@a.lua", 0);
+    lm_enc_sym_lfunc(&c.buf, 0x200, "@a-much-longer-name.lua", 0);
+    lm_enc_symtab_end(&c.buf);
+    c.offset = 7 + 11 + 3; /* the second entry's length field */
+    c.message = "longer than the limit of 16";
+    c.limits.max_string = 16;
+    c.limits.max_buffered = 1000;
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "item over the buffer limit";
+    /* A 100-byte name: within max_string, but the item exceeds 64. */
+    lm_enc_begin(&c.buf, LM_REV_R3);
+    lm_buf_byte(&c.buf, 0);
+    lm_buf_uleb(&c.buf, 0x100);
+    lm_buf_uleb(&c.buf, 100);
+    for (int i = 0; i < 100; i++)
+        lm_buf_byte(&c.buf, 'n');
+    lm_buf_uleb(&c.buf, 0);
+    lm_enc_symtab_end(&c.buf);
+    c.offset = 7 + 3;
+    c.message = "item of 104 bytes is larger than the buffer limit of 64";
+    c.limits.max_string = 1000;
+    c.limits.max_buffered = 64;
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "unknown source 5";
+    {
+        uint8_t t[] = {0x15, 0x00, 0x10};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = ev;
+    c.message = "unknown event header 0x15";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "source 0";
+    {
+        uint8_t t[] = {0x01, 0x00, 0x10};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = ev;
+    c.message = "unknown event header 0x01";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "reserved bits set";
+    {
+        uint8_t t[] = {0x05, 0x10, 0x20, 0x25, 0x10, 0x10};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = ev + 3;
+    c.message = "unknown event header 0x25";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "epilogue bit with others";
+    {
+        uint8_t t[] = {0x81};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = ev;
+    c.message = "unknown event header 0x81";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "internal symtab event";
+    {
+        uint8_t t[] = {0x04, 0x00};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = ev;
+    c.message = "not part of revision R3";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "symtab event in R2";
+    lm_enc_begin(&c.buf, LM_REV_R2);
+    lm_enc_symtab_end(&c.buf);
+    lm_enc_begin_events(&c.buf, LM_REV_R2);
+    lm_enc_event_lfunc(&c.buf, 0x100, "@a.lua", 0);
+    c.offset = 15;
+    c.message = "not part of revision R2";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "trace source in R1";
+    lm_enc_begin(&c.buf, LM_REV_R1);
+    lm_enc_symtab_end(&c.buf);
+    lm_enc_begin_events(&c.buf, LM_REV_R1);
+    lm_buf_byte(&c.buf, 0x11);
+    c.offset = 15;
+    c.message = "unknown event header 0x11";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "unknown symbol type";
+    lm_enc_begin(&c.buf, LM_REV_R3);
+    lm_buf_byte(&c.buf, 0x03);
+    c.offset = 7;
+    c.message = "unknown symbol type 3";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "cfunc symbol in ljs 2";
+    lm_enc_begin(&c.buf, LM_REV_R2);
+    lm_enc_sym_lfunc(&c.buf, 0x100, "@a.lua", 0);
+    lm_buf_byte(&c.buf, 0x02);
+    c.offset = 18;
+    c.message = "unknown symbol type 2";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "wrong symtab magic";
+    lm_buf_bytes(&c.buf, "ljx\x03\0\0\0\x80", 8);
+    c.offset = 0;
+    c.message = "bad magic";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "unsupported symtab version";
+    lm_enc_symtab_prologue(&c.buf, 4);
+    c.offset = 3;
+    c.message = "unsupported symbol table version 4";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "wrong events magic";
+    lm_enc_begin(&c.buf, LM_REV_R3);
+    lm_enc_symtab_end(&c.buf);
+    lm_buf_bytes(&c.buf, "lj", 2);
+    lm_buf_bytes(&c.buf, "s\x03\0\0\0", 5);
+    c.offset = 8;
+    c.message = "bad magic";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "unsupported combination";
+    lm_enc_symtab_prologue(&c.buf, 3);
+    lm_enc_symtab_end(&c.buf);
+    lm_enc_events_prologue(&c.buf, 2);
+    c.offset = 11;
+    c.message = "unsupported events version 2 after symbol table version 3";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "event before the prologue";
+    lm_enc_begin(&c.buf, LM_REV_R3);
+    lm_enc_symtab_end(&c.buf);
+    {
+        struct lm_loc_ref l = loc_internal();
+        lm_enc_alloc(&c.buf, LM_REV_R3, &l, 0x10, 16);
+    }
+    c.offset = 8;
+    c.message = "where the 'ljm' events prologue was expected";
+    check_bad(&c);
+}
+
+/* Records before a malformed item are delivered, nothing after it. */
+static void test_records_before_error_are_kept(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x100, 3);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@a.lua", 0);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x1000, 10);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x2000, 20);
+    lm_buf_byte(&b, 0x7f);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x3000, 30);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 0), LM_ERROR);
+    CU_ASSERT_EQUAL(p.state.totals.alloc_events, 2);
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, 30);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+static void test_truncation_message(void)
+{
+    struct lm_buf b = {0};
+    struct lm_decoder d;
+
+    sample_stream(&b, LM_REV_R3);
+    lm_decoder_init(&d, NULL, NULL, NULL);
+    /* Cut inside the realloc event (the third event). */
+    CU_ASSERT_EQUAL(lm_decoder_feed(&d, b.data, b.len - 20, NULL),
+                    LM_NEED_MORE);
+    CU_ASSERT_EQUAL(lm_decoder_finish(&d), LM_NEED_MORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.errmsg, "stream truncated in the events"));
+    CU_ASSERT_EQUAL(d.err_offset, d.offset);
+    lm_decoder_free(&d);
+
+    lm_decoder_init(&d, NULL, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_decoder_feed(&d, b.data, 12, NULL), LM_NEED_MORE);
+    CU_ASSERT_EQUAL(lm_decoder_finish(&d), LM_NEED_MORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.errmsg, "in the symbol table"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.errmsg, "offset 7 is cut after 5 bytes"));
+    lm_decoder_free(&d);
+    lm_buf_free(&b);
+}
+
+void register_decoder_tests(void)
+{
+    CU_pSuite s = CU_add_suite("decoder", NULL, NULL);
+
+    CU_add_test(s, "records of every revision", test_records_of_every_revision);
+    CU_add_test(s, "chunking gives identical records",
+                test_chunking_gives_identical_records);
+    CU_add_test(s, "every prefix, then the rest", test_every_prefix_then_rest);
+    CU_add_test(s, "bytes after the epilogue", test_bytes_after_epilogue);
+    CU_add_test(s, "malformed inputs", test_malformed_inputs);
+    CU_add_test(s, "records before an error are kept",
+                test_records_before_error_are_kept);
+    CU_add_test(s, "truncation message", test_truncation_message);
+}

@@ -1,0 +1,46 @@
+/* Runs every CUnit suite of the core; the exit status counts failures. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "test_util.h"
+
+/* Writes the sample stream of each revision into dir (fuzz seeds, and
+ * cross-checks against other parsers). */
+static int write_samples(const char *dir)
+{
+    static const char *const names[] = {NULL, "r1", "r2", "r3-seed", "r3"};
+
+    for (int rev = LM_REV_R1; rev <= LM_REV_R3; rev++) {
+        struct lm_buf b = {0};
+        char path[512];
+        sample_stream(&b, (enum lm_revision)rev);
+        snprintf(path, sizeof(path), "%s/sample-%s.bin", dir, names[rev]);
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || fwrite(b.data, 1, b.len, f) != b.len) {
+            perror(path);
+            return 1;
+        }
+        fclose(f);
+        lm_buf_free(&b);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-samples") == 0)
+        return write_samples(argv[2]);
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    register_decoder_tests();
+    register_state_tests();
+    register_report_tests();
+    register_cli_tests();
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned int failed =
+        CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,143 @@
+/* Report tests: text and JSON output against expected files. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+/* Compares a report of the sample stream with tests/expected/<file>. */
+static void check_sample(enum lm_revision rev, int leak_only, int json,
+                         const char *file)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+
+    sample_stream(&b, rev);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    char *got = report_string(&p.state, leak_only, 0, json);
+    char *want = read_expected(file);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    if (strcmp(got, want) != 0)
+        fprintf(stderr, "\n--- expected %s\n%s--- got\n%s", file, want, got);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+    free(want);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+static void test_r1_report(void)
+{
+    check_sample(LM_REV_R1, 0, 0, "sample-r1.txt");
+}
+
+static void test_r2_report(void)
+{
+    check_sample(LM_REV_R2, 0, 0, "sample-r2.txt");
+}
+
+static void test_r3_seed_report(void)
+{
+    check_sample(LM_REV_R3_SEED, 0, 0, "sample-r3-seed.txt");
+}
+
+static void test_r3_report(void)
+{
+    check_sample(LM_REV_R3, 0, 0, "sample-r3.txt");
+}
+
+static void test_r3_leak_only(void)
+{
+    check_sample(LM_REV_R3, 1, 0, "sample-r3-leak-only.txt");
+}
+
+static void test_r3_json(void)
+{
+    check_sample(LM_REV_R3, 0, 1, "sample-r3.json");
+}
+
+/* Ties by count are broken by name; sizes in KiB/MiB/GiB. */
+static void test_ties_and_human_sizes(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    static const uint64_t sizes[] = {1536, 1048576, 3221225472ULL + 1024, 1000};
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@z.lua", 0);
+    lm_enc_sym_lfunc(&b, 0x200, "@a.lua", 0);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (int i = 0; i < 4; i++) {
+        struct lm_loc_ref l = loc_lua(i % 2 ? 0x200 : 0x100, 1 + (i >= 2));
+        lm_enc_alloc(&b, LM_REV_R3, &l, 0x1000 * (i + 1), sizes[i]);
+    }
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    char *got = report_string(&p.state, 0, 1, 0);
+    CU_ASSERT_STRING_EQUAL(got, "ALLOCATIONS\n"
+                                "@a.lua:1: 1 events\t+1MiB\t-0B\n"
+                                "@a.lua:2: 1 events\t+1000B\t-0B\n"
+                                "@z.lua:1: 1 events\t+1.50KiB\t-0B\n"
+                                "@z.lua:2: 1 events\t+3.00GiB\t-0B\n"
+                                "\n"
+                                "REALLOCATIONS\n"
+                                "\n"
+                                "DEALLOCATIONS\n"
+                                "\n"
+                                "HEAP SUMMARY:\n"
+                                "@z.lua:2 holds 3.00GiB: 1 allocs, 0 frees\n"
+                                "@a.lua:1 holds 1MiB: 1 allocs, 0 frees\n"
+                                "@z.lua:1 holds 1.50KiB: 1 allocs, 0 frees\n"
+                                "@a.lua:2 holds 1000B: 1 allocs, 0 frees\n"
+                                "\n");
+    free(got);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Alias listing: every line numbered, the last one without a newline. */
+static void test_alias_listing(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x300, 3);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_event_lfunc(&b, 0x300, "local t = {}\n\nreturn {t}", 0);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x1000, 56);
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    char *got = report_string(&p.state, 1, 0, 0);
+    CU_ASSERT_STRING_EQUAL(got, "HEAP SUMMARY:\n"
+                                "function_alias_1:3 holds 56B: 1 allocs, "
+                                "0 frees\n"
+                                "\n"
+                                "ALIASES:\n"
+                                "function_alias_1:\n"
+                                "1\t| local t = {}\n"
+                                "2\t| \n"
+                                "3\t| return {t}\n"
+                                "\n\n");
+    free(got);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+void register_report_tests(void)
+{
+    CU_pSuite s = CU_add_suite("report", NULL, NULL);
+
+    CU_add_test(s, "R1 sample", test_r1_report);
+    CU_add_test(s, "R2 sample", test_r2_report);
+    CU_add_test(s, "R3-seed sample", test_r3_seed_report);
+    CU_add_test(s, "R3 sample", test_r3_report);
+    CU_add_test(s, "R3 sample, leak only", test_r3_leak_only);
+    CU_add_test(s, "R3 sample, JSON", test_r3_json);
+    CU_add_test(s, "ties and human-readable sizes", test_ties_and_human_sizes);
+    CU_add_test(s, "alias listing", test_alias_listing);
+}

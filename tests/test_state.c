@@ -1,0 +1,426 @@
+/* State tests: heap delta, epochs, aliases, C symbols, overrides, limits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+static void run(struct lm_profile *p, struct lm_buf *b, enum lm_status want)
+{
+    CU_ASSERT_FATAL(!b->oom);
+    lm_profile_init(p, NULL, NULL);
+    CU_ASSERT_EQUAL(feed_chunked(p, b->data, b->len, 0), want);
+}
+
+/* The location whose name is `name`, or LM_NONE; must be unique. */
+static uint32_t loc_named(const struct lm_state *s, const char *name)
+{
+    uint32_t found = LM_NONE;
+    char buf[512];
+
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        lm_state_loc_name(s, i, buf, sizeof(buf));
+        if (strcmp(buf, name) == 0) {
+            CU_ASSERT_EQUAL(found, LM_NONE);
+            found = i;
+        }
+    }
+    if (found == LM_NONE)
+        fprintf(stderr, "\nno location named '%s'\n", name);
+    return found;
+}
+
+static const struct lm_counters *counters(const struct lm_state *s,
+                                          const char *name)
+{
+    uint32_t id = loc_named(s, name);
+
+    CU_ASSERT_FATAL(id != LM_NONE);
+    return &s->locs[id].c;
+}
+
+static void begin_r3(struct lm_buf *b)
+{
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_sym_lfunc(b, 0x100, "@h.lua", 0);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+}
+
+static void test_heap_delta_exact(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l1 = loc_lua(0x100, 1), l2 = loc_lua(0x100, 2),
+                      l3 = loc_lua(0x100, 3), l4 = loc_lua(0x100, 4),
+                      in = loc_internal();
+
+    begin_r3(&b);
+    lm_enc_alloc(&b, LM_REV_R3, &l1, 0x10, 100);
+    lm_enc_alloc(&b, LM_REV_R3, &l1, 0x20, 50);
+    lm_enc_alloc(&b, LM_REV_R3, &l2, 0x30, 10);
+    lm_enc_realloc(&b, LM_REV_R3, &l3, 0x20, 50, 0x40, 80);
+    lm_enc_free(&b, LM_REV_R3, &l4, 0x10, 100);
+    lm_enc_free(&b, LM_REV_R3, &in, 0x30, 10);
+    lm_enc_free(&b, LM_REV_R3, &in, 0x999, 7); /* from before the start */
+    lm_enc_alloc(&b, LM_REV_R3, &in, 0, 5);    /* failed */
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+
+    const struct lm_state *s = &p.state;
+    CU_ASSERT_EQUAL(s->totals.live_bytes, 80);
+    CU_ASSERT_EQUAL(s->totals.live_blocks, 1);
+    CU_ASSERT_EQUAL(s->totals.peak_live_blocks, 3);
+    CU_ASSERT_EQUAL(s->heap.count, 1);
+    CU_ASSERT_EQUAL(s->totals.unknown_frees, 1);
+    CU_ASSERT_EQUAL(s->totals.failed_allocs, 1);
+    CU_ASSERT_EQUAL(s->totals.alloc_events, 4);
+    CU_ASSERT_EQUAL(s->totals.realloc_events, 1);
+    CU_ASSERT_EQUAL(s->totals.free_events, 3);
+    CU_ASSERT_EQUAL(s->totals.alloc_bytes, 100 + 50 + 10 + 80 + 5);
+    CU_ASSERT_EQUAL(s->totals.freed_bytes, 50 + 100 + 10 + 7);
+
+    const struct lm_counters *c = counters(s, "@h.lua:1");
+    CU_ASSERT_EQUAL(c->alloc_events, 2);
+    CU_ASSERT_EQUAL(c->alloc_bytes, 150);
+    CU_ASSERT_EQUAL(c->live_bytes, 0);
+    CU_ASSERT_EQUAL(c->live_blocks, 0);
+    c = counters(s, "@h.lua:3");
+    CU_ASSERT_EQUAL(c->realloc_events, 1);
+    CU_ASSERT_EQUAL(c->realloc_new_bytes, 80);
+    CU_ASSERT_EQUAL(c->realloc_old_bytes, 50);
+    CU_ASSERT_EQUAL(c->live_bytes, 80);
+    CU_ASSERT_EQUAL(c->live_blocks, 1);
+    c = counters(s, "@h.lua:4");
+    CU_ASSERT_EQUAL(c->free_events, 1);
+    CU_ASSERT_EQUAL(c->free_bytes, 100);
+    c = counters(s, "INTERNAL");
+    CU_ASSERT_EQUAL(c->free_events, 2);
+    CU_ASSERT_EQUAL(c->free_bytes, 17);
+
+    /* Overrides: who released whose blocks. */
+    CU_ASSERT_EQUAL(s->novr, 3);
+    for (uint32_t i = 0; i < s->novr; i++) {
+        const struct lm_override *o = &s->ovr[i];
+        char site[64], prim[64];
+        lm_state_loc_name(s, o->site, site, sizeof(site));
+        lm_state_loc_name(s, o->primary, prim, sizeof(prim));
+        if (o->kind == LM_EV_REALLOC) {
+            CU_ASSERT_STRING_EQUAL(site, "@h.lua:3");
+            CU_ASSERT_STRING_EQUAL(prim, "@h.lua:1");
+            CU_ASSERT_EQUAL(o->allocated, 80);
+            CU_ASSERT_EQUAL(o->freed, 50);
+        } else if (strcmp(site, "INTERNAL") == 0) {
+            CU_ASSERT_STRING_EQUAL(prim, "@h.lua:2");
+            CU_ASSERT_EQUAL(o->freed, 10);
+        } else {
+            CU_ASSERT_STRING_EQUAL(site, "@h.lua:4");
+            CU_ASSERT_STRING_EQUAL(prim, "@h.lua:1");
+            CU_ASSERT_EQUAL(o->freed, 100);
+            CU_ASSERT_EQUAL(o->allocated, 0);
+        }
+        CU_ASSERT_EQUAL(o->count, 1);
+    }
+
+    /* Tarantool's heap delta, per name. */
+    char *rep = report_string(s, 1, 0, 0);
+    CU_ASSERT_STRING_EQUAL(rep, "HEAP SUMMARY:\n"
+                                "@h.lua:1 holds 80B: 3 allocs, 2 frees\n"
+                                "INTERNAL holds 5B: 1 allocs, 0 frees\n"
+                                "\n");
+    free(rep);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* A prototype address reused by a new prototype opens a new epoch. */
+static void test_proto_epochs(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x100, 3);
+
+    begin_r3(&b);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x10, 16);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x20, 16);
+    lm_enc_free(&b, LM_REV_R3, &l, 0x10, 16);
+    /* The old prototype dies, a new one is born at the same address. */
+    lm_enc_event_lfunc(&b, 0x100, "@other.lua", 2);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x30, 32);
+    lm_enc_free(&b, LM_REV_R3, &l, 0x20, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+
+    const struct lm_state *s = &p.state;
+    const struct lm_counters *old = counters(s, "@h.lua:3");
+    const struct lm_counters *cur = counters(s, "@other.lua:3");
+    CU_ASSERT_EQUAL(old->alloc_events, 2);
+    CU_ASSERT_EQUAL(old->free_events, 1);
+    CU_ASSERT_EQUAL(old->live_bytes, 0);
+    CU_ASSERT_EQUAL(cur->alloc_events, 1);
+    CU_ASSERT_EQUAL(cur->free_events, 1);
+    CU_ASSERT_EQUAL(cur->live_bytes, 32);
+    CU_ASSERT_EQUAL(s->sym.nprotos, 2);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* A trace number reused by a new trace opens a new epoch too. */
+static void test_trace_epochs(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref t = loc_trace(1, 0);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    /* The start dump is newest first: a trace may precede its proto. */
+    lm_enc_sym_trace(&b, LM_REV_R3, 1, 0, 0x100, 4);
+    lm_enc_sym_lfunc(&b, 0x100, "@h.lua", 0);
+    lm_enc_sym_lfunc(&b, 0x200, "@j.lua", 0);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &t, 0x10, 16);
+    lm_enc_event_trace(&b, LM_REV_R3, 1, 0, 0x200, 9);
+    lm_enc_alloc(&b, LM_REV_R3, &t, 0x20, 16);
+    lm_enc_alloc(&b, LM_REV_R3, &t, 0x30, 16);
+    t = loc_trace(7, 0);
+    lm_enc_alloc(&b, LM_REV_R3, &t, 0x40, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+
+    const struct lm_state *s = &p.state;
+    CU_ASSERT_EQUAL(counters(s, "TRACE [1] started at @h.lua:4")->alloc_events,
+                    1);
+    CU_ASSERT_EQUAL(counters(s, "TRACE [1] started at @j.lua:9")->alloc_events,
+                    2);
+    CU_ASSERT_EQUAL(counters(s, "TRACE [7]")->alloc_events, 1);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* R2 names traces with their machine code address. */
+static void test_r2_trace_names(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref t = loc_trace(3, 0xbeef0);
+
+    lm_enc_begin(&b, LM_REV_R2);
+    lm_enc_sym_lfunc(&b, 0x100, "@h.lua", 0);
+    lm_enc_sym_trace(&b, LM_REV_R2, 3, 0xbeef0, 0x100, 4);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R2);
+    lm_enc_alloc(&b, LM_REV_R2, &t, 0x10, 16);
+    t = loc_trace(3, 0xcafe0); /* the same number, other machine code */
+    lm_enc_alloc(&b, LM_REV_R2, &t, 0x20, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_NOT_EQUAL(
+        loc_named(&p.state, "TRACE [3] 0xbeef0 started at @h.lua:4"), LM_NONE);
+    CU_ASSERT_NOT_EQUAL(loc_named(&p.state, "TRACE [3] 0xcafe0"), LM_NONE);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+static void test_aliases(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x300, 2);
+
+    begin_r3(&b);
+    lm_enc_event_lfunc(&b, 0x300, "local a = {}\nlocal b = {}\n", 0);
+    lm_enc_event_lfunc(&b, 0x400, "return 1\n", 0);
+    lm_enc_event_lfunc(&b, 0x500, "local a = {}\nlocal b = {}\n", 1);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x10, 16);
+    l = loc_lua(0x500, 1);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x20, 16);
+    l = loc_lua(0x400, 1);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x30, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+
+    const struct lm_state *s = &p.state;
+    CU_ASSERT_EQUAL(s->sym.naliases, 2);
+    CU_ASSERT_NOT_EQUAL(loc_named(s, "function_alias_1:2"), LM_NONE);
+    CU_ASSERT_NOT_EQUAL(loc_named(s, "function_alias_1:1"), LM_NONE);
+    CU_ASSERT_NOT_EQUAL(loc_named(s, "function_alias_2:1"), LM_NONE);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* C names: the symbol at or below; libraries loaded later rename only
+ * what happens after they are announced. */
+static void test_c_symbols(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref c = loc_c(0x7050);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_cfunc(&b, 0x7100, "libx.so:later");
+    lm_enc_sym_cfunc(&b, 0x7000, "libx.so:first");
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &c, 0x10, 16);
+    c = loc_c(0x10);
+    lm_enc_alloc(&b, LM_REV_R3, &c, 0x20, 16);
+    lm_enc_event_cfunc(&b, 0x7040, "libx.so:inner");
+    c = loc_c(0x7050);
+    lm_enc_alloc(&b, LM_REV_R3, &c, 0x30, 16);
+    lm_enc_alloc(&b, LM_REV_R3, &c, 0x40, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+
+    const struct lm_state *s = &p.state;
+    CU_ASSERT_EQUAL(counters(s, "libx.so:first:0x7000")->alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(s, "libx.so:inner:0x7040")->alloc_events, 2);
+    CU_ASSERT_EQUAL(counters(s, "CFUNC 0x10")->alloc_events, 1);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* A Lua address never announced is named by its raw address. */
+static void test_unknown_proto(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0xabc, 7);
+
+    begin_r3(&b);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x10, 16);
+    lm_enc_event_lfunc(&b, 0xabc, "@late.lua", 5);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x20, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(counters(&p.state, "0xabc:7")->alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "@late.lua:7")->alloc_events, 1);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* An alloc at a live address means a lost free: the old block goes. */
+static void test_overwritten_block(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l1 = loc_lua(0x100, 1), l2 = loc_lua(0x100, 2);
+
+    begin_r3(&b);
+    lm_enc_alloc(&b, LM_REV_R3, &l1, 0x10, 16);
+    lm_enc_alloc(&b, LM_REV_R3, &l2, 0x10, 40);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, 40);
+    CU_ASSERT_EQUAL(p.state.totals.live_blocks, 1);
+    CU_ASSERT_EQUAL(p.state.totals.overwritten_blocks, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "@h.lua:1")->live_bytes, 0);
+    CU_ASSERT_EQUAL(counters(&p.state, "@h.lua:2")->live_bytes, 40);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Past the location limit the stream fails with a clear error. */
+static void test_location_limit(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_state_limits lim = {.max_locations = 10};
+
+    begin_r3(&b);
+    for (uint64_t i = 1; i <= 20; i++) {
+        struct lm_loc_ref l = loc_lua(0x100, i);
+        lm_enc_alloc(&b, LM_REV_R3, &l, 0x10 * i, 16);
+    }
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, &lim);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 7), LM_ERROR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.dec.errmsg, "too many distinct locations"));
+    CU_ASSERT_EQUAL(p.state.nlocs, 10);
+    CU_ASSERT_EQUAL(p.state.totals.alloc_events, 10);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Many blocks: the heap map grows, shrinks and stays exact. */
+static void test_heap_map_many_blocks(void)
+{
+    struct lm_heapmap m;
+    struct lm_block blk;
+    const uint32_t n = 200000;
+
+    lm_heap_init(&m, 42);
+    for (uint32_t i = 1; i <= n; i++)
+        CU_ASSERT_EQUAL(lm_heap_put(&m, (uint64_t)i * 16,
+                                    (struct lm_block){i, i % 7}, &blk),
+                        0);
+    CU_ASSERT_EQUAL(m.count, n);
+    CU_ASSERT_EQUAL(lm_heap_put(&m, 16, (struct lm_block){99, 3}, &blk), 1);
+    CU_ASSERT_EQUAL(blk.size, 1);
+    CU_ASSERT_EQUAL(lm_heap_put(&m, 16, (struct lm_block){1, 1}, &blk), 1);
+    for (uint32_t i = 1; i <= n; i += 2) {
+        CU_ASSERT_EQUAL_FATAL(lm_heap_take(&m, (uint64_t)i * 16, &blk), 1);
+        CU_ASSERT_EQUAL(blk.size, i);
+        CU_ASSERT_EQUAL(blk.loc, i % 7);
+    }
+    CU_ASSERT_EQUAL(m.count, n / 2);
+    for (uint32_t i = 1; i <= n; i++) {
+        int there = lm_heap_take(&m, (uint64_t)i * 16, &blk);
+        CU_ASSERT_EQUAL(there, i % 2 == 0);
+        if (there)
+            CU_ASSERT_EQUAL(blk.size, i);
+    }
+    CU_ASSERT_EQUAL(m.count, 0);
+    /* At most 30 bytes a block at the high-water mark, by construction. */
+    CU_ASSERT(lm_heap_memory(&m) <= 30ull * n + LM_HEAP_SHARDS * 16 * 16);
+    lm_heap_free(&m);
+}
+
+/* Addresses that all land in one shard's home slot: the shard is
+ * re-spread with a new salt instead of failing. */
+static void test_heap_map_collisions(void)
+{
+    struct lm_heapmap m;
+    struct lm_block blk;
+    uint64_t addrs[600];
+    int n = 0;
+
+    lm_heap_init(&m, 7);
+    /* Search addresses with the same shard and home under the first salt. */
+    struct lm_heap_shard probe = m.shard[0];
+    probe.cap = 1024;
+    for (uint64_t a = 1; n < 600; a++) {
+        uint64_t h = lm_heap_hash(&m, a);
+        if (lm_heap_shard_of(&m, h) == &m.shard[0] &&
+            lm_heap_home(&probe, h) == 5)
+            addrs[n++] = a;
+    }
+    for (int i = 0; i < n; i++)
+        CU_ASSERT_EQUAL_FATAL(
+            lm_heap_put(&m, addrs[i], (struct lm_block){(uint32_t)i, 1}, &blk),
+            0);
+    CU_ASSERT(m.reseeds > 0);
+    for (int i = 0; i < n; i++) {
+        CU_ASSERT_EQUAL_FATAL(lm_heap_take(&m, addrs[i], &blk), 1);
+        CU_ASSERT_EQUAL(blk.size, (uint32_t)i);
+    }
+    CU_ASSERT_EQUAL(m.count, 0);
+    lm_heap_free(&m);
+}
+
+void register_state_tests(void)
+{
+    CU_pSuite s = CU_add_suite("state", NULL, NULL);
+
+    CU_add_test(s, "heap delta is exact", test_heap_delta_exact);
+    CU_add_test(s, "prototype epochs", test_proto_epochs);
+    CU_add_test(s, "trace epochs", test_trace_epochs);
+    CU_add_test(s, "R2 trace names", test_r2_trace_names);
+    CU_add_test(s, "aliases", test_aliases);
+    CU_add_test(s, "C symbols", test_c_symbols);
+    CU_add_test(s, "unknown prototype", test_unknown_proto);
+    CU_add_test(s, "overwritten block", test_overwritten_block);
+    CU_add_test(s, "location limit", test_location_limit);
+    CU_add_test(s, "heap map with many blocks", test_heap_map_many_blocks);
+    CU_add_test(s, "heap map under crafted collisions",
+                test_heap_map_collisions);
+}

@@ -1,0 +1,176 @@
+/* Helpers shared by the CUnit suites: sample streams and a recording sink. */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lm_report.h"
+
+#ifndef LJMP_TEST_DATA
+#error "LJMP_TEST_DATA must name tests/expected"
+#endif
+
+int recorder_sink(void *ctx, const struct lm_record *recs, size_t n,
+                  size_t *failed_at, char *errbuf, size_t errlen)
+{
+    struct recorder *r = ctx;
+
+    (void)failed_at;
+    (void)errbuf;
+    (void)errlen;
+    for (size_t i = 0; i < n; i++) {
+        if (r->n == r->cap) {
+            r->cap = r->cap ? r->cap * 2 : 64;
+            r->recs = realloc(r->recs, r->cap * sizeof(*r->recs));
+            CU_ASSERT_FATAL(r->recs != NULL);
+        }
+        struct saved_record *s = &r->recs[r->n++];
+        memset(s, 0, sizeof(*s));
+        s->rec = recs[i];
+        if (recs[i].str != NULL && recs[i].kind <= LM_REC_SYM_TRACE) {
+            size_t len = recs[i].str_len < sizeof(s->str) - 1
+                             ? recs[i].str_len
+                             : sizeof(s->str) - 1;
+            memcpy(s->str, recs[i].str, len);
+            s->str[len] = '\0';
+        }
+        s->rec.str = NULL;
+    }
+    return 0;
+}
+
+void recorder_free(struct recorder *r)
+{
+    free(r->recs);
+    memset(r, 0, sizeof(*r));
+}
+
+struct lm_loc_ref loc_internal(void)
+{
+    return (struct lm_loc_ref){.source = LM_SRC_INTERNAL};
+}
+
+struct lm_loc_ref loc_lua(uint64_t proto, uint64_t line)
+{
+    return (struct lm_loc_ref){
+        .source = LM_SRC_LFUNC, .addr = proto, .line = line};
+}
+
+struct lm_loc_ref loc_c(uint64_t addr)
+{
+    return (struct lm_loc_ref){.source = LM_SRC_CFUNC, .addr = addr};
+}
+
+struct lm_loc_ref loc_trace(uint64_t traceno, uint64_t trace_addr)
+{
+    return (struct lm_loc_ref){
+        .source = LM_SRC_TRACE, .traceno = traceno, .trace_addr = trace_addr};
+}
+
+void sample_stream(struct lm_buf *b, enum lm_revision rev)
+{
+    int traces = rev != LM_REV_R1;
+    int enrich = rev == LM_REV_R3_SEED || rev == LM_REV_R3;
+    struct lm_loc_ref l;
+
+    lm_enc_begin(b, rev);
+    lm_enc_sym_lfunc(b, 0x100, "@app.lua", 0);
+    lm_enc_sym_lfunc(b, 0x200, "@app.lua", 5);
+    if (rev == LM_REV_R3)
+        lm_enc_sym_cfunc(b, 0x7000, "libc.so.6:calloc");
+    if (traces)
+        lm_enc_sym_trace(b, rev, 1, 0xa000, 0x200, 6);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, rev);
+
+    l = loc_lua(0x100, 2);
+    lm_enc_alloc(b, rev, &l, 0x1000, 64);
+    l = loc_lua(0x200, 6);
+    lm_enc_alloc(b, rev, &l, 0x2000, 32);
+    l = loc_lua(0x200, 7);
+    lm_enc_realloc(b, rev, &l, 0x2000, 32, 0x3000, 96);
+    l = loc_internal();
+    lm_enc_alloc(b, rev, &l, 0x4000, 16);
+    lm_enc_free(b, rev, &l, 0x1000, 64);
+    l = loc_c(0x7010);
+    lm_enc_alloc(b, rev, &l, 0x5000, 128);
+    if (traces) {
+        l = loc_trace(1, 0xa000);
+        lm_enc_alloc(b, rev, &l, 0x6000, 48);
+    }
+    if (enrich) {
+        lm_enc_event_lfunc(b, 0x300, "local t = {}\nreturn t", 0);
+        l = loc_lua(0x300, 1);
+        lm_enc_alloc(b, rev, &l, 0x7000, 24);
+    }
+    if (rev == LM_REV_R3) {
+        lm_enc_event_trace(b, rev, 2, 0, 0x300, 1);
+        l = loc_trace(2, 0);
+        lm_enc_alloc(b, rev, &l, 0x8000, 8);
+        lm_enc_event_cfunc(b, 0x9000, "libfoo.so:bar");
+        l = loc_c(0x9004);
+        lm_enc_alloc(b, rev, &l, 0x8100, 8);
+    }
+    l = loc_lua(0x100, 3);
+    lm_enc_free(b, rev, &l, 0x3000, 96);
+    lm_enc_free(b, rev, &l, 0xdead0, 10);
+    lm_enc_epilogue(b);
+    if (b->oom)
+        abort();
+}
+
+enum lm_status feed_chunked(struct lm_profile *p, const uint8_t *buf,
+                            size_t len, size_t chunk)
+{
+    enum lm_status st = LM_NEED_MORE;
+    size_t off = 0;
+
+    if (chunk == 0)
+        chunk = len ? len : 1;
+    while (off < len) {
+        size_t n = len - off < chunk ? len - off : chunk, used;
+        /* Each chunk in its own allocation so ASan catches over-reads. */
+        uint8_t *copy = malloc(n);
+        memcpy(copy, buf + off, n);
+        st = lm_profile_feed(p, copy, n, &used);
+        free(copy);
+        if (st == LM_ERROR)
+            return st;
+        if (st == LM_DONE && used < n)
+            return lm_profile_feed(p, buf + off + used, n - used, &used);
+        off += n;
+    }
+    return lm_decoder_finish(&p->dec);
+}
+
+char *report_string(const struct lm_state *s, int leak_only, int human,
+                    int json)
+{
+    struct lm_report_opts o = {leak_only, human, json};
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+
+    CU_ASSERT_FATAL(f != NULL);
+    CU_ASSERT(lm_report_write(f, s, &o) == 0);
+    fclose(f);
+    return out;
+}
+
+char *read_expected(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", LJMP_TEST_DATA, name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}

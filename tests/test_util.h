@@ -1,0 +1,58 @@
+/* Helpers shared by the CUnit suites: sample streams and a recording sink. */
+#ifndef TEST_UTIL_H
+#define TEST_UTIL_H
+
+#include <CUnit/CUnit.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lm_decoder.h"
+#include "lm_encoder.h"
+#include "lm_state.h"
+
+/* A record as the sink saw it, with its string copied. */
+struct saved_record {
+    struct lm_record rec;
+    char str[256];
+};
+
+struct recorder {
+    struct saved_record *recs;
+    size_t n, cap;
+};
+
+int recorder_sink(void *ctx, const struct lm_record *recs, size_t n,
+                  size_t *failed_at, char *errbuf, size_t errlen);
+void recorder_free(struct recorder *r);
+
+/* Locations by source. */
+struct lm_loc_ref loc_internal(void);
+struct lm_loc_ref loc_lua(uint64_t proto, uint64_t line);
+struct lm_loc_ref loc_c(uint64_t addr);
+struct lm_loc_ref loc_trace(uint64_t traceno, uint64_t trace_addr);
+
+/*
+ * A stream of revision rev exercising every record type it has: symbols
+ * at start, symbols announced while running, alloc/realloc/free from every
+ * source.  The same events in every revision where they exist.
+ */
+void sample_stream(struct lm_buf *b, enum lm_revision rev);
+
+/* Decodes buf in chunks of `chunk` bytes (0: whole) into a fresh profile. */
+enum lm_status feed_chunked(struct lm_profile *p, const uint8_t *buf,
+                            size_t len, size_t chunk);
+
+/* The text report of a state as a malloc'd string. */
+char *report_string(const struct lm_state *s, int leak_only, int human,
+                    int json);
+
+/* Reads a file under tests/expected/ into a malloc'd string. */
+char *read_expected(const char *name);
+
+/* Registration of each suite. */
+void register_decoder_tests(void);
+void register_state_tests(void);
+void register_report_tests(void);
+void register_cli_tests(void);
+
+#endif
