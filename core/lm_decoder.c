@@ -254,6 +254,21 @@ static enum lm_revision revision_of(uint8_t ljs, uint8_t ljm)
     return LM_REV_UNKNOWN;
 }
 
+static const uint8_t kind_of_event[] = {0, LM_REC_ALLOC, LM_REC_FREE,
+                                        LM_REC_REALLOC};
+
+/* Which header bytes are plain events of this revision. */
+static void init_fast_headers(struct lm_decoder *d)
+{
+    unsigned int nsources = d->revision == LM_REV_R1 ? 3 : 4;
+
+    memset(d->fast_header, 0, sizeof(d->fast_header));
+    for (unsigned int src = 1; src <= nsources; src++)
+        for (unsigned int ev = LM_EV_ALLOC; ev <= LM_EV_REALLOC; ev++)
+            d->fast_header[ev | src << LM_EV_SOURCE_SHIFT] =
+                (uint8_t)(kind_of_event[ev] << 4 | src);
+}
+
 static int parse_events_prologue(struct lm_decoder *d, struct cursor *c,
                                  struct lm_record *rec)
 {
@@ -277,6 +292,7 @@ static int parse_events_prologue(struct lm_decoder *d, struct cursor *c,
         return P_ERR;
     }
     d->phase = LM_PH_EVENTS;
+    init_fast_headers(d);
     memset(rec, 0, sizeof(*rec));
     rec->kind = LM_REC_EVENTS_BEGIN;
     rec->offset = cursor_offset(c, item);
@@ -414,7 +430,6 @@ static int parse_event(struct lm_decoder *d, struct cursor *c,
             goto bad_header;
     }
     rec->loc.source = (uint8_t)source;
-    rec->in_events = 1;
     switch (event) {
     case LM_EV_SYMTAB: {
         int kind = event_sym_kind(d->revision, source);
@@ -426,6 +441,7 @@ static int parse_event(struct lm_decoder *d, struct cursor *c,
             return P_ERR;
         }
         rec->kind = (uint8_t)kind;
+        rec->in_events = 1;
         return parse_sym_body(d, c, item, rec);
     }
     case LM_EV_ALLOC:
@@ -477,6 +493,119 @@ static int flush_batch(struct lm_decoder *d)
         failed_at = n - 1;
     fail(d, d->batch[failed_at].offset, "%s", msg[0] ? msg : "record rejected");
     return -1;
+}
+
+/*
+ * The fast path: plain events (alloc, free, realloc) while at least
+ * FAST_MARGIN bytes remain, so that no read needs a bounds check.  A ULEB
+ * is decoded from one 8-byte load without branching on its length (the
+ * lengths of addresses, sizes and lines vary from one value to the next,
+ * which a loop would mispredict).  Anything else -- a symtab event, the
+ * epilogue, a bad header, a ULEB longer than 8 bytes -- is left to the
+ * careful path, which also names errors.
+ */
+enum { FAST_MARGIN = 64 }; /* > the longest event (61 bytes) + 8 - 1 */
+
+static inline int uleb8(const uint8_t **pp, uint64_t *out)
+{
+    uint64_t w, x;
+
+    memcpy(&w, *pp, 8);
+    uint64_t stops = ~w & 0x8080808080808080ULL;
+    if (__builtin_expect(stops == 0, 0))
+        return 0;
+    unsigned int bits = (unsigned int)__builtin_ctzll(stops) + 1;
+    *pp += bits >> 3;
+    x = w & (~0ULL >> (64 - bits));
+    /* Squeeze out the continuation bits: 7-bit groups pair up into 14,
+     * then 28, then 56 bits. */
+    x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
+    x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
+    *out = (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
+    return 1;
+}
+
+#define FAST_READ(v)                                                           \
+    do {                                                                       \
+        if (!uleb8(&p, &(v)))                                                  \
+            return item;                                                       \
+    } while (0)
+
+/* Decodes one plain event at item into rec; returns the byte after it, or
+ * item itself when the careful path must take this one. */
+static inline const uint8_t *fast_event(const struct lm_decoder *d,
+                                        const uint8_t *item,
+                                        struct lm_record *rec)
+{
+    const uint8_t *p = item + 1;
+    uint8_t t = d->fast_header[*item];
+    struct lm_loc_ref loc = {(uint8_t)(t & 0x0f), 0, 0, 0, 0};
+    uint64_t oaddr = 0, osize = 0, naddr = 0, nsize = 0;
+
+    if (t == 0)
+        return item;
+    switch (loc.source) {
+    case LM_SRC_LFUNC:
+        FAST_READ(loc.addr);
+        FAST_READ(loc.line);
+        break;
+    case LM_SRC_CFUNC:
+        FAST_READ(loc.addr);
+        break;
+    case LM_SRC_TRACE:
+        FAST_READ(loc.traceno);
+        if (d->revision != LM_REV_R3)
+            FAST_READ(loc.trace_addr);
+        break;
+    default:
+        break;
+    }
+    uint8_t kind = t >> 4;
+    if (kind != LM_REC_ALLOC) {
+        FAST_READ(oaddr);
+        FAST_READ(osize);
+    }
+    if (kind != LM_REC_FREE) {
+        FAST_READ(naddr);
+        FAST_READ(nsize);
+    }
+    rec->kind = kind;
+    rec->in_events = 0;
+    rec->revision = 0;
+    rec->loc = loc;
+    rec->oaddr = oaddr;
+    rec->osize = osize;
+    rec->naddr = naddr;
+    rec->nsize = nsize;
+    rec->addr = rec->line = rec->traceno = rec->trace_addr = 0;
+    rec->str = NULL;
+    rec->str_len = 0;
+    return p;
+}
+
+#undef FAST_READ
+
+/* Runs the fast path as far as it goes; P_ERR only if the sink fails. */
+static int parse_events_fast(struct lm_decoder *d, struct cursor *c)
+{
+    const uint8_t *p = c->p;
+
+    while (c->end - p >= FAST_MARGIN) {
+        struct lm_record *rec = &d->batch[d->nbatch];
+        const uint8_t *next = fast_event(d, p, rec);
+        if (next == p)
+            break;
+        rec->offset = cursor_offset(c, p);
+        d->nrecords[rec->kind]++;
+        p = next;
+        if (++d->nbatch == LM_BATCH) {
+            c->p = p;
+            if (flush_batch(d) != 0)
+                return P_ERR;
+        }
+    }
+    c->p = p;
+    return P_OK;
 }
 
 /* One item at the cursor, whatever the phase. */
@@ -624,6 +753,14 @@ enum lm_status lm_decoder_feed(struct lm_decoder *d, const void *data,
     struct cursor c = {buf + off, buf + len, buf + off, base + off};
     const uint8_t *item = c.p;
     while (c.p < c.end && d->phase != LM_PH_DONE) {
+        if (d->phase == LM_PH_EVENTS && c.end - c.p >= FAST_MARGIN) {
+            if (parse_events_fast(d, &c) != P_OK) {
+                off = d->err_offset > base ? (size_t)(d->err_offset - base) : 0;
+                goto error;
+            }
+            if (c.p == c.end)
+                break;
+        }
         item = c.p;
         int r = parse_item(d, &c);
         if (r == P_ERR) {

@@ -1,23 +1,63 @@
-/* Live heap map: sharded Robin Hood table of live blocks. */
+/* Live heap map: sharded SwissTable-style groups of live blocks. */
 #include "lm_heapmap.h"
 
 #include <string.h>
 
-enum { SHARD_MIN_CAP = 16 };
+enum {
+    CTRL_EMPTY = 0x80,
+    CTRL_DELETED = 0xfe,
+    SHARD_MIN_CAP = 16,
+};
 
-static uint32_t dist_of(const struct lm_heap_slot *s)
+#define LSBS 0x0101010101010101ULL
+#define MSBS 0x8080808080808080ULL
+
+/* A group's 8 control bytes, byte k in bits 8k..8k+7. */
+static inline uint64_t group_at(const uint8_t *ctrl)
 {
-    return s->locdist & 0xff;
+    uint64_t g;
+
+    memcpy(&g, ctrl, sizeof(g));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    g = __builtin_bswap64(g);
+#endif
+    return g;
 }
 
-static void set_dist(struct lm_heap_slot *s, uint32_t d)
+/* 0x80 in every byte equal to tag (tags are below 0x80). */
+static inline uint64_t match_tag(uint64_t g, uint8_t tag)
 {
-    s->locdist = (s->locdist & ~0xffu) | d;
+    uint64_t x = g ^ (LSBS * tag);
+    return ~(((x & ~MSBS) + ~MSBS) | x | ~MSBS);
 }
 
-static uint32_t limit_of(uint32_t cap)
+/* 0x80 in every empty byte: high bit set, next bit clear. */
+static inline uint64_t match_empty(uint64_t g)
 {
-    return (uint32_t)((uint64_t)cap * 4 / 5);
+    return g & ~(g << 1) & MSBS;
+}
+
+/* 0x80 in every empty or deleted byte. */
+static inline uint64_t match_free(uint64_t g)
+{
+    return g & MSBS;
+}
+
+static inline uint32_t first_byte(uint64_t mask)
+{
+    return (uint32_t)__builtin_ctzll(mask) >> 3;
+}
+
+/* Seven bits of the hash that neither the shard nor the group use. */
+static inline uint8_t tag_of(uint64_t h)
+{
+    return (uint8_t)((h >> 50) & 0x7f);
+}
+
+static uint32_t next_group(const struct lm_heap_shard *s, uint32_t i)
+{
+    i += LM_HEAP_GROUP;
+    return i == s->cap ? 0 : i;
 }
 
 void lm_heap_init(struct lm_heapmap *m, uint64_t seed)
@@ -28,175 +68,186 @@ void lm_heap_init(struct lm_heapmap *m, uint64_t seed)
         m->shard[i].salt = lm_mix64(seed + i) | 1;
 }
 
+static void shard_release(struct lm_heap_shard *s)
+{
+    lm_table_free(s->ctrl, s->cap);
+    lm_table_free(s->slots, (size_t)s->cap * sizeof(*s->slots));
+    s->ctrl = NULL;
+    s->slots = NULL;
+}
+
 void lm_heap_free(struct lm_heapmap *m)
 {
     for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++) {
         struct lm_heap_shard *s = &m->shard[i];
-        lm_table_free(s->slots, (size_t)s->cap * sizeof(*s->slots));
-        s->slots = NULL;
-        s->cap = s->count = s->limit = 0;
+        shard_release(s);
+        s->cap = s->count = s->deleted = s->limit = 0;
     }
     m->count = 0;
 }
 
-/*
- * Robin Hood insertion of an address known to be absent: whoever is
- * further from home keeps the slot.  If a distance would overflow its
- * byte, returns -1 with the element still to place in *in.
- */
-static int place(struct lm_heap_shard *s, uint32_t i, uint32_t d,
-                 struct lm_heap_slot *in)
+/* Index of addr's slot, or UINT32_MAX. */
+static uint32_t find(const struct lm_heap_shard *s, uint64_t h, uint64_t addr)
 {
+    uint32_t i = lm_heap_home(s, h);
+    uint8_t tag = tag_of(h);
+
+    for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
+        uint64_t g = group_at(s->ctrl + i);
+        for (uint64_t m = match_tag(g, tag); m != 0; m &= m - 1) {
+            uint32_t j = i + first_byte(m);
+            if (s->slots[j].addr == addr)
+                return j;
+        }
+        if (match_empty(g) != 0)
+            break;
+        i = next_group(s, i);
+    }
+    return UINT32_MAX;
+}
+
+/* Places an absent block; the shard has a free slot (count < limit). */
+static void insert_new(struct lm_heap_shard *s, uint64_t h,
+                       const struct lm_heap_slot *in)
+{
+    uint32_t i = lm_heap_home(s, h);
+
     for (;;) {
-        struct lm_heap_slot *slot = &s->slots[i];
-        if (slot->addr == 0) {
-            set_dist(in, d);
-            *slot = *in;
+        uint64_t free = match_free(group_at(s->ctrl + i));
+        if (free != 0) {
+            uint32_t j = i + first_byte(free);
+            if (s->ctrl[j] == CTRL_DELETED)
+                s->deleted--;
+            s->ctrl[j] = tag_of(h);
+            s->slots[j] = *in;
             s->count++;
-            return 0;
+            return;
         }
-        if (dist_of(slot) < d) {
-            struct lm_heap_slot out = *slot;
-            set_dist(in, d);
-            *slot = *in;
-            *in = out;
-            d = dist_of(&out);
-        }
-        if (++d > LM_HEAP_MAX_DIST)
-            return -1;
-        if (++i == s->cap)
-            i = 0;
+        i = next_group(s, i);
     }
 }
 
-/* Rebuilds a shard at cap slots, with extra (may be NULL) added. */
-static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap,
-                   const struct lm_heap_slot *extra)
+/* Rebuilds a shard with cap slots, dropping deleted marks. */
+static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
 {
     struct lm_heap_shard old = *s;
 
-    for (;;) {
-        s->slots = lm_table_alloc((size_t)cap * sizeof(*s->slots));
-        if (s->slots == NULL) {
-            *s = old;
-            return -1;
-        }
-        s->cap = cap;
-        s->count = 0;
-        s->limit = limit_of(cap);
-        int ok = 1;
-        for (uint32_t i = 0; ok && i <= old.cap; i++) {
-            struct lm_heap_slot in;
-            if (i < old.cap)
-                in = old.slots[i];
-            else if (extra != NULL)
-                in = *extra;
-            else
-                break;
-            if (in.addr == 0)
-                continue;
-            uint32_t home = lm_heap_home(s, lm_heap_hash(m, in.addr));
-            ok = place(s, home, 0, &in) == 0;
-        }
-        if (ok)
-            break;
-        /* Crafted collisions: spread the shard differently. */
+    s->ctrl = lm_table_alloc(cap);
+    s->slots = lm_table_alloc((size_t)cap * sizeof(*s->slots));
+    if (s->ctrl == NULL || s->slots == NULL) {
+        lm_table_free(s->ctrl, cap);
         lm_table_free(s->slots, (size_t)cap * sizeof(*s->slots));
-        s->salt = lm_mix64(s->salt + m->seed) | 1;
-        m->reseeds++;
+        *s = old;
+        return -1;
     }
-    lm_table_free(old.slots, (size_t)old.cap * sizeof(*old.slots));
+    memset(s->ctrl, CTRL_EMPTY, cap);
+    s->cap = cap;
+    s->count = s->deleted = 0;
+    s->limit = cap / 8 * 7;
+    for (uint32_t i = 0; i < old.cap; i++)
+        if (old.ctrl[i] < CTRL_EMPTY)
+            insert_new(s, lm_heap_hash(m, old.slots[i].addr), &old.slots[i]);
+    shard_release(&old);
     return 0;
 }
 
-static uint32_t grown(uint32_t cap)
+/* Makes room for one more block: grow, or purge deleted marks. */
+static int make_room(struct lm_heapmap *m, struct lm_heap_shard *s)
 {
-    return cap ? cap + cap / 2 : SHARD_MIN_CAP;
-}
+    uint32_t cap = s->cap;
 
-/* The slot holding addr, or NULL. */
-static struct lm_heap_slot *find(const struct lm_heap_shard *s, uint32_t home,
-                                 uint64_t addr)
-{
-    uint32_t i = home, d = 0;
-
-    for (;;) {
-        struct lm_heap_slot *slot = &s->slots[i];
-        if (slot->addr == addr)
-            return slot;
-        /* Robin Hood order: past a closer-to-home slot it cannot be. */
-        if (slot->addr == 0 || dist_of(slot) < d)
-            return NULL;
-        d++;
-        if (++i == s->cap)
-            i = 0;
-    }
+    if (s->count + s->deleted < s->limit)
+        return 0;
+    /*
+     * Grow by a quarter when 3/4 are live, so that the load stays between
+     * 0.6 and 0.875 (19 to 28 bytes a block); below that, deleted marks
+     * are what fills the shard, and a rebuild at the same size purges
+     * them, at most once per cap/8 operations.
+     */
+    if (cap == 0)
+        cap = SHARD_MIN_CAP;
+    else if (s->count >= cap / 4 * 3)
+        cap =
+            (cap + cap / 4 + LM_HEAP_GROUP - 1) / LM_HEAP_GROUP * LM_HEAP_GROUP;
+    return rebuild(m, s, cap);
 }
 
 int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
                        struct lm_block blk, struct lm_block *old)
 {
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
-    struct lm_heap_slot in = {addr, blk.size, blk.loc << 8};
-    uint32_t i = 0, d = 0;
+    struct lm_heap_slot in = {addr, blk.size, blk.loc};
 
     if (s->cap != 0) {
-        /* One walk finds the block or the slot where it belongs. */
-        for (i = lm_heap_home(s, h);; d++) {
-            struct lm_heap_slot *slot = &s->slots[i];
-            if (slot->addr == addr) {
-                old->size = slot->size;
-                old->loc = slot->locdist >> 8;
-                slot->size = blk.size;
-                slot->locdist = (blk.loc << 8) | dist_of(slot);
-                return 1;
-            }
-            if (slot->addr == 0 || dist_of(slot) < d)
-                break;
-            if (++i == s->cap)
-                i = 0;
+        uint32_t j = find(s, h, addr);
+        if (j != UINT32_MAX) {
+            old->size = s->slots[j].size;
+            old->loc = s->slots[j].loc;
+            s->slots[j] = in;
+            return 1;
         }
     }
-    if (s->count >= s->limit) {
-        if (rebuild(m, s, grown(s->cap), &in) != 0)
-            return -1;
-    } else if (place(s, i, d, &in) != 0) {
-        /* `in` is now whichever element was left without a slot. */
-        if (rebuild(m, s, s->cap, &in) != 0)
-            return -1;
-    }
+    if (make_room(m, s) != 0)
+        return -1;
+    insert_new(s, h, &in);
     m->count++;
     return 0;
+}
+
+int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h, uint64_t addr,
+                        struct lm_block *blk)
+{
+    const struct lm_heap_shard *s = &m->shard[h >> (64 - LM_HEAP_SHARD_BITS)];
+    uint32_t j;
+
+    if (s->cap == 0 || (j = find(s, h, addr)) == UINT32_MAX)
+        return 0;
+    blk->size = s->slots[j].size;
+    blk->loc = s->slots[j].loc;
+    return 1;
 }
 
 int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
                         struct lm_block *blk)
 {
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
-    struct lm_heap_slot *slot;
+    uint32_t j;
 
-    if (addr == 0 || s->cap == 0)
+    if (s->cap == 0 || (j = find(s, h, addr)) == UINT32_MAX)
         return 0;
-    slot = find(s, lm_heap_home(s, h), addr);
-    if (slot == NULL)
-        return 0;
-    blk->size = slot->size;
-    blk->loc = slot->locdist >> 8;
-    /* Backward shift: the rest of the run moves one slot closer to home. */
-    uint32_t hole = (uint32_t)(slot - s->slots);
-    for (;;) {
-        uint32_t next = hole + 1 == s->cap ? 0 : hole + 1;
-        struct lm_heap_slot *n = &s->slots[next];
-        if (n->addr == 0 || dist_of(n) == 0)
-            break;
-        s->slots[hole] = *n;
-        s->slots[hole].locdist--;
-        hole = next;
+    blk->size = s->slots[j].size;
+    blk->loc = s->slots[j].loc;
+    /*
+     * A group with an empty slot has never been full since the shard was
+     * built, so no probe ever went past it: the slot can become empty.
+     * Otherwise it must stay a "deleted" mark that probes walk through.
+     */
+    uint32_t group = j / LM_HEAP_GROUP * LM_HEAP_GROUP;
+    if (match_empty(group_at(s->ctrl + group)) != 0) {
+        s->ctrl[j] = CTRL_EMPTY;
+    } else {
+        s->ctrl[j] = CTRL_DELETED;
+        s->deleted++;
     }
-    s->slots[hole].addr = 0;
     s->count--;
     m->count--;
     return 1;
+}
+
+void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h, uint64_t addr)
+{
+    const struct lm_heap_shard *s = lm_heap_shard_of(m, h);
+
+    (void)addr;
+    if (s->cap == 0)
+        return;
+    uint32_t i = lm_heap_home(s, h);
+    uint64_t g = group_at(s->ctrl + i);
+    uint64_t cand = match_tag(g, tag_of(h));
+    if (cand == 0)
+        cand = match_free(g);
+    if (cand != 0)
+        __builtin_prefetch(&s->slots[i + first_byte(cand)]);
 }
 
 uint64_t lm_heap_memory(const struct lm_heapmap *m)
@@ -204,6 +255,6 @@ uint64_t lm_heap_memory(const struct lm_heapmap *m)
     uint64_t bytes = 0;
 
     for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++)
-        bytes += (uint64_t)m->shard[i].cap * sizeof(struct lm_heap_slot);
+        bytes += (uint64_t)m->shard[i].cap * (1 + sizeof(struct lm_heap_slot));
     return bytes;
 }

@@ -7,43 +7,44 @@
 #include "lm_hash.h"
 
 /*
- * Robin Hood open addressing, 16 bytes a slot: the address, the size, and
- * the location and the slot's distance from its home packed in one word.
- * The stored distance makes look-ups of absent blocks stop early and lets
- * deletion shift the run back without rehashing a single key.  The map is
- * split into shards by the top bits of the hash; a shard grows by half
- * when 80% full, so memory stays between 20 and 30 bytes per live block and
- * a resize never holds more than one shard's two tables at once (no RSS
- * spike when the heap doubles).  A run longer than a distance byte can say
- * (which takes addresses crafted against the hash) re-spreads the shard
- * with a new salt.  Address 0 marks an empty slot: a failed
- * allocation (address 0) is never stored.
+ * Open addressing in groups of 8 slots, after Abseil's SwissTable: a
+ * control byte per slot (empty, deleted, or 7 bits of the hash) lets one
+ * 64-bit word test a whole group, so a look-up touches one control word
+ * and, nearly always, one slot; an insertion takes the first free slot
+ * and a deletion moves nothing.  Slots are 16 bytes (address, size,
+ * location), 17 bytes with the control byte.  Groups are probed linearly.
+ *
+ * The map is split into shards by the top bits of the hash; a shard grows
+ * by a quarter when 3/4 of it is live, so memory stays between 19 and 28
+ * bytes per live block and a resize never holds more than one shard's two
+ * tables at once (no RSS spike when the heap doubles).  A shard that fills
+ * with deleted marks is rebuilt at its size.  Address 0 is never stored: a
+ * failed allocation (address 0) makes no block.
  */
 
 #define LM_HEAP_MAX_SIZE   UINT32_MAX
-#define LM_HEAP_LOC_BITS   24
-#define LM_HEAP_MAX_LOC    ((1U << LM_HEAP_LOC_BITS) - 1)
-#define LM_HEAP_MAX_DIST   255
 #define LM_HEAP_SHARD_BITS 6
 #define LM_HEAP_SHARDS     (1U << LM_HEAP_SHARD_BITS)
+#define LM_HEAP_GROUP      8
 
 struct lm_heap_slot {
     uint64_t addr;
     uint32_t size;
-    uint32_t locdist; /* loc << 8 | distance from home */
+    uint32_t loc;
 };
 
 struct lm_heap_shard {
-    struct lm_heap_slot *slots;
-    uint32_t cap, count, limit;
-    uint64_t salt; /* odd; a new one re-spreads a shard after collisions */
+    uint8_t *ctrl;              /* cap control bytes */
+    struct lm_heap_slot *slots; /* cap slots */
+    uint32_t cap;               /* a multiple of LM_HEAP_GROUP */
+    uint32_t count, deleted, limit;
+    uint64_t salt; /* odd; spreads the groups of this shard */
 };
 
 struct lm_heapmap {
     struct lm_heap_shard shard[LM_HEAP_SHARDS];
     uint64_t seed;
     uint64_t count;
-    uint64_t reseeds; /* shards re-spread after a run grew too long */
 };
 
 /* A block as stored: its size and allocation site. */
@@ -63,37 +64,55 @@ static inline struct lm_heap_shard *lm_heap_shard_of(struct lm_heapmap *m,
     return &m->shard[h >> (64 - LM_HEAP_SHARD_BITS)];
 }
 
+/* The first slot of the group where the probe for hash h starts. */
 static inline uint32_t lm_heap_home(const struct lm_heap_shard *s, uint64_t h)
 {
-    return (uint32_t)((((h * s->salt) >> 32) * s->cap) >> 32);
+    uint64_t groups = s->cap / LM_HEAP_GROUP;
+    return (uint32_t)((((h * s->salt) >> 32) * groups) >> 32) * LM_HEAP_GROUP;
 }
 
-/* Brings the block's slot towards the cache ahead of its use. */
-static inline void lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
+/*
+ * Brings the block's control group towards the cache ahead of its use.
+ * Always inlined: GCC deems a function whose only effect is a prefetch
+ * "const" and deletes calls to it.
+ */
+static inline __attribute__((always_inline)) void
+lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
 {
-    struct lm_heap_shard *s = lm_heap_shard_of(m, h);
+    const struct lm_heap_shard *s = lm_heap_shard_of(m, h);
 
-    if (s->slots != NULL)
-        __builtin_prefetch(&s->slots[lm_heap_home(s, h)], 1);
+    if (s->cap != 0)
+        __builtin_prefetch(s->ctrl + lm_heap_home(s, h));
 }
+
+/*
+ * Brings the slot the block is in, or would go to, towards the cache.
+ * Reads the control group, so it is best run once lm_heap_prefetch has
+ * brought that in.
+ */
+void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h, uint64_t addr);
 
 /* seed varies the hash; any value works. */
 void lm_heap_init(struct lm_heapmap *m, uint64_t seed);
 void lm_heap_free(struct lm_heapmap *m);
 
 /*
- * Stores a block at addr (non-zero).  Returns 1 if a block was already
- * recorded there (returned in *old, replaced), 0 if not, -1 when out of
- * memory.
+ * Stores a block at addr (non-zero), whose hash is h = lm_heap_hash(m,
+ * addr).  Returns 1 if a block was already recorded there (returned in
+ * *old, replaced), 0 if not, -1 when out of memory.
  */
-int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t hash, uint64_t addr,
+int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
                        struct lm_block blk, struct lm_block *old);
 
 /* Removes a block: 1 and the block in *blk if it was there, else 0. */
-int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t hash, uint64_t addr,
+int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
                         struct lm_block *blk);
 
-/* The same, hashing addr here (hash = lm_heap_hash(m, addr)). */
+/* Looks a block up without removing it: 1 and *blk if it is there. */
+int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h, uint64_t addr,
+                        struct lm_block *blk);
+
+/* The same, hashing addr here. */
 static inline int lm_heap_put(struct lm_heapmap *m, uint64_t addr,
                               struct lm_block blk, struct lm_block *old)
 {

@@ -59,7 +59,8 @@ static int grow(struct lm_hindex *x)
 
 int lm_hindex_insert(struct lm_hindex *x, uint64_t hash, uint32_t id)
 {
-    if ((x->count + 1) * 2 > x->mask + 1 && grow(x) != 0)
+    if ((uint64_t)(x->count + 1) * 4 > ((uint64_t)x->mask + 1) * 3 &&
+        grow(x) != 0)
         return -1;
     put(x, hash, id);
     x->count++;

@@ -8,7 +8,7 @@
 /*
  * The index stores (hash, id) pairs; the owner keeps the keys in its own
  * records and compares them when the hashes match, so one structure serves
- * every key type.  Power-of-two capacity, linear probing, load <= 1/2,
+ * every key type.  Power-of-two capacity, linear probing, load <= 3/4,
  * backward-shift deletion.
  */
 

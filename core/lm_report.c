@@ -23,9 +23,10 @@ struct report {
     const struct lm_state *s;
     const struct lm_report_opts *o;
     FILE *out;
-    char **names;         /* per location */
-    uint32_t *ovr_sorted; /* overrides by (kind, site, primary name) */
-    uint32_t *ovr_first;  /* per location and kind: first index, or NONE */
+    char **names;            /* per location */
+    struct lm_override *ovr; /* with pending counts folded in */
+    uint32_t *ovr_sorted;    /* overrides by (kind, site, primary name) */
+    uint32_t *ovr_first;     /* per location and kind: first index, or NONE */
 };
 
 static int cmp_rows(const void *a, const void *b)
@@ -116,7 +117,7 @@ static int sort_overrides(struct report *r)
     }
     memset(r->ovr_first, 0xff, ((size_t)s->nlocs * 2 + 1) * sizeof(uint32_t));
     for (uint32_t i = 0; i < s->novr; i++) {
-        const struct lm_override *o = &s->ovr[i];
+        const struct lm_override *o = &r->ovr[i];
         rows[i] = (struct ovr_row){o->kind, o->site, r->names[o->primary],
                                    o->primary, i};
     }
@@ -227,7 +228,7 @@ static void text_overrides(struct report *r, uint32_t site, uint8_t kind)
         return;
     fputs("\tOverrides:\n", r->out);
     for (; i < s->novr; i++) {
-        const struct lm_override *o = &s->ovr[r->ovr_sorted[i]];
+        const struct lm_override *o = &r->ovr[r->ovr_sorted[i]];
         if (o->site != site || o->kind != kind)
             break;
         fprintf(r->out, "\t\t%s\n", r->names[o->primary]);
@@ -246,7 +247,7 @@ static void json_overrides(struct report *r, uint32_t site, uint8_t kind)
         return;
     fputs(",\"overrides\":[", r->out);
     for (; i != LM_NONE && i < s->novr; i++) {
-        const struct lm_override *o = &s->ovr[r->ovr_sorted[i]];
+        const struct lm_override *o = &r->ovr[r->ovr_sorted[i]];
         if (o->site != site || o->kind != kind)
             break;
         fprintf(r->out, "%s{\"location\":", sep);
@@ -337,7 +338,7 @@ static struct holding *heap_summary(struct report *r, uint32_t *n)
         }
     }
     for (uint32_t i = 0; i < s->novr; i++) {
-        const struct lm_override *o = &s->ovr[i];
+        const struct lm_override *o = &r->ovr[i];
         if (o->allocated > 0) {
             h[o->primary].dbytes += (int64_t)o->allocated;
             h[o->primary].nalloc += o->count;
@@ -460,6 +461,7 @@ static void report_free(struct report *r)
         for (uint32_t i = 0; i < r->s->nlocs; i++)
             free(r->names[i]);
     free(r->names);
+    free(r->ovr);
     free(r->ovr_sorted);
     free(r->ovr_first);
 }
@@ -468,10 +470,11 @@ int lm_report_write(FILE *out, const struct lm_state *s,
                     const struct lm_report_opts *opts)
 {
     struct lm_report_opts defaults = {0};
-    struct report r = {s, opts ? opts : &defaults, out, NULL, NULL, NULL};
+    struct report r = {s, opts ? opts : &defaults, out, NULL, NULL, NULL, NULL};
     int rc = -1;
 
-    if (make_names(&r) != 0 || sort_overrides(&r) != 0)
+    r.ovr = lm_state_overrides(s);
+    if (r.ovr == NULL || make_names(&r) != 0 || sort_overrides(&r) != 0)
         goto out;
     if (r.o->json) {
         fputs("{", out);

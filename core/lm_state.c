@@ -8,9 +8,6 @@
 
 #include "lm_hash.h"
 
-/* How far ahead of its use a heap slot is prefetched. */
-enum { PREFETCH_DISTANCE = 8 };
-
 static int grow_array(void **arr, uint32_t *cap, uint32_t n, size_t elem)
 {
     if (n < *cap)
@@ -35,8 +32,8 @@ int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
     s->max_locs = LM_DEFAULT_MAX_LOCATIONS;
     if (limits != NULL && limits->max_locations != 0)
         s->max_locs = limits->max_locations;
-    if (s->max_locs > LM_HEAP_MAX_LOC)
-        s->max_locs = LM_HEAP_MAX_LOC;
+    if (s->max_locs >= LM_NONE)
+        s->max_locs = LM_NONE - 1;
     s->last_loc = LM_NONE;
     /* ASLR makes the state's address a seed a stream cannot predict. */
     lm_heap_init(&s->heap, lm_mix64((uint64_t)(uintptr_t)s));
@@ -151,6 +148,23 @@ static int bind_symbol(struct lm_state *s, uint32_t id)
     return 0;
 }
 
+/* Location records are cache-line aligned (see struct lm_loc). */
+static int grow_locs(struct lm_state *s)
+{
+    if (s->nlocs < s->locs_cap)
+        return 0;
+    uint32_t cap = s->locs_cap ? s->locs_cap * 2 : 64;
+    struct lm_loc *p = aligned_alloc(64, (size_t)cap * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    if (s->nlocs > 0)
+        memcpy(p, s->locs, (size_t)s->nlocs * sizeof(*p));
+    free(s->locs);
+    s->locs = p;
+    s->locs_cap = cap;
+    return 0;
+}
+
 static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
                         uint64_t h, const char **err)
 {
@@ -160,7 +174,7 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
         *err = "too many distinct locations";
         return LM_NONE;
     }
-    if (GROW(s->locs, s->locs_cap, id) != 0)
+    if (grow_locs(s) != 0)
         goto oom;
     struct lm_loc *l = &s->locs[id];
     memset(l, 0, sizeof(*l));
@@ -180,10 +194,10 @@ oom:
     return LM_NONE;
 }
 
+/* The location of r, whose ref_hash() is h; created if new. */
 static uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
-                        const char **err)
+                        uint64_t h, const char **err)
 {
-    uint64_t h = ref_hash(r);
     uint32_t id, slot;
 
     if (s->last_loc != LM_NONE && s->last_hash == h &&
@@ -210,36 +224,90 @@ static uint64_t ovr_hash(uint8_t kind, uint32_t site, uint32_t primary)
     return lm_mix64(((uint64_t)site << 32 | primary) ^ ((uint64_t)kind << 62));
 }
 
+/* The override record of (kind, site, primary), created if new. */
+static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
+                            uint32_t primary)
+{
+    uint64_t h = ovr_hash(kind, site, primary);
+    uint32_t id, slot;
+
+    LM_HINDEX_FOREACH(&s->ovr_index, h, id, slot)
+    {
+        const struct lm_override *o = &s->ovr[id];
+        if (o->site == site && o->primary == primary && o->kind == kind)
+            return id;
+    }
+    if (GROW(s->ovr, s->ovr_cap, s->novr) != 0)
+        return LM_NONE;
+    id = s->novr;
+    if (lm_hindex_insert(&s->ovr_index, h, id) != 0)
+        return LM_NONE;
+    s->novr++;
+    s->ovr[id] = (struct lm_override){site, primary, kind, 0, 0, 0};
+    return id;
+}
+
+#define PENDING_VALID    (1ULL << 33)
+#define PENDING_TAG_MASK (~0xffffffffULL)
+
+static void flush_pending(struct lm_state *s, struct lm_ovr_pending *p)
+{
+    if (p->key & PENDING_VALID) {
+        struct lm_override *o = &s->ovr[(uint32_t)p->key];
+        o->count += p->count;
+        o->allocated += p->allocated;
+        o->freed += p->freed;
+    }
+    *p = (struct lm_ovr_pending){0, 0, 0, 0};
+}
+
 /* Credits a realloc/free site with releasing a block of primary. */
 static int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
                          uint32_t primary, uint64_t allocated, uint64_t freed)
 {
-    uint64_t h = ovr_hash(kind, site, primary);
-    uint32_t id, slot;
-    struct lm_override *o;
+    struct lm_ovr_pending *pend = s->locs[primary].pending;
+    uint64_t tag = (uint64_t)site << 40 | PENDING_VALID |
+                   (uint64_t)(kind == LM_EV_FREE) << 32;
 
-    LM_HINDEX_FOREACH(&s->ovr_index, h, id, slot)
-    {
-        o = &s->ovr[id];
-        if (o->site == site && o->primary == primary && o->kind == kind)
-            goto found;
+    if ((pend[0].key & PENDING_TAG_MASK) != tag) {
+        if ((pend[1].key & PENDING_TAG_MASK) == tag) {
+            struct lm_ovr_pending t = pend[0];
+            pend[0] = pend[1];
+            pend[1] = t;
+        } else {
+            uint32_t id = override_id(s, kind, site, primary);
+            if (id == LM_NONE)
+                return -1;
+            flush_pending(s, &pend[1]);
+            pend[1] = pend[0];
+            pend[0] = (struct lm_ovr_pending){tag | id, 0, 0, 0};
+        }
     }
-    if (GROW(s->ovr, s->ovr_cap, s->novr) != 0)
-        return -1;
-    id = s->novr;
-    if (lm_hindex_insert(&s->ovr_index, h, id) != 0)
-        return -1;
-    s->novr++;
-    o = &s->ovr[id];
-    memset(o, 0, sizeof(*o));
-    o->site = site;
-    o->primary = primary;
-    o->kind = kind;
-found:
-    o->allocated += allocated;
-    o->freed += freed;
-    o->count++;
+    pend[0].count++;
+    pend[0].allocated += allocated;
+    pend[0].freed += freed;
     return 0;
+}
+
+struct lm_override *lm_state_overrides(const struct lm_state *s)
+{
+    struct lm_override *o = malloc((s->novr ? s->novr : 1) * sizeof(*o));
+
+    if (o == NULL)
+        return NULL;
+    if (s->novr > 0)
+        memcpy(o, s->ovr, s->novr * sizeof(*o));
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        for (int k = 0; k < LM_OVR_PENDING; k++) {
+            const struct lm_ovr_pending *p = &s->locs[i].pending[k];
+            if (!(p->key & PENDING_VALID))
+                continue;
+            o[(uint32_t)p->key].count += p->count;
+            o[(uint32_t)p->key].allocated += p->allocated;
+            o[(uint32_t)p->key].freed += p->freed;
+        }
+    }
+    return o;
 }
 
 static void unlink_block(struct lm_state *s, struct lm_block blk)
@@ -309,15 +377,16 @@ static int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
     return 0;
 }
 
-/* Hashes of an event's block addresses, computed ahead (see apply). */
-struct block_hashes {
-    uint64_t o, n;
+/* Hashes of an event's keys, computed ahead (see lm_state_apply). */
+struct plan {
+    uint64_t loc;  /* ref_hash of the location */
+    uint64_t o, n; /* heap hashes of the old and new block addresses */
 };
 
 static int apply_event(struct lm_state *s, const struct lm_record *r,
-                       struct block_hashes h, const char **err)
+                       const struct plan *h, const char **err)
 {
-    uint32_t loc = get_loc(s, &r->loc, err);
+    uint32_t loc = get_loc(s, &r->loc, h->loc, err);
 
     if (loc == LM_NONE)
         return -1;
@@ -328,13 +397,13 @@ static int apply_event(struct lm_state *s, const struct lm_record *r,
         c->alloc_bytes += r->nsize;
         s->totals.alloc_events++;
         s->totals.alloc_bytes += r->nsize;
-        return add_block(s, loc, r->naddr, h.n, r->nsize, err);
+        return add_block(s, loc, r->naddr, h->n, r->nsize, err);
     case LM_REC_FREE:
         c->free_events++;
         c->free_bytes += r->osize;
         s->totals.free_events++;
         s->totals.freed_bytes += r->osize;
-        return release_block(s, LM_EV_FREE, loc, r->oaddr, h.o, 0, err);
+        return release_block(s, LM_EV_FREE, loc, r->oaddr, h->o, 0, err);
     default: /* LM_REC_REALLOC */
         c->realloc_events++;
         c->realloc_new_bytes += r->nsize;
@@ -342,9 +411,9 @@ static int apply_event(struct lm_state *s, const struct lm_record *r,
         s->totals.realloc_events++;
         s->totals.alloc_bytes += r->nsize;
         s->totals.freed_bytes += r->osize;
-        if (release_block(s, LM_EV_REALLOC, loc, r->oaddr, h.o, r->nsize, err))
+        if (release_block(s, LM_EV_REALLOC, loc, r->oaddr, h->o, r->nsize, err))
             return -1;
-        return add_block(s, loc, r->naddr, h.n, r->nsize, err);
+        return add_block(s, loc, r->naddr, h->n, r->nsize, err);
     }
 }
 
@@ -390,44 +459,98 @@ static int is_event(const struct lm_record *r)
 }
 
 /*
- * Heap slots are the cache misses of the hot path: their hashes are
- * computed PREFETCH_DISTANCE records ahead and the slots prefetched, so
- * that several misses are in flight at once.
+ * The hot path is bound by cache misses, not instructions: a block's
+ * control group and slot in the heap map, the location record of the
+ * site, and that of the released block's owner are each a miss in a big
+ * profile.  So records are planned ahead in three stages, each reading
+ * what the one before brought into the cache: FAR records ahead, keys are
+ * hashed and the heap control groups and location index slots prefetched;
+ * MID ahead, the heap slots; NEAR ahead, the site's and the owner's
+ * location records.  What the stages read is only a hint: the records in
+ * between may change it.
  */
-static struct block_hashes plan(struct lm_heapmap *m, const struct lm_record *r)
-{
-    struct block_hashes h = {0, 0};
+enum { FAR = 24, MID = 16, NEAR = 8, RING = 32 };
 
-    if (r->kind == LM_REC_FREE || r->kind == LM_REC_REALLOC) {
-        h.o = lm_heap_hash(m, r->oaddr);
-        lm_heap_prefetch(m, h.o);
+/* Always inlined, like lm_heap_prefetch, or GCC drops the calls. */
+static inline __attribute__((always_inline)) void
+prefetch_loc(const struct lm_state *s, uint32_t id)
+{
+    const char *p = (const char *)&s->locs[id];
+
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(p + 128);
+}
+
+static void plan_far(struct lm_state *s, const struct lm_record *r,
+                     struct plan *p)
+{
+    if (!is_event(r))
+        return;
+    p->loc = ref_hash(&r->loc);
+    __builtin_prefetch(&s->loc_index.slots[p->loc & s->loc_index.mask]);
+    if (r->kind != LM_REC_ALLOC) {
+        p->o = lm_heap_hash(&s->heap, r->oaddr);
+        lm_heap_prefetch(&s->heap, p->o);
     }
-    if (r->kind == LM_REC_ALLOC || r->kind == LM_REC_REALLOC) {
-        h.n = lm_heap_hash(m, r->naddr);
-        lm_heap_prefetch(m, h.n);
+    if (r->kind != LM_REC_FREE) {
+        p->n = lm_heap_hash(&s->heap, r->naddr);
+        lm_heap_prefetch(&s->heap, p->n);
     }
-    return h;
+}
+
+static void plan_mid(struct lm_state *s, const struct lm_record *r,
+                     const struct plan *p)
+{
+    if (!is_event(r))
+        return;
+    if (r->kind != LM_REC_ALLOC)
+        lm_heap_prefetch_slot(&s->heap, p->o, r->oaddr);
+    if (r->kind != LM_REC_FREE)
+        lm_heap_prefetch_slot(&s->heap, p->n, r->naddr);
+}
+
+static void plan_near(struct lm_state *s, const struct lm_record *r,
+                      const struct plan *p)
+{
+    uint32_t slot, id;
+    struct lm_block blk;
+
+    if (!is_event(r))
+        return;
+    id = lm_hindex_first(&s->loc_index, p->loc, &slot);
+    if (id != LM_NONE)
+        prefetch_loc(s, id);
+    if (r->kind != LM_REC_ALLOC &&
+        lm_heap_peek_hashed(&s->heap, p->o, r->oaddr, &blk))
+        prefetch_loc(s, blk.loc);
 }
 
 int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
                    size_t *failed_at, char *errbuf, size_t errlen)
 {
     struct lm_state *s = state;
-    struct block_hashes ring[PREFETCH_DISTANCE];
+    struct plan ring[RING];
 
-    for (size_t i = 0; i < n && i < PREFETCH_DISTANCE; i++)
-        ring[i] = plan(&s->heap, &recs[i]);
+    for (size_t i = 0; i < n && i < FAR; i++)
+        plan_far(s, &recs[i], &ring[i % RING]);
+    for (size_t i = 0; i < n && i < MID; i++)
+        plan_mid(s, &recs[i], &ring[i % RING]);
+    for (size_t i = 0; i < n && i < NEAR; i++)
+        plan_near(s, &recs[i], &ring[i % RING]);
     for (size_t i = 0; i < n; i++) {
         const struct lm_record *r = &recs[i];
-        struct block_hashes h = ring[i % PREFETCH_DISTANCE];
         const char *err = "out of memory";
         int rc;
 
-        if (i + PREFETCH_DISTANCE < n)
-            ring[i % PREFETCH_DISTANCE] =
-                plan(&s->heap, &recs[i + PREFETCH_DISTANCE]);
+        if (i + FAR < n)
+            plan_far(s, &recs[i + FAR], &ring[(i + FAR) % RING]);
+        if (i + MID < n)
+            plan_mid(s, &recs[i + MID], &ring[(i + MID) % RING]);
+        if (i + NEAR < n)
+            plan_near(s, &recs[i + NEAR], &ring[(i + NEAR) % RING]);
         if (is_event(r))
-            rc = apply_event(s, r, h, &err);
+            rc = apply_event(s, r, &ring[i % RING], &err);
         else
             rc = apply_symbol(s, r);
         if (rc != 0) {

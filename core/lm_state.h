@@ -13,15 +13,15 @@
 
 /* Per-location counters (X-macro: one list for the struct and the JSON). */
 #define LM_COUNTERS(_)                                                         \
+    _(live_bytes)                                                              \
+    _(live_blocks)                                                             \
     _(alloc_events)                                                            \
     _(alloc_bytes)                                                             \
     _(realloc_events)                                                          \
     _(realloc_new_bytes)                                                       \
     _(realloc_old_bytes)                                                       \
     _(free_events)                                                             \
-    _(free_bytes)                                                              \
-    _(live_bytes)                                                              \
-    _(live_blocks)
+    _(free_bytes)
 
 struct lm_counters {
 #define LM_COUNTER_FIELD(name) uint64_t name;
@@ -30,19 +30,35 @@ struct lm_counters {
 };
 
 /*
+ * Overrides in progress, kept in the primary's location record: a
+ * released block's owner record is in cache already (its live counters
+ * change), so crediting the releasing site there costs no extra miss.
+ * key = site << 40 | is_free << 32 | override id (0: unused); the counts
+ * are added to s->ovr[id] when the entry is evicted, and by readers.
+ */
+#define LM_OVR_PENDING 2
+
+struct lm_ovr_pending {
+    uint64_t key;
+    uint64_t count, allocated, freed;
+};
+
+/*
  * A location: where events say they happened, keyed with the symbol epoch
  * that was current when it was first seen.  When a new epoch replaces that
  * symbol, the location is retired: it keeps its counters and name, and
- * later events at the same key open a new location.
+ * later events at the same key open a new location.  Laid out in three
+ * cache lines, which the hot path prefetches.
  */
 struct lm_loc {
     struct lm_counters c;
+    struct lm_ovr_pending pending[LM_OVR_PENDING];
     uint64_t addr, line, traceno, trace_addr;
     uint32_t sym;  /* proto or trace epoch, C symbol, or LM_NONE */
     uint32_t next; /* next location of the same epoch */
     uint8_t source;
     uint8_t retired;
-};
+} __attribute__((aligned(64)));
 
 /* What a realloc or free site released of another site's blocks. */
 struct lm_override {
@@ -76,7 +92,7 @@ struct lm_totals {
 };
 
 struct lm_state_limits {
-    uint32_t max_locations; /* at most LM_HEAP_MAX_LOC */
+    uint32_t max_locations; /* 0 for the default */
 };
 
 #define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
@@ -116,6 +132,12 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
  */
 int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
                       size_t len);
+
+/*
+ * The overrides with their pending counts folded in: a malloc'd array of
+ * s->novr records (NULL when out of memory), for readers.
+ */
+struct lm_override *lm_state_overrides(const struct lm_state *s);
 
 /* Bytes of memory the state holds, tables included. */
 uint64_t lm_state_memory(const struct lm_state *s);

@@ -127,6 +127,23 @@ static void test_records_of_every_revision(void)
     }
 }
 
+/* Every field (padding aside: records come from two decoding paths). */
+static int same_record(const struct saved_record *a,
+                       const struct saved_record *b)
+{
+    const struct lm_record *x = &a->rec, *y = &b->rec;
+
+    return x->kind == y->kind && x->in_events == y->in_events &&
+           x->revision == y->revision && x->offset == y->offset &&
+           x->loc.source == y->loc.source && x->loc.addr == y->loc.addr &&
+           x->loc.line == y->loc.line && x->loc.traceno == y->loc.traceno &&
+           x->loc.trace_addr == y->loc.trace_addr && x->oaddr == y->oaddr &&
+           x->osize == y->osize && x->naddr == y->naddr &&
+           x->nsize == y->nsize && x->addr == y->addr && x->line == y->line &&
+           x->traceno == y->traceno && x->trace_addr == y->trace_addr &&
+           x->str_len == y->str_len && strcmp(a->str, b->str) == 0;
+}
+
 /* Same records, same offsets, whatever the chunking. */
 static void test_chunking_gives_identical_records(void)
 {
@@ -145,10 +162,8 @@ static void test_chunking_gives_identical_records(void)
             CU_ASSERT_EQUAL(decode_to(&r, b.data, b.len, chunks[c], &d),
                             LM_DONE);
             CU_ASSERT_EQUAL_FATAL(r.n, whole.n);
-            for (size_t i = 0; i < r.n; i++) {
-                CU_ASSERT_EQUAL(
-                    memcmp(&r.recs[i], &whole.recs[i], sizeof(r.recs[i])), 0);
-            }
+            for (size_t i = 0; i < r.n; i++)
+                CU_ASSERT(same_record(&r.recs[i], &whole.recs[i]));
             recorder_free(&r);
             lm_decoder_free(&d);
         }

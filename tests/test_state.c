@@ -99,8 +99,9 @@ static void test_heap_delta_exact(void)
 
     /* Overrides: who released whose blocks. */
     CU_ASSERT_EQUAL(s->novr, 3);
+    struct lm_override *ovr = lm_state_overrides(s);
     for (uint32_t i = 0; i < s->novr; i++) {
-        const struct lm_override *o = &s->ovr[i];
+        const struct lm_override *o = &ovr[i];
         char site[64], prim[64];
         lm_state_loc_name(s, o->site, site, sizeof(site));
         lm_state_loc_name(s, o->primary, prim, sizeof(prim));
@@ -120,6 +121,7 @@ static void test_heap_delta_exact(void)
         }
         CU_ASSERT_EQUAL(o->count, 1);
     }
+    free(ovr);
 
     /* Tarantool's heap delta, per name. */
     char *rep = report_string(s, 1, 0, 0);
@@ -375,34 +377,68 @@ static void test_heap_map_many_blocks(void)
     lm_heap_free(&m);
 }
 
-/* Addresses that all land in one shard's home slot: the shard is
- * re-spread with a new salt instead of failing. */
+/* Addresses that all start probing at one group of one shard: still
+ * exact, however long the probe runs. */
 static void test_heap_map_collisions(void)
 {
     struct lm_heapmap m;
     struct lm_block blk;
-    uint64_t addrs[600];
+    static uint64_t addrs[300];
     int n = 0;
 
     lm_heap_init(&m, 7);
-    /* Search addresses with the same shard and home under the first salt. */
+    /* Shard 0 at its final size for 300 blocks is 512 slots (64 groups). */
     struct lm_heap_shard probe = m.shard[0];
-    probe.cap = 1024;
-    for (uint64_t a = 1; n < 600; a++) {
+    probe.cap = 512;
+    for (uint64_t a = 1; n < 300; a++) {
         uint64_t h = lm_heap_hash(&m, a);
         if (lm_heap_shard_of(&m, h) == &m.shard[0] &&
-            lm_heap_home(&probe, h) == 5)
+            lm_heap_home(&probe, h) == 40)
             addrs[n++] = a;
     }
     for (int i = 0; i < n; i++)
         CU_ASSERT_EQUAL_FATAL(
             lm_heap_put(&m, addrs[i], (struct lm_block){(uint32_t)i, 1}, &blk),
             0);
-    CU_ASSERT(m.reseeds > 0);
-    for (int i = 0; i < n; i++) {
+    CU_ASSERT_EQUAL(m.count, 300);
+    /* Take every other, then the rest: deleted marks keep probes going. */
+    for (int i = 0; i < n; i += 2)
+        CU_ASSERT_EQUAL(lm_heap_take(&m, addrs[i], &blk), 1);
+    for (int i = 1; i < n; i += 2) {
         CU_ASSERT_EQUAL_FATAL(lm_heap_take(&m, addrs[i], &blk), 1);
         CU_ASSERT_EQUAL(blk.size, (uint32_t)i);
     }
+    CU_ASSERT_EQUAL(m.count, 0);
+    lm_heap_free(&m);
+}
+
+/* Steady churn at a fixed size: deleted marks are purged, memory stays. */
+static void test_heap_map_churn(void)
+{
+    struct lm_heapmap m;
+    struct lm_block blk;
+    enum { LIVE = 5000, ROUNDS = 200000 };
+    static uint64_t live[LIVE];
+    uint64_t next = 0x1000, r = 12345;
+
+    lm_heap_init(&m, 3);
+    for (int i = 0; i < LIVE; i++) {
+        live[i] = next += 32;
+        lm_heap_put(&m, live[i], (struct lm_block){32, 2}, &blk);
+    }
+    uint64_t mem = lm_heap_memory(&m);
+    for (int i = 0; i < ROUNDS; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        int k = (int)((r >> 33) % LIVE);
+        CU_ASSERT_EQUAL_FATAL(lm_heap_take(&m, live[k], &blk), 1);
+        live[k] = next += 32;
+        CU_ASSERT_EQUAL(lm_heap_put(&m, live[k], (struct lm_block){7, 2}, &blk),
+                        0);
+    }
+    CU_ASSERT_EQUAL(m.count, LIVE);
+    CU_ASSERT(lm_heap_memory(&m) <= mem * 3 / 2);
+    for (int i = 0; i < LIVE; i++)
+        CU_ASSERT_EQUAL(lm_heap_take(&m, live[i], &blk), 1);
     CU_ASSERT_EQUAL(m.count, 0);
     lm_heap_free(&m);
 }
@@ -423,4 +459,5 @@ void register_state_tests(void)
     CU_add_test(s, "heap map with many blocks", test_heap_map_many_blocks);
     CU_add_test(s, "heap map under crafted collisions",
                 test_heap_map_collisions);
+    CU_add_test(s, "heap map under steady churn", test_heap_map_churn);
 }
