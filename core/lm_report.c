@@ -5,41 +5,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A line of a section: sorted by key (descending), then name, then id. */
-struct row {
+/*
+ * The report's unit is a name, as a reader sees it: locations that print
+ * the same name (a module loaded twice, an address reused by a prototype
+ * of the same chunk and line) are one line, with their counters summed.
+ * Locations whose names differ stay apart, which is what symbol epochs
+ * are for.  Groups are numbered in name order, so ties broken by group
+ * number are broken by name.
+ */
+struct group {
     const char *name;
-    uint64_t key;
-    uint32_t id;
+    struct lm_counters c;
+    int64_t dbytes; /* Tarantool's heap delta, see heap_summary() */
+    uint64_t nalloc, nfree;
 };
 
-/* The heap summary is per name, as Tarantool's parser keys it. */
-struct holding {
-    const char *name;
-    int64_t dbytes;
-    uint64_t nalloc, nfree;
+/* An override between groups (summed over their locations). */
+struct gpair {
+    uint8_t kind;
+    uint32_t site, primary;
+    uint64_t count, allocated, freed;
 };
 
 struct report {
     const struct lm_state *s;
     const struct lm_report_opts *o;
     FILE *out;
-    char **names;            /* per location */
-    struct lm_override *ovr; /* with pending counts folded in */
-    uint32_t *ovr_sorted;    /* overrides by (kind, site, primary name) */
-    uint32_t *ovr_first;     /* per location and kind: first index, or NONE */
+    char **names;       /* per location */
+    uint32_t *group_of; /* per location */
+    struct group *groups;
+    uint32_t ngroups;
+    struct gpair *pairs; /* by kind, site group, primary group */
+    uint32_t npairs;
+    uint32_t *pair_first; /* per group and kind: first pair, or LM_NONE */
 };
-
-static int cmp_rows(const void *a, const void *b)
-{
-    const struct row *x = a, *y = b;
-    int c;
-
-    if (x->key != y->key)
-        return x->key > y->key ? -1 : 1;
-    if ((c = strcmp(x->name, y->name)) != 0)
-        return c;
-    return x->id < y->id ? -1 : (x->id > y->id);
-}
 
 static char *format_name(const struct lm_state *s, uint32_t loc)
 {
@@ -63,72 +62,127 @@ static char *format_name(const struct lm_state *s, uint32_t loc)
     return NULL;
 }
 
-static int make_names(struct report *r)
+struct named {
+    const char *name;
+    uint32_t loc;
+};
+
+static int cmp_named(const void *a, const void *b)
 {
-    uint32_t n = r->s->nlocs;
+    const struct named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+
+    return c ? c : (x->loc > y->loc) - (x->loc < y->loc);
+}
+
+static void add_counters(struct lm_counters *to, const struct lm_counters *c)
+{
+#define LM_ADD_COUNTER(name) to->name += c->name;
+    LM_COUNTERS(LM_ADD_COUNTER)
+#undef LM_ADD_COUNTER
+}
+
+/* Names every location and gathers equal names into groups. */
+static int make_groups(struct report *r)
+{
+    const struct lm_state *s = r->s;
+    uint32_t n = s->nlocs;
+    struct named *byname = malloc((n ? n : 1) * sizeof(*byname));
 
     r->names = calloc(n ? n : 1, sizeof(*r->names));
-    if (r->names == NULL)
+    r->group_of = malloc((n ? n : 1) * sizeof(*r->group_of));
+    r->groups = calloc(n ? n : 1, sizeof(*r->groups));
+    if (byname == NULL || r->names == NULL || r->group_of == NULL ||
+        r->groups == NULL) {
+        free(byname);
         return -1;
-    for (uint32_t i = 0; i < n; i++)
-        if ((r->names[i] = format_name(r->s, i)) == NULL)
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if ((r->names[i] = format_name(s, i)) == NULL) {
+            free(byname);
             return -1;
+        }
+        byname[i] = (struct named){r->names[i], i};
+    }
+    qsort(byname, n, sizeof(*byname), cmp_named);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i == 0 || strcmp(byname[i].name, byname[i - 1].name) != 0)
+            r->groups[r->ngroups++].name = byname[i].name;
+        uint32_t g = r->ngroups - 1;
+        const struct lm_counters *c = &s->locs[byname[i].loc].c;
+        r->group_of[byname[i].loc] = g;
+        add_counters(&r->groups[g].c, c);
+        if (c->alloc_bytes > 0) {
+            r->groups[g].dbytes += (int64_t)c->alloc_bytes;
+            r->groups[g].nalloc += c->alloc_events;
+        }
+    }
+    free(byname);
     return 0;
 }
 
-/* Context-free comparison of overrides: decorated with what they need. */
-struct ovr_row {
-    uint8_t kind;
-    uint32_t site;
-    const char *primary_name;
-    uint32_t primary, id;
-};
-
-static int cmp_ovr_rows(const void *a, const void *b)
+static int cmp_gpairs(const void *a, const void *b)
 {
-    const struct ovr_row *x = a, *y = b;
-    int c;
+    const struct gpair *x = a, *y = b;
 
     if (x->kind != y->kind)
         return x->kind < y->kind ? -1 : 1;
     if (x->site != y->site)
         return x->site < y->site ? -1 : 1;
-    if ((c = strcmp(x->primary_name, y->primary_name)) != 0)
-        return c;
-    return x->primary < y->primary ? -1 : (x->primary > y->primary);
+    return (x->primary > y->primary) - (x->primary < y->primary);
 }
 
-/* Index of a (location, kind) pair in ovr_first: FREE 0, REALLOC 1. */
-static size_t ovr_slot(uint32_t loc, uint8_t kind)
+/* Index of a (group, kind) pair in pair_first: FREE 0, REALLOC 1. */
+static size_t pair_slot(uint32_t group, uint8_t kind)
 {
-    return (size_t)loc * 2 + (kind == LM_EV_REALLOC);
+    return (size_t)group * 2 + (kind == LM_EV_REALLOC);
 }
 
-static int sort_overrides(struct report *r)
+/*
+ * Folds overrides into groups, and credits each primary with Tarantool's
+ * heap delta, whose conditions hold per pair of locations.
+ */
+static int make_pairs(struct report *r, const struct lm_override *ovr)
 {
     const struct lm_state *s = r->s;
-    struct ovr_row *rows = malloc((s->novr ? s->novr : 1) * sizeof(*rows));
+    size_t nslots = (size_t)r->ngroups * 2 + 1;
+    uint32_t k = 0;
 
-    r->ovr_sorted = malloc((s->novr ? s->novr : 1) * sizeof(uint32_t));
-    r->ovr_first = malloc(((size_t)s->nlocs * 2 + 1) * sizeof(uint32_t));
-    if (rows == NULL || r->ovr_sorted == NULL || r->ovr_first == NULL) {
-        free(rows);
+    r->pairs = malloc((s->novr ? s->novr : 1) * sizeof(*r->pairs));
+    r->pair_first = malloc(nslots * sizeof(*r->pair_first));
+    if (r->pairs == NULL || r->pair_first == NULL)
         return -1;
-    }
-    memset(r->ovr_first, 0xff, ((size_t)s->nlocs * 2 + 1) * sizeof(uint32_t));
     for (uint32_t i = 0; i < s->novr; i++) {
-        const struct lm_override *o = &r->ovr[i];
-        rows[i] = (struct ovr_row){o->kind, o->site, r->names[o->primary],
-                                   o->primary, i};
+        const struct lm_override *o = &ovr[i];
+        struct group *p = &r->groups[r->group_of[o->primary]];
+        if (o->allocated > 0) {
+            p->dbytes += (int64_t)o->allocated;
+            p->nalloc += o->count;
+        }
+        if (o->freed > 0) {
+            p->dbytes -= (int64_t)o->freed;
+            p->nfree += o->count;
+        }
+        r->pairs[i] = (struct gpair){
+            o->kind,  r->group_of[o->site], r->group_of[o->primary],
+            o->count, o->allocated,         o->freed};
     }
-    qsort(rows, s->novr, sizeof(*rows), cmp_ovr_rows);
+    qsort(r->pairs, s->novr, sizeof(*r->pairs), cmp_gpairs);
+    memset(r->pair_first, 0xff, nslots * sizeof(*r->pair_first));
     for (uint32_t i = 0; i < s->novr; i++) {
-        r->ovr_sorted[i] = rows[i].id;
-        size_t slot = ovr_slot(rows[i].site, rows[i].kind);
-        if (r->ovr_first[slot] == LM_NONE)
-            r->ovr_first[slot] = i;
+        struct gpair *q = &r->pairs[i];
+        if (k > 0 && cmp_gpairs(&r->pairs[k - 1], q) == 0) {
+            r->pairs[k - 1].count += q->count;
+            r->pairs[k - 1].allocated += q->allocated;
+            r->pairs[k - 1].freed += q->freed;
+            continue;
+        }
+        r->pairs[k] = *q;
+        if (r->pair_first[pair_slot(q->site, q->kind)] == LM_NONE)
+            r->pair_first[pair_slot(q->site, q->kind)] = k;
+        k++;
     }
-    free(rows);
+    r->npairs = k;
     return 0;
 }
 
@@ -178,22 +232,40 @@ static void put_json_name(FILE *out, const char *s)
     put_json_string(out, s, strlen(s));
 }
 
-/* Rows of the locations having events of one kind. */
+/* A line of a section: a group, with the events of that kind. */
+struct row {
+    uint64_t events;
+    uint32_t group;
+};
+
+/* By events, descending; then by name (group order). */
+static int cmp_rows(const void *a, const void *b)
+{
+    const struct row *x = a, *y = b;
+
+    if (x->events != y->events)
+        return x->events > y->events ? -1 : 1;
+    return (x->group > y->group) - (x->group < y->group);
+}
+
+static uint64_t events_of(const struct lm_counters *c, uint8_t kind)
+{
+    return kind == LM_EV_ALLOC     ? c->alloc_events
+           : kind == LM_EV_REALLOC ? c->realloc_events
+                                   : c->free_events;
+}
+
 static struct row *section_rows(struct report *r, uint8_t kind, uint32_t *n)
 {
-    const struct lm_state *s = r->s;
-    struct row *rows = malloc((s->nlocs ? s->nlocs : 1) * sizeof(*rows));
+    struct row *rows = malloc((r->ngroups ? r->ngroups : 1) * sizeof(*rows));
 
     *n = 0;
     if (rows == NULL)
         return NULL;
-    for (uint32_t i = 0; i < s->nlocs; i++) {
-        const struct lm_counters *c = &s->locs[i].c;
-        uint64_t events = kind == LM_EV_ALLOC     ? c->alloc_events
-                          : kind == LM_EV_REALLOC ? c->realloc_events
-                                                  : c->free_events;
+    for (uint32_t g = 0; g < r->ngroups; g++) {
+        uint64_t events = events_of(&r->groups[g].c, kind);
         if (events > 0)
-            rows[(*n)++] = (struct row){r->names[i], events, i};
+            rows[(*n)++] = (struct row){events, g};
     }
     qsort(rows, *n, sizeof(*rows), cmp_rows);
     return rows;
@@ -218,45 +290,49 @@ static void section_bytes(const struct lm_counters *c, uint8_t kind,
     }
 }
 
-static void text_overrides(struct report *r, uint32_t site, uint8_t kind)
+/* The pairs of one site group and kind: [*first, end). */
+static uint32_t pairs_of(const struct report *r, uint32_t group, uint8_t kind,
+                         uint32_t *first)
 {
-    const struct lm_state *s = r->s;
     uint32_t i =
-        kind == LM_EV_ALLOC ? LM_NONE : r->ovr_first[ovr_slot(site, kind)];
+        kind == LM_EV_ALLOC ? LM_NONE : r->pair_first[pair_slot(group, kind)];
+
+    *first = i;
+    if (i == LM_NONE)
+        return i;
+    while (i < r->npairs && r->pairs[i].site == group &&
+           r->pairs[i].kind == kind)
+        i++;
+    return i;
+}
+
+static void text_overrides(struct report *r, uint32_t group, uint8_t kind)
+{
+    uint32_t i, end = pairs_of(r, group, kind, &i);
 
     if (i == LM_NONE)
         return;
     fputs("\tOverrides:\n", r->out);
-    for (; i < s->novr; i++) {
-        const struct lm_override *o = &r->ovr[r->ovr_sorted[i]];
-        if (o->site != site || o->kind != kind)
-            break;
-        fprintf(r->out, "\t\t%s\n", r->names[o->primary]);
-    }
+    for (; i < end; i++)
+        fprintf(r->out, "\t\t%s\n", r->groups[r->pairs[i].primary].name);
     fputs("\n", r->out);
 }
 
-static void json_overrides(struct report *r, uint32_t site, uint8_t kind)
+static void json_overrides(struct report *r, uint32_t group, uint8_t kind)
 {
-    const struct lm_state *s = r->s;
-    uint32_t i =
-        kind == LM_EV_ALLOC ? LM_NONE : r->ovr_first[ovr_slot(site, kind)];
-    const char *sep = "";
+    uint32_t i, end = pairs_of(r, group, kind, &i);
 
     if (kind == LM_EV_ALLOC)
         return;
     fputs(",\"overrides\":[", r->out);
-    for (; i != LM_NONE && i < s->novr; i++) {
-        const struct lm_override *o = &r->ovr[r->ovr_sorted[i]];
-        if (o->site != site || o->kind != kind)
-            break;
-        fprintf(r->out, "%s{\"location\":", sep);
-        put_json_name(r->out, r->names[o->primary]);
+    for (uint32_t first = i; i != LM_NONE && i < end; i++) {
+        const struct gpair *q = &r->pairs[i];
+        fprintf(r->out, "%s{\"location\":", i == first ? "" : ",");
+        put_json_name(r->out, r->groups[q->primary].name);
         fprintf(r->out,
                 ",\"count\":%" PRIu64 ",\"allocated\":%" PRIu64
                 ",\"freed\":%" PRIu64 "}",
-                o->count, o->allocated, o->freed);
-        sep = ",";
+                q->count, q->allocated, q->freed);
     }
     fputs("]", r->out);
 }
@@ -273,125 +349,82 @@ static int section(struct report *r, uint8_t kind, const char *title)
     else
         fprintf(r->out, "%s\n", title);
     for (uint32_t i = 0; i < n; i++) {
-        const struct lm_counters *c = &r->s->locs[rows[i].id].c;
+        const struct group *g = &r->groups[rows[i].group];
         uint64_t plus, minus;
-        section_bytes(c, kind, &plus, &minus);
+        section_bytes(&g->c, kind, &plus, &minus);
         if (r->o->json) {
             fprintf(r->out, "%s{\"location\":", i ? "," : "");
-            put_json_name(r->out, rows[i].name);
+            put_json_name(r->out, g->name);
             fprintf(r->out,
                     ",\"events\":%" PRIu64 ",\"alloc_bytes\":%" PRIu64
                     ",\"free_bytes\":%" PRIu64 ",\"live_bytes\":%" PRIu64
                     ",\"live_blocks\":%" PRIu64,
-                    rows[i].key, plus, minus, c->live_bytes, c->live_blocks);
-            json_overrides(r, rows[i].id, kind);
+                    rows[i].events, plus, minus, g->c.live_bytes,
+                    g->c.live_blocks);
+            json_overrides(r, rows[i].group, kind);
             fputs("}", r->out);
             continue;
         }
-        fprintf(r->out, "%s: %" PRIu64 " events\t+", rows[i].name, rows[i].key);
+        fprintf(r->out, "%s: %" PRIu64 " events\t+", g->name, rows[i].events);
         put_bytes(r, plus);
         fputs("\t-", r->out);
         put_bytes(r, minus);
         fputs("\n", r->out);
-        text_overrides(r, rows[i].id, kind);
+        text_overrides(r, rows[i].group, kind);
     }
     fputs(r->o->json ? "]," : "\n", r->out);
     free(rows);
     return 0;
 }
 
-static int cmp_holdings_by_name(const void *a, const void *b)
+/* By held bytes, descending; then by name (group order). */
+static int cmp_held(const void *a, const void *b)
 {
-    return strcmp(((const struct holding *)a)->name,
-                  ((const struct holding *)b)->name);
-}
-
-static int cmp_holdings(const void *a, const void *b)
-{
-    const struct holding *x = a, *y = b;
+    const struct group *x = *(const struct group *const *)a;
+    const struct group *y = *(const struct group *const *)b;
 
     if (x->dbytes != y->dbytes)
         return x->dbytes > y->dbytes ? -1 : 1;
-    return strcmp(x->name, y->name);
+    return (x > y) - (x < y);
 }
 
 /*
- * Tarantool's heap delta: an allocation site is credited with what it
+ * Tarantool's heap delta, per name: a site is credited with what it
  * allocated, and with what realloc sites allocated in place of its blocks;
  * it is debited with the blocks of its that realloc and free sites
- * released.  Summed per name.
+ * released (see make_pairs).  Sites holding a positive amount are listed.
  */
-static struct holding *heap_summary(struct report *r, uint32_t *n)
-{
-    const struct lm_state *s = r->s;
-    struct holding *h = calloc(s->nlocs ? s->nlocs : 1, sizeof(*h));
-    uint32_t k = 0;
-
-    if (h == NULL)
-        return NULL;
-    for (uint32_t i = 0; i < s->nlocs; i++) {
-        const struct lm_counters *c = &s->locs[i].c;
-        h[i].name = r->names[i];
-        if (c->alloc_bytes > 0) {
-            h[i].dbytes += (int64_t)c->alloc_bytes;
-            h[i].nalloc += c->alloc_events;
-        }
-    }
-    for (uint32_t i = 0; i < s->novr; i++) {
-        const struct lm_override *o = &r->ovr[i];
-        if (o->allocated > 0) {
-            h[o->primary].dbytes += (int64_t)o->allocated;
-            h[o->primary].nalloc += o->count;
-        }
-        if (o->freed > 0) {
-            h[o->primary].dbytes -= (int64_t)o->freed;
-            h[o->primary].nfree += o->count;
-        }
-    }
-    qsort(h, s->nlocs, sizeof(*h), cmp_holdings_by_name);
-    for (uint32_t i = 0; i < s->nlocs; i++) {
-        if (k > 0 && strcmp(h[k - 1].name, h[i].name) == 0) {
-            h[k - 1].dbytes += h[i].dbytes;
-            h[k - 1].nalloc += h[i].nalloc;
-            h[k - 1].nfree += h[i].nfree;
-            continue;
-        }
-        h[k++] = h[i];
-    }
-    uint32_t held = 0;
-    for (uint32_t i = 0; i < k; i++)
-        if (h[i].dbytes > 0)
-            h[held++] = h[i];
-    qsort(h, held, sizeof(*h), cmp_holdings);
-    *n = held;
-    return h;
-}
-
 static int write_heap_summary(struct report *r)
 {
-    uint32_t n;
-    struct holding *h = heap_summary(r, &n);
+    const struct group **held =
+        malloc((r->ngroups ? r->ngroups : 1) * sizeof(*held));
+    uint32_t n = 0;
 
-    if (h == NULL)
+    if (held == NULL)
         return -1;
+    for (uint32_t g = 0; g < r->ngroups; g++)
+        if (r->groups[g].dbytes > 0)
+            held[n++] = &r->groups[g];
+    qsort(held, n, sizeof(*held), cmp_held);
     fputs(r->o->json ? "\"heap_summary\":[" : "HEAP SUMMARY:\n", r->out);
     for (uint32_t i = 0; i < n; i++) {
+        const struct group *g = held[i];
         if (r->o->json) {
             fprintf(r->out, "%s{\"location\":", i ? "," : "");
-            put_json_name(r->out, h[i].name);
+            put_json_name(r->out, g->name);
             fprintf(r->out,
                     ",\"holds\":%" PRId64 ",\"allocs\":%" PRIu64
                     ",\"frees\":%" PRIu64 "}",
-                    h[i].dbytes, h[i].nalloc, h[i].nfree);
+                    g->dbytes, g->nalloc, g->nfree);
             continue;
         }
-        fprintf(r->out, "%s holds ", h[i].name);
-        put_bytes(r, (uint64_t)h[i].dbytes);
-        fprintf(r->out, ": %" PRIu64 " allocs, %" PRIu64 " frees\n",
-                h[i].nalloc, h[i].nfree);
+        fprintf(r->out, "%s holds ", g->name);
+        put_bytes(r, (uint64_t)g->dbytes);
+        fprintf(r->out, ": %" PRIu64 " allocs, %" PRIu64 " frees\n", g->nalloc,
+                g->nfree);
     }
     fputs(r->o->json ? "]," : "\n", r->out);
-    free(h);
+    free(held);
     return 0;
 }
 
@@ -461,20 +494,22 @@ static void report_free(struct report *r)
         for (uint32_t i = 0; i < r->s->nlocs; i++)
             free(r->names[i]);
     free(r->names);
-    free(r->ovr);
-    free(r->ovr_sorted);
-    free(r->ovr_first);
+    free(r->group_of);
+    free(r->groups);
+    free(r->pairs);
+    free(r->pair_first);
 }
 
 int lm_report_write(FILE *out, const struct lm_state *s,
                     const struct lm_report_opts *opts)
 {
     struct lm_report_opts defaults = {0};
-    struct report r = {s, opts ? opts : &defaults, out, NULL, NULL, NULL, NULL};
+    struct report r = {
+        s, opts ? opts : &defaults, out, NULL, NULL, NULL, 0, NULL, 0, NULL};
+    struct lm_override *ovr = lm_state_overrides(s);
     int rc = -1;
 
-    r.ovr = lm_state_overrides(s);
-    if (r.ovr == NULL || make_names(&r) != 0 || sort_overrides(&r) != 0)
+    if (ovr == NULL || make_groups(&r) != 0 || make_pairs(&r, ovr) != 0)
         goto out;
     if (r.o->json) {
         fputs("{", out);
@@ -494,6 +529,7 @@ int lm_report_write(FILE *out, const struct lm_state *s,
         fputs("}\n", out);
     rc = ferror(out) ? -1 : 0;
 out:
+    free(ovr);
     report_free(&r);
     return rc;
 }

@@ -128,6 +128,56 @@ static void test_alias_listing(void)
     lm_buf_free(&b);
 }
 
+/*
+ * One line per name: a module loaded twice (two prototypes, one name) and
+ * reloaded at a reused address (two epochs, one name) are one site; a
+ * reused address under another name is another site.
+ */
+static void test_same_name_is_one_line(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref a = loc_lua(0x100, 3), c = loc_lua(0x200, 3);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@m.lua", 1);
+    lm_enc_sym_lfunc(&b, 0x200, "@m.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &a, 0x1000, 10);
+    lm_enc_alloc(&b, LM_REV_R3, &c, 0x2000, 20);
+    lm_enc_event_lfunc(&b, 0x100, "@m.lua", 1);
+    lm_enc_alloc(&b, LM_REV_R3, &a, 0x3000, 30);
+    lm_enc_event_lfunc(&b, 0x100, "@n.lua", 1);
+    lm_enc_alloc(&b, LM_REV_R3, &a, 0x4000, 40);
+    lm_enc_free(&b, LM_REV_R3, &a, 0x1000, 10);
+    lm_enc_free(&b, LM_REV_R3, &a, 0x3000, 30);
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL(p.state.nlocs, 4);
+    char *got = report_string(&p.state, 0, 0, 0);
+    CU_ASSERT_STRING_EQUAL(got, "ALLOCATIONS\n"
+                                "@m.lua:3: 3 events\t+60B\t-0B\n"
+                                "@n.lua:3: 1 events\t+40B\t-0B\n"
+                                "\n"
+                                "REALLOCATIONS\n"
+                                "\n"
+                                "DEALLOCATIONS\n"
+                                "@n.lua:3: 2 events\t+0B\t-40B\n"
+                                "\tOverrides:\n"
+                                "\t\t@m.lua:3\n"
+                                "\n"
+                                "\n"
+                                "HEAP SUMMARY:\n"
+                                "@n.lua:3 holds 40B: 1 allocs, 0 frees\n"
+                                "@m.lua:3 holds 20B: 3 allocs, 2 frees\n"
+                                "\n");
+    free(got);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 void register_report_tests(void)
 {
     CU_pSuite s = CU_add_suite("report", NULL, NULL);
@@ -140,4 +190,5 @@ void register_report_tests(void)
     CU_add_test(s, "R3 sample, JSON", test_r3_json);
     CU_add_test(s, "ties and human-readable sizes", test_ties_and_human_sizes);
     CU_add_test(s, "alias listing", test_alias_listing);
+    CU_add_test(s, "same name, one line", test_same_name_is_one_line);
 }
