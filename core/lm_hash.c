@@ -1,4 +1,4 @@
-/* Byte hashing and page-backed table memory for the core's hash maps. */
+/* Byte hashing, growable arrays and page-backed table memory. */
 #include "lm_hash.h"
 
 #include <stdlib.h>
@@ -22,6 +22,21 @@ uint64_t lm_hash_bytes(const void *data, size_t len)
     uint64_t w = 0;
     memcpy(&w, p, len);
     return lm_mix64(h ^ w ^ ((uint64_t)len << 56));
+}
+
+int lm_reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    uint32_t ncap = *cap ? *cap * 2 : 16;
+    if (ncap <= n)
+        return -1;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (p == NULL)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
 }
 
 void *lm_table_alloc(size_t size)

@@ -1,4 +1,4 @@
-/* Hash mixing and the big-table allocator shared by the core's maps. */
+/* Hash mixing and the memory helpers shared by the core's containers. */
 #ifndef LM_HASH_H
 #define LM_HASH_H
 
@@ -22,6 +22,15 @@ static inline uint64_t lm_hash_combine(uint64_t h, uint64_t v)
 }
 
 uint64_t lm_hash_bytes(const void *data, size_t len);
+
+/*
+ * Makes room in a growable array for element n (capacity doubles); -1 when
+ * out of memory.  Use LM_RESERVE(array, cap, n).
+ */
+int lm_reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem);
+
+#define LM_RESERVE(arr, cap, n)                                                \
+    lm_reserve((void **)&(arr), &(cap), (n), sizeof(*(arr)))
 
 /*
  * Zeroed memory for a table.  Large tables are mapped directly so that

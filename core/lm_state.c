@@ -8,24 +8,6 @@
 
 #include "lm_hash.h"
 
-static int grow_array(void **arr, uint32_t *cap, uint32_t n, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    uint32_t ncap = *cap ? *cap * 2 : 64;
-    if (ncap <= n)
-        return -1;
-    void *p = realloc(*arr, (size_t)ncap * elem);
-    if (p == NULL)
-        return -1;
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
-#define GROW(arr, cap, n)                                                      \
-    grow_array((void **)&(arr), &(cap), (n), sizeof(*(arr)))
-
 int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
 {
     memset(s, 0, sizeof(*s));
@@ -136,7 +118,7 @@ static int bind_symbol(struct lm_state *s, uint32_t id)
         break;
     case LM_SRC_CFUNC:
         l->sym = lm_symtab_cfunc_floor(&s->sym, l->addr);
-        if (GROW(s->cfunc_locs, s->cfunc_locs_cap, s->ncfunc_locs) != 0)
+        if (LM_RESERVE(s->cfunc_locs, s->cfunc_locs_cap, s->ncfunc_locs) != 0)
             return -1;
         s->cfunc_locs[s->ncfunc_locs++] = id;
         return 0;
@@ -237,7 +219,7 @@ static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
         if (o->site == site && o->primary == primary && o->kind == kind)
             return id;
     }
-    if (GROW(s->ovr, s->ovr_cap, s->novr) != 0)
+    if (LM_RESERVE(s->ovr, s->ovr_cap, s->novr) != 0)
         return LM_NONE;
     id = s->novr;
     if (lm_hindex_insert(&s->ovr_index, h, id) != 0)

@@ -6,25 +6,6 @@
 
 #include "lm_hash.h"
 
-/* Grows an array to hold n + 1 elements; -1 when out of memory. */
-static int reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    uint32_t ncap = *cap ? *cap * 2 : 16;
-    if (ncap <= n)
-        return -1;
-    void *p = realloc(*arr, (size_t)ncap * elem);
-    if (p == NULL)
-        return -1;
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
-#define RESERVE(arr, cap, n)                                                   \
-    reserve((void **)&(arr), &(cap), (n), sizeof(*(arr)))
-
 int lm_symtab_init(struct lm_symtab *t)
 {
     memset(t, 0, sizeof(*t));
@@ -78,7 +59,7 @@ uint32_t lm_symtab_intern(struct lm_symtab *t, const char *s, size_t len)
         t->chars = p;
         t->chars_cap = cap;
     }
-    if (RESERVE(t->strs, t->strs_cap, t->nstrs) != 0)
+    if (LM_RESERVE(t->strs, t->strs_cap, t->nstrs) != 0)
         return LM_NONE;
     id = t->nstrs;
     if (lm_hindex_insert(&t->str_index, h, id) != 0)
@@ -101,7 +82,7 @@ static int note_alias(struct lm_symtab *t, uint32_t chunk)
 
     if (t->strs[chunk].alias != 0 || memchr(s, '\n', len) == NULL)
         return 0;
-    if (RESERVE(t->aliases, t->aliases_cap, t->naliases) != 0)
+    if (LM_RESERVE(t->aliases, t->aliases_cap, t->naliases) != 0)
         return -1;
     t->aliases[t->naliases++] = chunk;
     t->strs[chunk].alias = t->naliases;
@@ -140,7 +121,7 @@ static uint32_t proto_push(struct lm_symtab *t, const struct lm_proto *p,
 {
     uint32_t slot, id, old;
 
-    if (RESERVE(t->protos, t->protos_cap, t->nprotos) != 0)
+    if (LM_RESERVE(t->protos, t->protos_cap, t->nprotos) != 0)
         return LM_NONE;
     id = t->nprotos;
     old = proto_find(t, p->addr, &slot);
@@ -179,7 +160,7 @@ static uint32_t trace_push(struct lm_symtab *t, const struct lm_trace *tr,
 {
     uint32_t slot, id, old;
 
-    if (RESERVE(t->traces, t->traces_cap, t->ntraces) != 0)
+    if (LM_RESERVE(t->traces, t->traces_cap, t->ntraces) != 0)
         return LM_NONE;
     id = t->ntraces;
     old = trace_find(t, tr->traceno, &slot);
@@ -307,7 +288,7 @@ int lm_symtab_add_cfunc(struct lm_symtab *t, uint64_t addr, const char *name,
 
     if (name_id == LM_NONE)
         return -1;
-    if (RESERVE(t->cfuncs, t->cfuncs_cap, t->ncfuncs) != 0)
+    if (LM_RESERVE(t->cfuncs, t->cfuncs_cap, t->ncfuncs) != 0)
         return -1;
     if (cap != t->cfuncs_cap) {
         uint32_t *p =
