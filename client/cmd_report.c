@@ -30,7 +30,7 @@ static const char report_help[] =
     "  --human-readable   sizes in KiB/MiB/GiB instead of bytes\n"
     "  --json             one JSON object with the same data and totals\n"
     "  --max-string=N     reject chunk or symbol names longer than N bytes\n"
-    "                     (default 1 MiB)\n"
+    "                     (default 1 MiB, at most 1 GiB)\n"
     "  -h, --help         this help\n"
     "\n"
     "A stream that ends early (a VM that died) is reported up to its last\n"
@@ -78,7 +78,8 @@ static int parse_args(int argc, char **argv, struct report_args *a)
         case OPT_MAXSTR:
             errno = 0;
             a->limits.max_string = strtoull(optarg, &end, 10);
-            if (errno || *end || end == optarg) {
+            if (errno || *end || end == optarg ||
+                a->limits.max_string > LM_MAX_STRING_LIMIT) {
                 fprintf(stderr, "ljmpctl report: bad --max-string '%s'\n",
                         optarg);
                 return -1;

@@ -71,6 +71,11 @@ void lm_decoder_init(struct lm_decoder *d, const struct lm_limits *limits,
     /* Fixed-size items are at most 61 bytes (an R2 realloc on a trace). */
     if (d->limits.max_buffered < 64)
         d->limits.max_buffered = 64;
+    /* Keeps the sums below from wrapping, whatever the caller asked. */
+    if (d->limits.max_string > LM_MAX_STRING_LIMIT)
+        d->limits.max_string = LM_MAX_STRING_LIMIT;
+    if (d->limits.max_buffered > LM_MAX_STRING_LIMIT + 64)
+        d->limits.max_buffered = LM_MAX_STRING_LIMIT + 64;
     d->sink = sink;
     d->sink_ctx = sink_ctx;
 }
@@ -91,9 +96,12 @@ static int uleb_too_long(struct lm_decoder *d, const struct cursor *c,
     return P_ERR;
 }
 
-/* ULEB128 near the end of the input: every byte is bounds-checked. */
-static int read_uleb_checked(struct lm_decoder *d, struct cursor *c,
-                             uint64_t *out)
+/*
+ * ULEB128, bounds-checked: the careful path (symbol tables, the last bytes
+ * of a chunk, anything the fast path leaves).  Returns P_OK, P_MORE, or
+ * P_ERR for a run longer than ten octets or a value beyond 64 bits.
+ */
+static int read_uleb(struct lm_decoder *d, struct cursor *c, uint64_t *out)
 {
     const uint8_t *p = c->p;
     uint64_t v = 0;
@@ -116,46 +124,6 @@ static int read_uleb_checked(struct lm_decoder *d, struct cursor *c,
 }
 
 /*
- * ULEB128.  Returns P_OK, P_MORE, or P_ERR for a run longer than ten octets
- * or a value that does not fit 64 bits (named at the ULEB's first byte).
- * With ten bytes at hand (nearly always) it runs unrolled, unchecked.
- */
-static inline int read_uleb(struct lm_decoder *d, struct cursor *c,
-                            uint64_t *out)
-{
-    const uint8_t *p = c->p;
-    uint64_t b, v;
-
-    if (__builtin_expect(c->end - p < LM_ULEB_MAX_BYTES, 0))
-        return read_uleb_checked(d, c, out);
-#define ULEB_STEP(i)                                                           \
-    b = p[i];                                                                  \
-    v |= (b & 0x7f) << (7 * (i));                                              \
-    if (b < 0x80) {                                                            \
-        *out = v;                                                              \
-        c->p = p + (i) + 1;                                                    \
-        return P_OK;                                                           \
-    }
-    v = 0;
-    ULEB_STEP(0)
-    ULEB_STEP(1)
-    ULEB_STEP(2)
-    ULEB_STEP(3)
-    ULEB_STEP(4)
-    ULEB_STEP(5)
-    ULEB_STEP(6)
-    ULEB_STEP(7)
-    ULEB_STEP(8)
-#undef ULEB_STEP
-    b = p[9];
-    if (b > 1)
-        return uleb_too_long(d, c, (uint8_t)b);
-    *out = v | b << 63;
-    c->p = p + LM_ULEB_MAX_BYTES;
-    return P_OK;
-}
-
-/*
  * A string: length, then bytes.  Both limits are checked as soon as the
  * length is known, so that the outcome does not depend on how the input was
  * chunked.
@@ -175,11 +143,12 @@ static int read_string(struct lm_decoder *d, struct cursor *c,
              (unsigned long long)n, d->limits.max_string);
         return P_ERR;
     }
+    /* What the item may need: up to here, the string, one more ULEB. */
     size_t item_size = (size_t)(c->p - item) + (size_t)n;
-    if (item_size > d->limits.max_buffered) {
+    if (item_size + LM_ULEB_MAX_BYTES > d->limits.max_buffered) {
         fail(d, cursor_offset(c, at),
-             "item of %zu bytes is larger than the buffer limit of %zu",
-             item_size, d->limits.max_buffered);
+             "item of up to %zu bytes is larger than the buffer limit of %zu",
+             item_size + LM_ULEB_MAX_BYTES, d->limits.max_buffered);
         return P_ERR;
     }
     if ((uint64_t)(c->end - c->p) < n) {
@@ -676,6 +645,11 @@ static size_t finish_pending(struct lm_decoder *d, const uint8_t *buf,
         size_t take = want > 64 ? want : 64;
         if (take > len - used)
             take = len - used;
+        if (d->pend_len >= d->limits.max_buffered) {
+            /* Cannot happen: read_string bounds every item. */
+            fail(d, d->offset, "item larger than the buffer limit");
+            return (size_t)-1;
+        }
         if (d->pend_len + take > d->limits.max_buffered)
             take = d->limits.max_buffered - d->pend_len;
         if (pend_reserve(d, d->pend_len + take) != 0) {
@@ -764,7 +738,10 @@ enum lm_status lm_decoder_feed(struct lm_decoder *d, const void *data,
         item = c.p;
         int r = parse_item(d, &c);
         if (r == P_ERR) {
+            /* A sink error names an earlier record than the item. */
             off = (size_t)(item - buf);
+            if (d->err_offset < base + off)
+                off = d->err_offset > base ? (size_t)(d->err_offset - base) : 0;
             goto error;
         }
         if (r == P_MORE) {

@@ -66,10 +66,11 @@ enum lm_status {
 
 struct lm_limits {
     size_t max_string;   /* longest chunk or symbol name accepted */
-    size_t max_buffered; /* most bytes kept for an item cut by a chunk */
+    size_t max_buffered; /* largest item (kept whole when a chunk cuts it) */
 };
 
 #define LM_DEFAULT_MAX_STRING   (1u << 20)
+#define LM_MAX_STRING_LIMIT     (1u << 30) /* larger limits are lowered */
 #define LM_DEFAULT_MAX_BUFFERED ((1u << 20) + 64)
 #define LM_BATCH                256
 

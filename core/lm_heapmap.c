@@ -48,7 +48,7 @@ static inline uint32_t first_byte(uint64_t mask)
     return (uint32_t)__builtin_ctzll(mask) >> 3;
 }
 
-/* Seven bits of the hash that neither the shard nor the group use. */
+/* Seven bits of the hash for the control byte (not the shard's bits). */
 static inline uint8_t tag_of(uint64_t h)
 {
     return (uint8_t)((h >> 50) & 0x7f);
@@ -234,11 +234,10 @@ int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
     return 1;
 }
 
-void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h, uint64_t addr)
+void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h)
 {
     const struct lm_heap_shard *s = lm_heap_shard_of(m, h);
 
-    (void)addr;
     if (s->cap == 0)
         return;
     uint32_t i = lm_heap_home(s, h);

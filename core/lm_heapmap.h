@@ -90,7 +90,7 @@ lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
  * Reads the control group, so it is best run once lm_heap_prefetch has
  * brought that in.
  */
-void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h, uint64_t addr);
+void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h);
 
 /* seed varies the hash; any value works. */
 void lm_heap_init(struct lm_heapmap *m, uint64_t seed);

@@ -207,22 +207,56 @@ static void put_bytes(struct report *r, uint64_t bytes)
         fprintf(r->out, "%.2f%s", v, units[u]);
 }
 
-/* JSON string: control bytes, quotes and non-ASCII bytes are escaped. */
-static void put_json_string(FILE *out, const char *s, size_t len)
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629), or 0. */
+static size_t utf8_sequence(const unsigned char *s, size_t len)
 {
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf;
+
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (len < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/*
+ * A JSON string.  Chunk names are bytes: valid UTF-8 passes through, and
+ * any other byte is written as the code point of the same value (as if
+ * Latin-1), so that the output is always valid JSON.
+ */
+static void put_json_string(FILE *out, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+
     fputc('"', out);
     for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
+        unsigned char c = s[i];
+        size_t n;
         if (c == '"' || c == '\\')
             fprintf(out, "\\%c", c);
         else if (c == '\n')
             fputs("\\n", out);
         else if (c == '\t')
             fputs("\\t", out);
-        else if (c < 0x20 || c >= 0x7f)
+        else if (c < 0x20 || c == 0x7f)
             fprintf(out, "\\u%04x", c);
-        else
+        else if (c < 0x80)
             fputc(c, out);
+        else if ((n = utf8_sequence(s + i, len - i)) != 0) {
+            fwrite(s + i, 1, n, out);
+            i += n - 1;
+        } else
+            fprintf(out, "\\u%04x", c);
     }
     fputc('"', out);
 }

@@ -14,8 +14,8 @@ int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
     s->max_locs = LM_DEFAULT_MAX_LOCATIONS;
     if (limits != NULL && limits->max_locations != 0)
         s->max_locs = limits->max_locations;
-    if (s->max_locs >= LM_NONE)
-        s->max_locs = LM_NONE - 1;
+    if (s->max_locs > LM_MAX_LOCATIONS)
+        s->max_locs = LM_MAX_LOCATIONS;
     s->last_loc = LM_NONE;
     /* ASLR makes the state's address a seed a stream cannot predict. */
     lm_heap_init(&s->heap, lm_mix64((uint64_t)(uintptr_t)s));
@@ -167,9 +167,14 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
     l->trace_addr = r->trace_addr;
     l->sym = LM_NONE;
     l->next = LM_NONE;
-    s->nlocs++;
-    if (bind_symbol(s, id) != 0 || lm_hindex_insert(&s->loc_index, h, id))
+    /* Counted only once reachable, so a failure leaves nothing behind. */
+    if (lm_hindex_insert(&s->loc_index, h, id) != 0)
         goto oom;
+    if (bind_symbol(s, id) != 0) {
+        lm_hindex_remove(&s->loc_index, h, id);
+        goto oom;
+    }
+    s->nlocs++;
     return id;
 oom:
     *err = "out of memory";
@@ -403,6 +408,8 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
 {
     uint32_t retired = LM_NONE;
 
+    /* A symbol may rename what the one-entry cache holds. */
+    s->last_loc = LM_NONE;
     s->totals.symtab_events += r->in_events;
     switch (r->kind) {
     case LM_REC_SYM_LFUNC:
@@ -426,6 +433,9 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
         if (lm_symtab_add_cfunc(&s->sym, r->addr, r->str, r->str_len) != 0)
             return -1;
         s->cfuncs_changed = s->ncfunc_locs > 0;
+        return 0;
+    case LM_REC_SYMTAB_END:
+        lm_symtab_resolve_trace_starts(&s->sym);
         return 0;
     case LM_REC_EVENTS_BEGIN:
         s->revision = r->revision;
@@ -487,9 +497,9 @@ static void plan_mid(struct lm_state *s, const struct lm_record *r,
     if (!is_event(r))
         return;
     if (r->kind != LM_REC_ALLOC)
-        lm_heap_prefetch_slot(&s->heap, p->o, r->oaddr);
+        lm_heap_prefetch_slot(&s->heap, p->o);
     if (r->kind != LM_REC_FREE)
-        lm_heap_prefetch_slot(&s->heap, p->n, r->naddr);
+        lm_heap_prefetch_slot(&s->heap, p->n);
 }
 
 static void plan_near(struct lm_state *s, const struct lm_record *r,
@@ -576,27 +586,11 @@ static int cfunc_name(const struct lm_state *s, const struct lm_loc *l,
     return snprintf(buf, len, "%.*s:%#" PRIx64, (int)nlen, name, f->addr);
 }
 
-/* The epoch of the trace's start prototype, as named by the report. */
-static uint32_t trace_start_proto(const struct lm_state *s,
-                                  const struct lm_trace *t)
-{
-    uint32_t id, slot;
-
-    if (t->start_proto != LM_NONE)
-        return t->start_proto;
-    /* Announced after the trace (the start dump is newest first). */
-    LM_HINDEX_FOREACH(&s->sym.proto_index, lm_mix64(t->start_addr), id, slot)
-    {
-        if (s->sym.protos[id].addr == t->start_addr)
-            return id;
-    }
-    return LM_NONE;
-}
-
 static int trace_name(const struct lm_state *s, const struct lm_loc *l,
                       char *buf, size_t len)
 {
-    const struct lm_trace *t = &s->sym.traces[l->sym];
+    const struct lm_trace *t =
+        l->sym != LM_NONE ? &s->sym.traces[l->sym] : NULL;
     /* R2 and R3-seed name traces by their machine code address too. */
     int n, legacy = s->revision == LM_REV_R2 || s->revision == LM_REV_R3_SEED;
 
@@ -605,12 +599,12 @@ static int trace_name(const struct lm_state *s, const struct lm_loc *l,
                      l->trace_addr);
     else
         n = snprintf(buf, len, "TRACE [%" PRIu64 "]", l->traceno);
-    if (!t->known || (legacy && t->trace_addr != l->trace_addr))
+    if (t == NULL || !t->known || (legacy && t->trace_addr != l->trace_addr))
         return n;
     if (n < 0 || (size_t)n >= len)
         return n;
     int m = snprintf(buf + n, len - (size_t)n, " started at ");
-    int k = lfunc_name(s, trace_start_proto(s, t), t->start_addr, t->start_line,
+    int k = lfunc_name(s, t->start_proto, t->start_addr, t->start_line,
                        buf + n + m, len - (size_t)(n + m));
     return n + m + k;
 }

@@ -96,6 +96,7 @@ struct lm_state_limits {
 };
 
 #define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
+#define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override keys: 24 bits */
 
 struct lm_state {
     struct lm_symtab sym;

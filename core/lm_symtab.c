@@ -188,20 +188,35 @@ uint32_t lm_symtab_trace_current(struct lm_symtab *t, uint64_t traceno)
     return trace_push(t, &tr, NULL);
 }
 
+/* The current epoch of addr if a symbol announced it, else LM_NONE. */
+static uint32_t announced_proto(const struct lm_symtab *t, uint64_t addr)
+{
+    uint32_t slot, id = proto_find(t, addr, &slot);
+
+    return id != LM_NONE && t->protos[id].chunk != LM_NONE ? id : LM_NONE;
+}
+
+void lm_symtab_resolve_trace_starts(struct lm_symtab *t)
+{
+    for (uint32_t i = 0; i < t->ntraces; i++)
+        if (t->traces[i].known && t->traces[i].start_proto == LM_NONE)
+            t->traces[i].start_proto =
+                announced_proto(t, t->traces[i].start_addr);
+}
+
 int lm_symtab_add_trace(struct lm_symtab *t, uint64_t traceno,
                         uint64_t trace_addr, uint64_t start_addr,
                         uint64_t start_line, uint32_t *retired)
 {
     struct lm_trace tr = {0};
-    uint32_t slot;
 
     tr.traceno = traceno;
     tr.trace_addr = trace_addr;
     tr.start_addr = start_addr;
     tr.start_line = start_line;
-    /* The start symbol may come later in the initial dump (newest first);
-     * the name falls back to the current epoch then. */
-    tr.start_proto = proto_find(t, start_addr, &slot);
+    /* The start prototype may come later in the initial dump (newest
+     * first): lm_symtab_resolve_trace_starts() fills it in then. */
+    tr.start_proto = announced_proto(t, start_addr);
     tr.known = 1;
     tr.locs = LM_NONE;
     return trace_push(t, &tr, retired) == LM_NONE ? -1 : 0;
@@ -284,19 +299,12 @@ int lm_symtab_add_cfunc(struct lm_symtab *t, uint64_t addr, const char *name,
                         size_t len)
 {
     uint32_t name_id = lm_symtab_intern(t, name, len);
-    uint32_t cap = t->cfuncs_cap;
 
-    if (name_id == LM_NONE)
+    /* The sorted index grows first: it must hold every record. */
+    if (name_id == LM_NONE ||
+        LM_RESERVE(t->cfunc_sorted, t->sorted_cap, t->ncfuncs) != 0 ||
+        LM_RESERVE(t->cfuncs, t->cfuncs_cap, t->ncfuncs) != 0)
         return -1;
-    if (LM_RESERVE(t->cfuncs, t->cfuncs_cap, t->ncfuncs) != 0)
-        return -1;
-    if (cap != t->cfuncs_cap) {
-        uint32_t *p =
-            realloc(t->cfunc_sorted, (size_t)t->cfuncs_cap * sizeof(*p));
-        if (p == NULL)
-            return -1;
-        t->cfunc_sorted = p;
-    }
     t->cfuncs[t->ncfuncs].addr = addr;
     t->cfuncs[t->ncfuncs].name = name_id;
     t->ncfuncs++;

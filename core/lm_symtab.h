@@ -28,7 +28,9 @@ struct lm_trace {
     uint64_t traceno;
     uint64_t trace_addr; /* R2, R3-seed */
     uint64_t start_addr, start_line;
-    uint32_t start_proto; /* proto epoch current at definition, or NONE */
+    uint32_t start_proto; /* announced proto epoch current when the trace
+                           * was (or, in the start dump, when the dump
+                           * was) read; LM_NONE if none was */
     uint32_t known;       /* 0 for a placeholder */
     uint32_t locs;
 };
@@ -66,6 +68,7 @@ struct lm_symtab {
     struct lm_cfunc *cfuncs;
     uint32_t *cfunc_sorted;
     uint32_t ncfuncs, cfuncs_cap;
+    uint32_t sorted_cap;
     uint32_t nsorted; /* entries of cfunc_sorted in use */
     uint32_t nmerged; /* records already merged into cfunc_sorted */
 };
@@ -102,6 +105,12 @@ int lm_symtab_add_trace(struct lm_symtab *t, uint64_t traceno,
                         uint64_t start_line, uint32_t *retired);
 int lm_symtab_add_cfunc(struct lm_symtab *t, uint64_t addr, const char *name,
                         size_t len);
+
+/*
+ * Once the start dump is read: links traces to start prototypes that the
+ * dump listed after them (it goes newest first).
+ */
+void lm_symtab_resolve_trace_starts(struct lm_symtab *t);
 
 /* The C symbol at or below addr (the one that names it), or LM_NONE. */
 uint32_t lm_symtab_cfunc_floor(struct lm_symtab *t, uint64_t addr);

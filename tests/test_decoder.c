@@ -1,4 +1,6 @@
 /* Decoder tests: every record of every revision, chunking, malformed input. */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -343,9 +345,27 @@ static void test_malformed_inputs(void)
     lm_buf_uleb(&c.buf, 0);
     lm_enc_symtab_end(&c.buf);
     c.offset = 7 + 3;
-    c.message = "item of 104 bytes is larger than the buffer limit of 64";
+    c.message = "item of up to 114 bytes is larger than the buffer limit of 64";
     c.limits.max_string = 1000;
     c.limits.max_buffered = 64;
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "item near the buffer limit";
+    /* The string fits, but with the ULEB after it the item might not. */
+    lm_enc_begin(&c.buf, LM_REV_R3);
+    lm_buf_byte(&c.buf, 0);
+    lm_buf_uleb(&c.buf, 0x100);
+    lm_buf_uleb(&c.buf, 90);
+    for (int i = 0; i < 90; i++)
+        lm_buf_byte(&c.buf, 'n');
+    lm_buf_bytes(&c.buf, "\x80\x80\x80\x80\x01", 5);
+    lm_enc_symtab_end(&c.buf);
+    c.offset = 7 + 3;
+    c.message =
+        "item of up to 104 bytes is larger than the buffer limit of 100";
+    c.limits.max_string = 1000;
+    c.limits.max_buffered = 100;
     check_bad(&c);
 
     memset(&c, 0, sizeof(c));
@@ -481,6 +501,86 @@ static void test_malformed_inputs(void)
     check_bad(&c);
 }
 
+/* Limits far above what the arithmetic can hold are lowered. */
+static void test_huge_limits(void)
+{
+    struct lm_buf b = {0};
+    struct lm_limits lim = {SIZE_MAX, SIZE_MAX};
+    struct recorder r = {0};
+    struct lm_decoder d;
+
+    sample_stream(&b, LM_REV_R3);
+    lm_decoder_init(&d, &lim, recorder_sink, &r);
+    CU_ASSERT_EQUAL(d.limits.max_string, LM_MAX_STRING_LIMIT);
+    for (size_t i = 0; i < b.len; i++)
+        lm_decoder_feed(&d, b.data + i, 1, NULL);
+    CU_ASSERT_EQUAL(lm_decoder_finish(&d), LM_DONE);
+    recorder_free(&r);
+    lm_decoder_free(&d);
+    lm_buf_free(&b);
+}
+
+/* A sink that rejects one record: the decoder stops right before it. */
+struct rejecting_sink {
+    size_t seen, reject_at;
+};
+
+static int reject_sink(void *ctx, const struct lm_record *recs, size_t n,
+                       size_t *failed_at, char *errbuf, size_t errlen)
+{
+    struct rejecting_sink *rs = ctx;
+
+    (void)recs;
+    if (rs->seen + n <= rs->reject_at) {
+        rs->seen += n;
+        return 0;
+    }
+    *failed_at = rs->reject_at - rs->seen;
+    snprintf(errbuf, errlen, "rejected");
+    return -1;
+}
+
+static void test_sink_error_offsets(void)
+{
+    struct lm_buf b = {0};
+    struct recorder all = {0};
+    struct lm_decoder d;
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (int i = 0; i < 600; i++) {
+        struct lm_loc_ref l = loc_lua(0x100, (uint64_t)i % 7);
+        lm_enc_alloc(&b, LM_REV_R3, &l, 0x1000 + 16 * (uint64_t)i, 16);
+    }
+    lm_enc_epilogue(&b);
+    CU_ASSERT_EQUAL(decode_to(&all, b.data, b.len, 0, &d), LM_DONE);
+    lm_decoder_free(&d);
+    static const size_t chunks[] = {0, 1, 100};
+    for (size_t c = 0; c < 3; c++) {
+        struct rejecting_sink rs = {0, 300};
+        size_t chunk = chunks[c] ? chunks[c] : b.len, off = 0, used = 0;
+        enum lm_status st = LM_NEED_MORE;
+        lm_decoder_init(&d, NULL, reject_sink, &rs);
+        uint64_t at = all.recs[300].rec.offset;
+        while (off < b.len && st == LM_NEED_MORE) {
+            size_t n = b.len - off < chunk ? b.len - off : chunk;
+            st = lm_decoder_feed(&d, b.data + off, n, &used);
+            if (st == LM_NEED_MORE)
+                off += n;
+        }
+        CU_ASSERT_EQUAL(st, LM_ERROR);
+        CU_ASSERT_EQUAL(d.err_offset, at);
+        /* This call consumed up to the rejected record; bytes of it that
+         * earlier calls handed over were consumed then. */
+        CU_ASSERT_EQUAL(used, at > off ? at - off : 0);
+        CU_ASSERT_STRING_EQUAL(d.errmsg, "rejected");
+        lm_decoder_free(&d);
+    }
+    recorder_free(&all);
+    lm_buf_free(&b);
+}
+
 /* Records before a malformed item are delivered, nothing after it. */
 static void test_records_before_error_are_kept(void)
 {
@@ -541,4 +641,6 @@ void register_decoder_tests(void)
     CU_add_test(s, "records before an error are kept",
                 test_records_before_error_are_kept);
     CU_add_test(s, "truncation message", test_truncation_message);
+    CU_add_test(s, "huge limits are lowered", test_huge_limits);
+    CU_add_test(s, "sink error offsets", test_sink_error_offsets);
 }

@@ -178,6 +178,29 @@ static void test_same_name_is_one_line(void)
     lm_buf_free(&b);
 }
 
+/* JSON stays valid for any chunk bytes: UTF-8 kept, others escaped. */
+static void test_json_strings(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x100, 1);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@caf\xc3\xa9\xff\"q\".lua", 0);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x1000, 8);
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    char *got = report_string(&p.state, 1, 0, 1);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(got, "\"location\":\"@caf\xc3\xa9\\u00ff\\\"q\\\".lua:1\""));
+    free(got);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 void register_report_tests(void)
 {
     CU_pSuite s = CU_add_suite("report", NULL, NULL);
@@ -191,4 +214,5 @@ void register_report_tests(void)
     CU_add_test(s, "ties and human-readable sizes", test_ties_and_human_sizes);
     CU_add_test(s, "alias listing", test_alias_listing);
     CU_add_test(s, "same name, one line", test_same_name_is_one_line);
+    CU_add_test(s, "JSON strings", test_json_strings);
 }

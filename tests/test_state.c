@@ -281,6 +281,48 @@ static void test_c_symbols(void)
     lm_buf_free(&b);
 }
 
+/* A C symbol announced between two events at one address renames it, even
+ * for the location the lookup cache holds. */
+static void test_c_symbol_renames_cached_location(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref c = loc_c(0x1000);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &c, 0x10, 16);
+    lm_enc_event_cfunc(&b, 0x1000, "foo");
+    lm_enc_alloc(&b, LM_REV_R3, &c, 0x20, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(counters(&p.state, "CFUNC 0x1000")->alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "foo:0x1000")->alloc_events, 1);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* A trace whose start prototype is announced only after it is named by the
+ * raw address: a later announcement does not rename it. */
+static void test_trace_start_announced_later(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref t = loc_trace(5, 0);
+
+    begin_r3(&b);
+    lm_enc_event_trace(&b, LM_REV_R3, 5, 0, 0xabc, 9);
+    lm_enc_alloc(&b, LM_REV_R3, &t, 0x10, 16);
+    lm_enc_event_lfunc(&b, 0xabc, "@late.lua", 1);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(
+        counters(&p.state, "TRACE [5] started at 0xabc:9")->alloc_events, 1);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 /* A Lua address never announced is named by its raw address. */
 static void test_unknown_proto(void)
 {
@@ -454,6 +496,10 @@ void register_state_tests(void)
     CU_add_test(s, "aliases", test_aliases);
     CU_add_test(s, "C symbols", test_c_symbols);
     CU_add_test(s, "unknown prototype", test_unknown_proto);
+    CU_add_test(s, "C symbol renames the cached location",
+                test_c_symbol_renames_cached_location);
+    CU_add_test(s, "trace start announced later",
+                test_trace_start_announced_later);
     CU_add_test(s, "overwritten block", test_overwritten_block);
     CU_add_test(s, "location limit", test_location_limit);
     CU_add_test(s, "heap map with many blocks", test_heap_map_many_blocks);
