@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 
 # Debian 12 packages the build, the tests and the fuzzer need.
 PACKAGES=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev
+  build-essential cmake pkg-config clang libclang-rt-14-dev dpkg-dev patch
   libcunit1-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler
   libsystemd-dev
 )
@@ -14,17 +14,35 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 log() { printf '==> %s\n' "$*" >&2; }
 
+# The LuaJIT source comes from Debian's source packages: apt needs deb-src.
+enable_deb_src() {
+  local f=/etc/apt/sources.list.d/debian.sources
+  if [ -f "$f" ]; then
+    grep -q '^Types:.*deb-src' "$f" && return 1
+    log "enabling deb-src entries in $f"
+    "${sudo[@]}" sed -i 's/^Types: deb$/Types: deb deb-src/' "$f"
+  else
+    grep -qs '^deb-src ' /etc/apt/sources.list && return 1
+    log "enabling deb-src entries in /etc/apt/sources.list"
+    sed -n 's/^deb /deb-src /p' /etc/apt/sources.list |
+      "${sudo[@]}" tee -a /etc/apt/sources.list >/dev/null
+  fi
+  return 0
+}
+
 install_deps() {
-  local missing=()
+  local missing=() update=0
+  sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  enable_deb_src && update=1
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
       missing+=("$p")
   done
+  [ ${#missing[@]} -gt 0 ] && update=1
+  [ "$update" -eq 1 ] && "${sudo[@]}" apt-get update -qq
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing ${missing[*]}"
-  local sudo=()
-  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
     --no-install-recommends "${missing[@]}"
 }
@@ -58,7 +76,7 @@ run_tests() {
   build build
   (cd build && ctest --output-on-failure)
   log "build (clang, ASan + UBSan, libFuzzer) and ctest: unit tests + fuzz run"
-  CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON
+  CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF
   (cd build-san && ctest --output-on-failure)
 }
 
