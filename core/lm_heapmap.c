@@ -195,7 +195,7 @@ int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
 }
 
 int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                        struct lm_block *blk)
+                        struct lm_block *blk, uint32_t *where)
 {
     const struct lm_heap_shard *s = &m->shard[h >> (64 - LM_HEAP_SHARD_BITS)];
     uint32_t j;
@@ -204,16 +204,22 @@ int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h, uint64_t addr,
         return 0;
     blk->size = s->slots[j].size;
     blk->loc = s->slots[j].loc;
+    *where = j;
     return 1;
 }
 
 int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                        struct lm_block *blk)
+                        uint32_t hint, struct lm_block *blk)
 {
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
-    uint32_t j;
+    uint32_t j = hint;
 
-    if (s->cap == 0 || (j = find(s, h, addr)) == UINT32_MAX)
+    if (s->cap == 0)
+        return 0;
+    /* Addresses are unique: a full slot holding addr is the block's. */
+    if (j >= s->cap || s->ctrl[j] >= CTRL_EMPTY || s->slots[j].addr != addr)
+        j = find(s, h, addr);
+    if (j == UINT32_MAX)
         return 0;
     blk->size = s->slots[j].size;
     blk->loc = s->slots[j].loc;

@@ -104,13 +104,18 @@ void lm_heap_free(struct lm_heapmap *m);
 int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
                        struct lm_block blk, struct lm_block *old);
 
-/* Removes a block: 1 and the block in *blk if it was there, else 0. */
+/*
+ * Removes a block: 1 and the block in *blk if it was there, else 0.  hint
+ * is the slot where lm_heap_peek_hashed() saw it (checked, so it may be
+ * stale), or UINT32_MAX.
+ */
 int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                        struct lm_block *blk);
+                        uint32_t hint, struct lm_block *blk);
 
-/* Looks a block up without removing it: 1 and *blk if it is there. */
+/* Looks a block up without removing it: 1, *blk and its slot in *where if
+ * it is there. */
 int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                        struct lm_block *blk);
+                        struct lm_block *blk, uint32_t *where);
 
 /* The same, hashing addr here. */
 static inline int lm_heap_put(struct lm_heapmap *m, uint64_t addr,
@@ -122,7 +127,7 @@ static inline int lm_heap_put(struct lm_heapmap *m, uint64_t addr,
 static inline int lm_heap_take(struct lm_heapmap *m, uint64_t addr,
                                struct lm_block *blk)
 {
-    return lm_heap_take_hashed(m, lm_heap_hash(m, addr), addr, blk);
+    return lm_heap_take_hashed(m, lm_heap_hash(m, addr), addr, UINT32_MAX, blk);
 }
 
 /* Bytes held by the map's tables. */

@@ -344,14 +344,21 @@ static int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
     return 0;
 }
 
-/* Releases the block at oaddr (hashed as h) for a realloc/free site. */
+/* Hashes of an event's keys, computed ahead (see lm_state_apply). */
+struct plan {
+    uint64_t loc;   /* ref_hash of the location */
+    uint64_t o, n;  /* heap hashes of the old and new block addresses */
+    uint32_t oslot; /* where the old block was seen, or UINT32_MAX */
+};
+
+/* Releases the block at oaddr (planned in p) for a realloc/free site. */
 static int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
-                         uint64_t oaddr, uint64_t h, uint64_t nsize,
+                         uint64_t oaddr, const struct plan *p, uint64_t nsize,
                          const char **err)
 {
     struct lm_block blk;
 
-    if (!lm_heap_take_hashed(&s->heap, h, oaddr, &blk)) {
+    if (!lm_heap_take_hashed(&s->heap, p->o, oaddr, p->oslot, &blk)) {
         /* Allocated before profiling started: no site to credit. */
         s->totals.unknown_frees++;
         return 0;
@@ -363,12 +370,6 @@ static int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
     }
     return 0;
 }
-
-/* Hashes of an event's keys, computed ahead (see lm_state_apply). */
-struct plan {
-    uint64_t loc;  /* ref_hash of the location */
-    uint64_t o, n; /* heap hashes of the old and new block addresses */
-};
 
 static int apply_event(struct lm_state *s, const struct lm_record *r,
                        const struct plan *h, const char **err)
@@ -390,7 +391,7 @@ static int apply_event(struct lm_state *s, const struct lm_record *r,
         c->free_bytes += r->osize;
         s->totals.free_events++;
         s->totals.freed_bytes += r->osize;
-        return release_block(s, LM_EV_FREE, loc, r->oaddr, h->o, 0, err);
+        return release_block(s, LM_EV_FREE, loc, r->oaddr, h, 0, err);
     default: /* LM_REC_REALLOC */
         c->realloc_events++;
         c->realloc_new_bytes += r->nsize;
@@ -398,7 +399,7 @@ static int apply_event(struct lm_state *s, const struct lm_record *r,
         s->totals.realloc_events++;
         s->totals.alloc_bytes += r->nsize;
         s->totals.freed_bytes += r->osize;
-        if (release_block(s, LM_EV_REALLOC, loc, r->oaddr, h->o, r->nsize, err))
+        if (release_block(s, LM_EV_REALLOC, loc, r->oaddr, h, r->nsize, err))
             return -1;
         return add_block(s, loc, r->naddr, h->n, r->nsize, err);
     }
@@ -479,6 +480,7 @@ static void plan_far(struct lm_state *s, const struct lm_record *r,
 {
     if (!is_event(r))
         return;
+    p->oslot = UINT32_MAX;
     p->loc = ref_hash(&r->loc);
     __builtin_prefetch(&s->loc_index.slots[p->loc & s->loc_index.mask]);
     if (r->kind != LM_REC_ALLOC) {
@@ -503,7 +505,7 @@ static void plan_mid(struct lm_state *s, const struct lm_record *r,
 }
 
 static void plan_near(struct lm_state *s, const struct lm_record *r,
-                      const struct plan *p)
+                      struct plan *p)
 {
     uint32_t slot, id;
     struct lm_block blk;
@@ -514,7 +516,7 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
     if (id != LM_NONE)
         prefetch_loc(s, id);
     if (r->kind != LM_REC_ALLOC &&
-        lm_heap_peek_hashed(&s->heap, p->o, r->oaddr, &blk))
+        lm_heap_peek_hashed(&s->heap, p->o, r->oaddr, &blk, &p->oslot))
         prefetch_loc(s, blk.loc);
 }
 
