@@ -1,0 +1,389 @@
+/*
+** ljmp memory profiler: wraps the allocator and writes a memprof stream.
+** New VM file of ljmp's luajit-patch (not part of LuaJIT).
+*/
+
+#define lj_memprof_c
+#define LUA_CORE
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lj_obj.h"
+#include "lj_debug.h"
+#include "lj_frame.h"
+#include "lj_gc.h"
+#include "lj_memprof.h"
+#if LJ_HASJIT
+#include "lj_jit.h"
+#include "lj_trace.h"
+#endif
+
+/* -- Stream constants ---------------------------------------------------- */
+
+enum { SYM_LFUNC = 0, SYM_TRACE = 2 };
+enum { EV_SYMTAB = 0, EV_ALLOC = 1, EV_FREE = 2, EV_REALLOC = 3 };
+enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
+#define HDR_FINAL 0x80
+#define EV_HEADER(ev, src) ((uint8_t)((ev) | (src) << 2))
+
+/* The buffer is flushed when less than one item's worth is left. */
+#define MEMPROF_BUFSZ (64 * 1024)
+#define MEMPROF_ITEM_MAX 64
+
+/* -- State --------------------------------------------------------------- */
+
+/*
+** One profiler per process, like LuaJIT's other profilers: allocf is
+** per VM, but the wrapper needs the original, and signals and hooks that
+** start it have no VM at hand.  g is the VM that owns it, NULL when idle.
+*/
+typedef struct Memprof {
+  global_State *g;
+  lua_Alloc allocf;  /* The VM's allocator, wrapped while profiling. */
+  void *allocd;
+  MemprofOptions opt;
+  uint8_t *buf;
+  size_t pos;
+  int err;  /* errno of the first failed write; the stream stops there. */
+  volatile int moving;  /* The Lua stack is being reallocated. */
+} Memprof;
+
+static Memprof memprof;
+
+/* -- Encoding ------------------------------------------------------------ */
+
+static void mp_flush(Memprof *mp)
+{
+  if (mp->pos > 0 && mp->err == 0) {
+    int e = mp->opt.write(mp->opt.ctx, mp->buf, mp->pos);
+    if (e != 0) mp->err = e;
+  }
+  mp->pos = 0;
+}
+
+static void mp_reserve(Memprof *mp, size_t n)
+{
+  if (mp->pos + n > MEMPROF_BUFSZ) mp_flush(mp);
+}
+
+static void mp_byte(Memprof *mp, uint8_t b)
+{
+  mp->buf[mp->pos++] = b;
+}
+
+static void mp_uleb(Memprof *mp, uint64_t v)
+{
+  while (v >= 0x80) {
+    mp->buf[mp->pos++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  mp->buf[mp->pos++] = (uint8_t)v;
+}
+
+/* A string: long ones go to the writer in pieces. */
+static void mp_string(Memprof *mp, const char *s, size_t len)
+{
+  mp_uleb(mp, len);
+  while (len > 0) {
+    size_t n;
+    if (mp->pos == MEMPROF_BUFSZ) mp_flush(mp);
+    n = MEMPROF_BUFSZ - mp->pos;
+    if (n > len) n = len;
+    memcpy(mp->buf + mp->pos, s, n);
+    mp->pos += n;
+    s += n;
+    len -= n;
+  }
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+}
+
+static void mp_prologue(Memprof *mp, const char *magic)
+{
+  mp_byte(mp, (uint8_t)magic[0]);
+  mp_byte(mp, (uint8_t)magic[1]);
+  mp_byte(mp, (uint8_t)magic[2]);
+  mp_byte(mp, 3);
+  mp_byte(mp, 0);
+  mp_byte(mp, 0);
+  mp_byte(mp, 0);
+}
+
+/* -- Symbols ------------------------------------------------------------- */
+
+static void sym_proto(Memprof *mp, const GCproto *pt)
+{
+  GCstr *name = proto_chunkname(pt);
+  mp_uleb(mp, (uintptr_t)pt);
+  mp_string(mp, strdata(name), name->len);
+  mp_uleb(mp, pt->firstline);
+}
+
+#if LJ_HASJIT
+static void sym_trace(Memprof *mp, const GCtrace *tr)
+{
+  GCproto *pt = gco2pt(gcref(tr->startpt));
+  BCPos pos = proto_bcpos(pt, mref(tr->startpc, const BCIns));
+  mp_uleb(mp, tr->traceno);
+  mp_uleb(mp, (uintptr_t)pt);
+  mp_uleb(mp, (uint64_t)lj_debug_line(pt, pos));
+}
+#endif
+
+/*
+** Every live prototype and trace.  Objects a running sweep has found dead
+** are skipped: their chunk names may be gone already.
+*/
+static void dump_symtab(Memprof *mp, global_State *g)
+{
+  GCobj *o;
+  mp_prologue(mp, "ljs");
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc)) {
+    if (isdead(g, o)) continue;
+    mp_reserve(mp, MEMPROF_ITEM_MAX);
+    if (o->gch.gct == ~LJ_TPROTO) {
+      mp_byte(mp, SYM_LFUNC);
+      sym_proto(mp, gco2pt(o));
+    }
+#if LJ_HASJIT
+    else if (o->gch.gct == ~LJ_TTRACE) {
+      mp_byte(mp, SYM_TRACE);
+      sym_trace(mp, gco2trace(o));
+    }
+#endif
+  }
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, HDR_FINAL);
+}
+
+void lj_memprof_add_proto(const GCproto *pt)
+{
+  Memprof *mp = &memprof;
+  if (mp->g == NULL) return;
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
+  sym_proto(mp, pt);
+}
+
+void lj_memprof_add_trace(const struct GCtrace *tr)
+{
+#if LJ_HASJIT
+  Memprof *mp = &memprof;
+  if (mp->g == NULL) return;
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_TRACE));
+  sym_trace(mp, tr);
+#else
+  UNUSED(tr);
+#endif
+}
+
+void lj_memprof_stack_moving(int moving)
+{
+  memprof.moving = moving;
+}
+
+/* -- Allocation sites ---------------------------------------------------- */
+
+/* A site: the source, and its address and line (or trace number). */
+typedef struct Site {
+  int src;
+  uint64_t addr, line;
+} Site;
+
+/*
+** The function running on the allocating thread.  The interpreter's and
+** C's states both end here: a Lua function names its line; a fast
+** function, the line of its Lua caller; a C function, its address.
+*/
+static void site_of_frame(global_State *g, Site *s)
+{
+  lua_State *L = gco2th(gcref(g->cur_L));
+  cTValue *frame;
+  GCobj *o;
+  GCfunc *fn;
+
+  s->src = SRC_INTERNAL;
+  if (L == NULL || memprof.moving) return;  /* L->base may be stale. */
+  frame = L->base - 1;
+  if (frame <= tvref(L->stack) + LJ_FR2) return;  /* The bottom frame. */
+  o = frame_gc(frame);
+  if (o->gch.gct != ~LJ_TFUNC) return;  /* The dummy frame of a thread. */
+  fn = &o->fn;
+  if (isluafunc(fn)) {
+    BCLine line = lj_debug_frameline(L, fn, NULL);
+    if (line < 0) return;
+    s->src = SRC_LFUNC;
+    s->addr = (uintptr_t)funcproto(fn);
+    s->line = (uint64_t)line;
+    return;
+  }
+  if (isffunc(fn) && frame_islua(frame)) {
+    cTValue *caller = frame_prevl(frame);
+    GCobj *co;
+    if (caller > tvref(L->stack) + LJ_FR2 &&
+	(co = frame_gc(caller))->gch.gct == ~LJ_TFUNC &&
+	isluafunc(&co->fn)) {
+      BCLine line = lj_debug_frameline(L, &co->fn, frame);
+      if (line >= 0) {
+	s->src = SRC_LFUNC;
+	s->addr = (uintptr_t)funcproto(&co->fn);
+	s->line = (uint64_t)line;
+	return;
+      }
+    }
+  }
+  s->src = SRC_CFUNC;
+  s->addr = (uintptr_t)fn->c.f;
+}
+
+static void site_now(global_State *g, Site *s)
+{
+  int32_t st = g->vmstate;
+  if (st >= 0) {  /* Running compiled code: the trace number. */
+    s->src = SRC_TRACE;
+    s->line = (uint64_t)st;
+    return;
+  }
+  switch (~st) {
+  case LJ_VMST_INTERP: case LJ_VMST_C:
+    site_of_frame(g, s);
+    break;
+  default:  /* GC, trace exits, the compiler. */
+    s->src = SRC_INTERNAL;
+    break;
+  }
+}
+
+static void write_site(Memprof *mp, const Site *s)
+{
+  switch (s->src) {
+  case SRC_LFUNC:
+    mp_uleb(mp, s->addr);
+    mp_uleb(mp, s->line);
+    break;
+  case SRC_CFUNC:
+    mp_uleb(mp, s->addr);
+    break;
+  case SRC_TRACE:
+    mp_uleb(mp, s->line);
+    break;
+  default:
+    break;
+  }
+}
+
+/* -- The allocator wrapper ----------------------------------------------- */
+
+static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+  Memprof *mp = &memprof;
+  void *nptr = mp->allocf(ud, ptr, osize, nsize);
+  Site s;
+  if (mp->g == NULL || mp->err != 0) return nptr;
+  site_now(mp->g, &s);
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  if (nsize == 0) {
+    mp_byte(mp, EV_HEADER(EV_FREE, s.src));
+    write_site(mp, &s);
+    mp_uleb(mp, (uintptr_t)ptr);
+    mp_uleb(mp, osize);
+  } else if (ptr == NULL) {
+    mp_byte(mp, EV_HEADER(EV_ALLOC, s.src));
+    write_site(mp, &s);
+    mp_uleb(mp, (uintptr_t)nptr);
+    mp_uleb(mp, nsize);
+  } else {
+    mp_byte(mp, EV_HEADER(EV_REALLOC, s.src));
+    write_site(mp, &s);
+    mp_uleb(mp, (uintptr_t)ptr);
+    mp_uleb(mp, osize);
+    mp_uleb(mp, (uintptr_t)nptr);
+    mp_uleb(mp, nsize);
+  }
+  return nptr;
+}
+
+/* -- Start and stop ------------------------------------------------------ */
+
+int lj_memprof_running(void)
+{
+  return memprof.g != NULL;
+}
+
+int lj_memprof_error(void)
+{
+  return memprof.err;
+}
+
+int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
+{
+  Memprof *mp = &memprof;
+  global_State *g = G(L);
+  if (mp->g != NULL) {
+    if (opt->on_stop) opt->on_stop(opt->ctx);
+    return LJ_MEMPROF_ERRRUN;
+  }
+  /* Not from the Lua heap: the buffer is written inside the allocator. */
+  mp->buf = (uint8_t *)malloc(MEMPROF_BUFSZ);
+  if (mp->buf == NULL) {
+    if (opt->on_stop) opt->on_stop(opt->ctx);
+    return LJ_MEMPROF_ERRMEM;
+  }
+  mp->opt = *opt;
+  mp->pos = 0;
+  mp->err = 0;
+  mp->moving = 0;
+  dump_symtab(mp, g);
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_prologue(mp, "ljm");
+  mp_flush(mp);
+  if (mp->err != 0) {
+    int e = mp->err;
+    free(mp->buf);
+    mp->buf = NULL;
+    if (opt->on_stop) opt->on_stop(opt->ctx);
+    errno = e;
+    return LJ_MEMPROF_ERRIO;
+  }
+  mp->allocf = lua_getallocf(L, &mp->allocd);
+  mp->g = g;
+  lua_setallocf(L, memprof_allocf, mp->allocd);
+  return LJ_MEMPROF_OK;
+}
+
+/* Ends the stream: the epilogue, the last flush, the allocator back. */
+static int memprof_finish(Memprof *mp)
+{
+  global_State *g = mp->g;
+  int e;
+  g->allocf = mp->allocf;
+  g->allocd = mp->allocd;
+  mp->g = NULL;
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, HDR_FINAL);
+  mp_flush(mp);
+  e = mp->err;
+  free(mp->buf);
+  mp->buf = NULL;
+  if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx);
+  if (e != 0) {
+    errno = e;
+    return LJ_MEMPROF_ERRIO;
+  }
+  return LJ_MEMPROF_OK;
+}
+
+int lj_memprof_stop(lua_State *L)
+{
+  Memprof *mp = &memprof;
+  if (mp->g == NULL) return LJ_MEMPROF_ERRRUN;
+  if (mp->g != G(L)) return LJ_MEMPROF_ERRUSE;
+  return memprof_finish(mp);
+}
+
+void lj_memprof_close(global_State *g)
+{
+  if (memprof.g == g) memprof_finish(&memprof);
+}

@@ -1,0 +1,55 @@
+/*
+** ljmp memory profiler: memprof streams (revision R3) for LuaJIT 2.1.
+** New VM file of ljmp's luajit-patch (not part of LuaJIT).
+*/
+
+#ifndef _LJ_MEMPROF_H
+#define _LJ_MEMPROF_H
+
+#include "lj_obj.h"
+
+/*
+** The stream (see ljmp's memprof-format.md, revision R3):
+**
+**   stream  := symtab memprof
+**   symtab  := 'l' 'j' 's' 0x03 0x00 0x00 0x00 sym* 0x80
+**   sym     := 0x00 proto-addr chunk firstline
+**            | 0x02 traceno start-proto-addr start-line
+**   memprof := 'l' 'j' 'm' 0x03 0x00 0x00 0x00 event* 0x80
+**   event   := header loc fields, header = event | source << 2
+**
+** Numbers are ULEB128, strings a ULEB128 length and the bytes.
+*/
+
+/* Where the stream goes.  write() returns 0, or an errno value to stop. */
+typedef int (*lj_memprof_writer)(void *ctx, const void *buf, size_t len);
+
+typedef struct MemprofOptions {
+  lj_memprof_writer write;
+  void *ctx;
+  /* Called once the stream has ended (stop, error or lua_close). */
+  void (*on_stop)(void *ctx);
+} MemprofOptions;
+
+enum {
+  LJ_MEMPROF_OK,
+  LJ_MEMPROF_ERRRUN,  /* Already running, or not running on stop. */
+  LJ_MEMPROF_ERRUSE,  /* Another VM of this process owns the profiler. */
+  LJ_MEMPROF_ERRMEM,  /* No memory for the buffer. */
+  LJ_MEMPROF_ERRIO    /* The writer failed; errno says why. */
+};
+
+LJ_FUNC int lj_memprof_start(lua_State *L, const MemprofOptions *opt);
+LJ_FUNC int lj_memprof_stop(lua_State *L);
+LJ_FUNC int lj_memprof_running(void);
+/* The errno value that stopped the last stream, or 0. */
+LJ_FUNC int lj_memprof_error(void);
+
+/* Hooks: a prototype or a trace was made; a VM closes; the stack moves. */
+LJ_FUNC void lj_memprof_add_proto(const GCproto *pt);
+struct GCtrace;
+LJ_FUNC void lj_memprof_add_trace(const struct GCtrace *tr);
+LJ_FUNC void lj_memprof_close(global_State *g);
+LJ_FUNC void lj_memprof_stack_moving(int moving);
+
+#endif

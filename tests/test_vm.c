@@ -1,0 +1,240 @@
+/* The patched VM end to end: Lua scripts profile themselves, the core
+ * library decodes their streams, and allocations are counted by site. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lm_report.h"
+#include "lm_state.h"
+
+#ifndef LUAJIT_BIN
+#error "LUAJIT_BIN must name the patched luajit"
+#endif
+#ifndef VM_SCRIPTS
+#error "VM_SCRIPTS must name tests/vm"
+#endif
+
+static char dir[] = "/tmp/ljmp-vm-XXXXXX";
+
+static int setup(void)
+{
+    return mkdtemp(dir) == NULL;
+}
+
+static int teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) != 0;
+}
+
+/* Runs tests/vm/SCRIPT.lua [OUT]; returns its exit status and stdout. */
+static int run_script(const char *script, const char *out, char **output)
+{
+    char cmd[1024], path[512];
+    size_t cap = 0;
+
+    snprintf(path, sizeof(path), "%s/%s.stdout", dir, script);
+    snprintf(cmd, sizeof(cmd), "%s %s/%s.lua %s%s%s >%s", LUAJIT_BIN,
+             VM_SCRIPTS, script, out ? dir : "", out ? "/" : "",
+             out ? out : "", path);
+    int st = system(cmd);
+    *output = NULL;
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (getdelim(output, &cap, '\0', f) < 0) {
+            free(*output);
+            *output = NULL;
+        }
+        fclose(f);
+    }
+    if (*output == NULL)
+        *output = strdup("");
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Decodes DIR/NAME into p; returns how the stream ended. */
+static enum lm_status decode(const char *name, struct lm_profile *p)
+{
+    char path[512];
+    uint8_t buf[65536];
+    size_t n;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    lm_profile_init(p, NULL, NULL);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return LM_ERROR;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        if (lm_profile_feed(p, buf, n, NULL) == LM_ERROR)
+            break;
+    fclose(f);
+    return lm_decoder_finish(&p->dec);
+}
+
+/* Alloc events at locations whose name ends with suffix (and, when not
+ * NULL, starts with prefix). */
+static uint64_t allocs_at(const struct lm_state *s, const char *prefix,
+                          const char *suffix)
+{
+    char name[1024];
+    uint64_t n = 0;
+    size_t ls = strlen(suffix);
+
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        lm_state_loc_name(s, i, name, sizeof(name));
+        size_t ln = strlen(name);
+        if (ln >= ls && strcmp(name + ln - ls, suffix) == 0 &&
+            (prefix == NULL || strncmp(name, prefix, strlen(prefix)) == 0))
+            n += s->locs[i].c.alloc_events;
+    }
+    return n;
+}
+
+static char *report_of(const struct lm_state *s)
+{
+    struct lm_report_opts o = {0, 0, 0};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    lm_report_write(f, s, &o);
+    fclose(f);
+    return text;
+}
+
+/* The seed's check: a chunk loaded while profiling has its allocations at
+ * its own lines, one event each. */
+static void test_new_prototypes_are_announced(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("enrich", "enrich.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("enrich.bin", &p), LM_DONE);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, NULL, "str_chunk:6"), 1);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, NULL, "str_chunk:2"), 1);
+    CU_ASSERT(p.state.totals.symtab_events >= 2);
+    lm_profile_free(&p);
+    free(out);
+}
+
+/* The review's request: the bytecode reader announces prototypes too. */
+static void test_bytecode_prototypes_are_announced(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("bytecode", "bytecode.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("bytecode.bin", &p), LM_DONE);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, NULL, "dumped_chunk:2"), 1);
+    lm_profile_free(&p);
+    free(out);
+}
+
+/* An unnamed multi-line chunk: an alias, its last line listed. */
+static void test_unnamed_chunk_alias(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("alias", "alias.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("alias.bin", &p), LM_DONE);
+    /* The string, and whatever the VM grows on its behalf meanwhile. */
+    CU_ASSERT(allocs_at(&p.state, NULL, "function_alias_1:2") >= 1);
+    char *rep = report_of(&p.state);
+    CU_ASSERT_PTR_NOT_NULL(strstr(rep, "ALIASES:\nfunction_alias_1:\n"
+                                       "1\t| local s = ...\n"
+                                       "2\t| local r = string.rep(s, 200)\n"
+                                       "3\t| return r\n"));
+    free(rep);
+    lm_profile_free(&p);
+    free(out);
+}
+
+/* A compiled loop allocates on its trace, named after where it starts. */
+static void test_trace_allocations(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("jit", "jit.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("jit.bin", &p), LM_DONE);
+    uint64_t on_trace = allocs_at(&p.state, "TRACE [", "jit.lua:7") +
+                        allocs_at(&p.state, "TRACE [", "jit.lua:8");
+    uint64_t interp = allocs_at(&p.state, "@", "jit.lua:8");
+    CU_ASSERT(on_trace >= 1000);
+    /* Every {i} is one allocation, on the trace or in the interpreter. */
+    CU_ASSERT(on_trace + interp >= 2000);
+    CU_ASSERT(p.state.totals.trace_symbols >= 1);
+    lm_profile_free(&p);
+    free(out);
+}
+
+static void test_lua_api(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("api", "api.bin", &out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "api ok\n");
+    CU_ASSERT_EQUAL(decode("api.bin", &p), LM_DONE);
+    /* In the interpreter, then on a trace started there. */
+    CU_ASSERT(allocs_at(&p.state, NULL, "api.lua:15") >= 100);
+    lm_profile_free(&p);
+    free(out);
+}
+
+/* lua_close with the profiler running ends the stream cleanly. */
+static void test_close_while_profiling(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("close", "close.bin", &out), 0);
+    CU_ASSERT_EQUAL(decode("close.bin", &p), LM_DONE);
+    CU_ASSERT(allocs_at(&p.state, NULL, "close.lua:5") >= 100);
+    lm_profile_free(&p);
+    free(out);
+}
+
+static void test_output_unchanged(void)
+{
+    struct lm_profile p;
+    char *plain, *profiled;
+
+    CU_ASSERT_EQUAL(run_script("output", NULL, &plain), 0);
+    CU_ASSERT_EQUAL(run_script("output", "output.bin", &profiled), 0);
+    CU_ASSERT(strlen(plain) > 50);
+    CU_ASSERT_STRING_EQUAL(plain, profiled);
+    CU_ASSERT_EQUAL(decode("output.bin", &p), LM_DONE);
+    CU_ASSERT(p.state.totals.alloc_events > 100);
+    lm_profile_free(&p);
+    free(plain);
+    free(profiled);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("patched VM", setup, teardown);
+    CU_add_test(s, "new prototypes are announced",
+                test_new_prototypes_are_announced);
+    CU_add_test(s, "bytecode prototypes are announced",
+                test_bytecode_prototypes_are_announced);
+    CU_add_test(s, "unnamed chunk alias", test_unnamed_chunk_alias);
+    CU_add_test(s, "trace allocations", test_trace_allocations);
+    CU_add_test(s, "Lua API", test_lua_api);
+    CU_add_test(s, "lua_close while profiling", test_close_while_profiling);
+    CU_add_test(s, "output unchanged", test_output_unchanged);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned int failed =
+        CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
