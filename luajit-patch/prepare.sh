@@ -9,10 +9,12 @@ patchdir=$3
 rm -rf "$work"
 mkdir -p "$work"
 cp -a "$pristine/." "$work/"
-# New VM source files are ordinary files of this repository.
+# New VM source files are ordinary files of this repository; the ingest
+# wire header is shared with the daemon.
 if compgen -G "$patchdir/src/*" >/dev/null; then
   cp "$patchdir"/src/* "$work/src/"
 fi
+cp "$patchdir/../proto/ljmp_ingest.h" "$work/src/"
 # Hooks into LuaJIT's own files, in order.
 if [ -f "$patchdir/patches/series" ]; then
   while read -r p; do

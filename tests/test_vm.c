@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ljmp_ingest.h"
 #include "lm_report.h"
 #include "lm_state.h"
 
@@ -39,8 +42,8 @@ static int run_script(const char *script, const char *out, char **output)
 
     snprintf(path, sizeof(path), "%s/%s.stdout", dir, script);
     snprintf(cmd, sizeof(cmd), "%s %s/%s.lua %s%s%s >%s", LUAJIT_BIN,
-             VM_SCRIPTS, script, out ? dir : "", out ? "/" : "",
-             out ? out : "", path);
+             VM_SCRIPTS, script, out ? dir : "", out ? "/" : "", out ? out : "",
+             path);
     int st = system(cmd);
     *output = NULL;
     FILE *f = fopen(path, "r");
@@ -217,6 +220,174 @@ static void test_output_unchanged(void)
     free(profiled);
 }
 
+/* A listening Unix socket at DIR/NAME. */
+static int listen_at(const char *name, char *path, size_t len)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    snprintf(path, len, "%s/%s", dir, name);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    unlink(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_FATAL(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CU_ASSERT_FATAL(listen(fd, 4) == 0);
+    return fd;
+}
+
+/* Starts `env luajit tests/vm/SCRIPT.lua ARG`, its stdout to DIR/SCRIPT.out. */
+static pid_t spawn(const char *script, const char *env, const char *arg)
+{
+    char lua[512], out[512];
+    pid_t pid;
+
+    snprintf(lua, sizeof(lua), "%s/%s.lua", VM_SCRIPTS, script);
+    snprintf(out, sizeof(out), "%s/%s.out", dir, script);
+    pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen(out, "w", stdout);
+        (void)f;
+        if (env != NULL)
+            putenv((char *)env);
+        execl(LUAJIT_BIN, LUAJIT_BIN, lua, arg, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int st;
+
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *script_output(const char *script)
+{
+    char path[512], *text = NULL;
+    size_t cap = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s.out", dir, script);
+    if ((f = fopen(path, "r")) != NULL) {
+        if (getdelim(&text, &cap, '\0', f) < 0) {
+            free(text);
+            text = NULL;
+        }
+        fclose(f);
+    }
+    return text ? text : strdup("");
+}
+
+/* Reads a connection to its end. */
+static uint8_t *read_all(int fd, size_t *len)
+{
+    size_t cap = 1 << 16;
+    uint8_t *buf = malloc(cap);
+    ssize_t n;
+
+    *len = 0;
+    while ((n = read(fd, buf + *len, cap - *len)) > 0) {
+        *len += (size_t)n;
+        if (*len == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    return buf;
+}
+
+/*
+ * LJMP_SOCKET profiles a VM from its start: hello, a complete stream with
+ * the script's own allocations, and a trailer whose totals match.
+ */
+static void test_env_socket_stream(void)
+{
+    char path[512], env[600];
+    int lfd = listen_at("ingest.sock", path, sizeof(path));
+    snprintf(env, sizeof(env), "LJMP_SOCKET=%s", path);
+    pid_t pid = spawn("env_socket", env, NULL);
+    int cfd = accept(lfd, NULL, NULL);
+    size_t len, used;
+    uint8_t *buf = read_all(cfd, &len);
+    struct lm_profile p;
+
+    close(cfd);
+    close(lfd);
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    char *out = script_output("env_socket");
+    CU_ASSERT_STRING_EQUAL(out, "true\n");
+    free(out);
+    /* The hello. */
+    CU_ASSERT_FATAL(len > 7 + LJMP_TRAILER_SIZE);
+    CU_ASSERT(memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
+    CU_ASSERT_EQUAL(buf[4], LJMP_INGEST_VERSION);
+    CU_ASSERT_EQUAL(buf[5], LJMP_VM_LUAJIT);
+    CU_ASSERT(buf[6] > 0 && memcmp(buf + 7, "LuaJIT 2.1", 10) == 0);
+    size_t hello = 7 + buf[6];
+    /* The stream, then the trailer. */
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_feed(&p, buf + hello, len - hello, &used),
+                          LM_DONE);
+    CU_ASSERT_EQUAL_FATAL(len - hello - used, LJMP_TRAILER_SIZE);
+    uint64_t events, bytes;
+    CU_ASSERT_EQUAL(ljmp_trailer_decode(buf + hello + used, &events, &bytes),
+                    0);
+    const struct lm_totals *t = &p.state.totals;
+    CU_ASSERT_EQUAL(events,
+                    t->alloc_events + t->realloc_events + t->free_events);
+    CU_ASSERT_EQUAL(bytes, used);
+    /* From the start: the chunk itself was announced as it was loaded. */
+    CU_ASSERT(p.state.totals.symtab_events >= 1);
+    /* The loop's line, in the interpreter and on the trace of the loop. */
+    CU_ASSERT(allocs_at(&p.state, "@", "env_socket.lua:5") +
+                  allocs_at(&p.state, "TRACE [", "env_socket.lua:4") >=
+              300);
+    /* VM start-up: the standard libraries' C functions allocate. */
+    CU_ASSERT(allocs_at(&p.state, "CFUNC ", "") > 0);
+    lm_profile_free(&p);
+    free(buf);
+}
+
+/* No listener: start says so, status() tells why, the script goes on. */
+static void test_socket_absent(void)
+{
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("socket_absent", NULL, &out), 0);
+    CU_ASSERT_STRING_EQUAL(
+        out, "nil\t/nonexistent-dir/ingest.sock: No such file or directory\t2\n"
+             "false\n"
+             "100\n");
+    free(out);
+    /* The same through the environment: the program does not notice. */
+    pid_t pid =
+        spawn("env_socket", "LJMP_SOCKET=/nonexistent-dir/x.sock", NULL);
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    out = script_output("env_socket");
+    CU_ASSERT_STRING_EQUAL(out, "false\tNo such file or directory\t2\n");
+    free(out);
+}
+
+/* The reader goes away mid-stream: profiling stops, the script exits 0
+ * and learns why (EPIPE), once. */
+static void test_socket_peer_gone(void)
+{
+    char path[512], head[256];
+    int lfd = listen_at("gone.sock", path, sizeof(path));
+    pid_t pid = spawn("socket_peer_gone", NULL, path);
+    int cfd = accept(lfd, NULL, NULL);
+
+    CU_ASSERT(read(cfd, head, sizeof(head)) > 0);
+    close(cfd);
+    close(lfd);
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    char *out = script_output("socket_peer_gone");
+    CU_ASSERT_STRING_EQUAL(out, "false\tBroken pipe\t32\n"
+                                "nil\tBroken pipe\t32\n"
+                                "nil\tprofiler is not running\t22\n");
+    free(out);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -231,6 +402,9 @@ int main(void)
     CU_add_test(s, "Lua API", test_lua_api);
     CU_add_test(s, "lua_close while profiling", test_close_while_profiling);
     CU_add_test(s, "output unchanged", test_output_unchanged);
+    CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
+    CU_add_test(s, "socket absent", test_socket_absent);
+    CU_add_test(s, "socket reader gone", test_socket_peer_gone);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned int failed =

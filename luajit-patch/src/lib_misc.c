@@ -2,101 +2,70 @@
 ** ljmp memory profiler: the misc.memprof library.
 ** New VM file of ljmp's luajit-patch (not part of LuaJIT).
 **
-**   misc.memprof.start(path)  -> true | nil, message, errno
-**   misc.memprof.stop()       -> true | nil, message, errno
-**   misc.memprof.running()    -> boolean
+**   misc.memprof.start(path)                 profile to a file
+**   misc.memprof.start{socket = path,        stream to ljmpd
+**                      max_stall_ms = n}     (optional bound on blocking)
+**     -> true | nil, message, errno
+**   misc.memprof.stop()  -> true | nil, message, errno
+**   misc.memprof.status() -> running (boolean), message and errno of the
+**                            last failure (a writer error, LJMP_SOCKET)
 */
 
 #define lib_misc_c
 #define LUA_LIB
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "lua.h"
 #include "lauxlib.h"
 #include "lualib.h"
 
 #include "lj_obj.h"
+#include "lj_ljmp.h"
 #include "lj_memprof.h"
 
-/* A file the stream goes to. */
-typedef struct FileSink {
-  int fd;
-} FileSink;
-
-static int file_write(void *ctx, const void *buf, size_t len)
-{
-  FileSink *fs = (FileSink *)ctx;
-  const char *p = (const char *)buf;
-  while (len > 0) {
-    ssize_t n = write(fs->fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : EIO;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
-static void file_stop(void *ctx)
-{
-  FileSink *fs = (FileSink *)ctx;
-  close(fs->fd);
-  free(fs);
-}
-
-static int push_failure(lua_State *L, const char *msg, int err)
+static int push_failure(lua_State *L, const char *where, int err)
 {
   lua_pushnil(L);
-  lua_pushstring(L, msg);
+  if (where)
+    lua_pushfstring(L, "%s: %s", where, strerror(err));
+  else
+    lua_pushstring(L, strerror(err));
   lua_pushinteger(L, err);
   return 3;
 }
 
-static int push_errno(lua_State *L, const char *prefix, int err)
+static int push_misuse(lua_State *L, const char *msg)
 {
-  if (prefix)
-    lua_pushfstring(L, "%s: %s", prefix, strerror(err));
-  else
-    lua_pushstring(L, strerror(err));
   lua_pushnil(L);
-  lua_insert(L, -2);
-  lua_pushinteger(L, err);
+  lua_pushstring(L, msg);
+  lua_pushinteger(L, EINVAL);
   return 3;
 }
 
 static int memprof_start(lua_State *L)
 {
-  const char *path = luaL_checkstring(L, 1);
-  MemprofOptions opt;
-  FileSink *fs;
+  LjmpError e;
+  const char *where;
   int r;
-  /* Checked before opening: a second start must not truncate the file. */
-  if (lj_memprof_running())
-    return push_failure(L, "profiler is running already", EINVAL);
-  fs = (FileSink *)malloc(sizeof(*fs));
-  if (fs == NULL) return push_errno(L, NULL, ENOMEM);
-  fs->fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-  if (fs->fd < 0) {
-    int e = errno;
-    free(fs);
-    return push_errno(L, path, e);
+  if (lua_istable(L, 1)) {
+    int stall;
+    lua_getfield(L, 1, "socket");
+    lua_getfield(L, 1, "max_stall_ms");
+    where = luaL_checkstring(L, -2);
+    stall = (int)luaL_optinteger(L, -1, 0);
+    r = lj_ljmp_start_socket(L, where, stall, &e);
+  } else {
+    where = luaL_checkstring(L, 1);
+    r = lj_ljmp_start_file(L, where, &e);
   }
-  opt.write = file_write;
-  opt.ctx = fs;
-  opt.on_stop = file_stop;
-  r = lj_memprof_start(L, &opt);
-  if (r == LJ_MEMPROF_OK) {
+  if (r == 0) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  if (r == LJ_MEMPROF_ERRRUN)
-    return push_failure(L, "profiler is running already", EINVAL);
-  return push_errno(L, path, r == LJ_MEMPROF_ERRMEM ? ENOMEM : errno);
+  if (e.running) return push_misuse(L, "profiler is running already");
+  return push_failure(L, where, e.err);
 }
 
 static int memprof_stop(lua_State *L)
@@ -106,23 +75,26 @@ static int memprof_stop(lua_State *L)
     lua_pushboolean(L, 1);
     return 1;
   }
-  if (r == LJ_MEMPROF_ERRRUN)
-    return push_failure(L, "profiler is not running", EINVAL);
-  if (r == LJ_MEMPROF_ERRUSE)
-    return push_failure(L, "profiler misuse", EINVAL);
-  return push_errno(L, NULL, errno);
+  if (r == LJ_MEMPROF_ERRRUN) return push_misuse(L, "profiler is not running");
+  if (r == LJ_MEMPROF_ERRUSE) return push_misuse(L, "profiler misuse");
+  return push_failure(L, NULL, errno);
 }
 
-static int memprof_running(lua_State *L)
+static int memprof_status(lua_State *L)
 {
+  int err = lj_memprof_error();
+  if (err == 0) err = lj_ljmp_env_error();
   lua_pushboolean(L, lj_memprof_running());
-  return 1;
+  if (err == 0) return 1;
+  lua_pushstring(L, strerror(err));
+  lua_pushinteger(L, err);
+  return 3;
 }
 
 static const luaL_Reg memprof_lib[] = {
   {"start", memprof_start},
   {"stop", memprof_stop},
-  {"running", memprof_running},
+  {"status", memprof_status},
   {NULL, NULL}
 };
 

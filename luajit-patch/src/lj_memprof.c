@@ -47,7 +47,9 @@ typedef struct Memprof {
   uint8_t *buf;
   size_t pos;
   int err;  /* errno of the first failed write; the stream stops there. */
+  int last_err;  /* How the last stream ended, for readers after it. */
   volatile int moving;  /* The Lua stack is being reallocated. */
+  uint64_t events, stream_bytes;
 } Memprof;
 
 static Memprof memprof;
@@ -59,6 +61,7 @@ static void mp_flush(Memprof *mp)
   if (mp->pos > 0 && mp->err == 0) {
     int e = mp->opt.write(mp->opt.ctx, mp->buf, mp->pos);
     if (e != 0) mp->err = e;
+    else mp->stream_bytes += mp->pos;
   }
   mp->pos = 0;
 }
@@ -276,12 +279,21 @@ static void write_site(Memprof *mp, const Site *s)
 
 /* -- The allocator wrapper ----------------------------------------------- */
 
+static int memprof_finish(Memprof *mp);
+
 static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
 {
   Memprof *mp = &memprof;
   void *nptr = mp->allocf(ud, ptr, osize, nsize);
   Site s;
-  if (mp->g == NULL || mp->err != 0) return nptr;
+  if (mp->g == NULL) return nptr;
+  if (mp->err != 0) {
+    /* The writer failed (a reader gone, a stall too long): the profile
+    ** ends here and the program goes on with its own allocator. */
+    memprof_finish(mp);
+    return nptr;
+  }
+  mp->events++;
   site_now(mp->g, &s);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   if (nsize == 0) {
@@ -314,27 +326,31 @@ int lj_memprof_running(void)
 
 int lj_memprof_error(void)
 {
-  return memprof.err;
+  return memprof.g != NULL ? memprof.err : memprof.last_err;
 }
 
 int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
 {
   Memprof *mp = &memprof;
   global_State *g = G(L);
+  MemprofResult res = {0, 0, 0};
   if (mp->g != NULL) {
-    if (opt->on_stop) opt->on_stop(opt->ctx);
+    res.err = EBUSY;
+    if (opt->on_stop) opt->on_stop(opt->ctx, &res);
     return LJ_MEMPROF_ERRRUN;
   }
   /* Not from the Lua heap: the buffer is written inside the allocator. */
   mp->buf = (uint8_t *)malloc(MEMPROF_BUFSZ);
   if (mp->buf == NULL) {
-    if (opt->on_stop) opt->on_stop(opt->ctx);
+    res.err = ENOMEM;
+    if (opt->on_stop) opt->on_stop(opt->ctx, &res);
     return LJ_MEMPROF_ERRMEM;
   }
   mp->opt = *opt;
   mp->pos = 0;
   mp->err = 0;
   mp->moving = 0;
+  mp->events = mp->stream_bytes = 0;
   dump_symtab(mp, g);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_prologue(mp, "ljm");
@@ -343,7 +359,9 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
     int e = mp->err;
     free(mp->buf);
     mp->buf = NULL;
-    if (opt->on_stop) opt->on_stop(opt->ctx);
+    mp->last_err = e;
+    res.err = e;
+    if (opt->on_stop) opt->on_stop(opt->ctx, &res);
     errno = e;
     return LJ_MEMPROF_ERRIO;
   }
@@ -357,6 +375,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
 static int memprof_finish(Memprof *mp)
 {
   global_State *g = mp->g;
+  MemprofResult res;
   int e;
   g->allocf = mp->allocf;
   g->allocd = mp->allocd;
@@ -364,10 +383,13 @@ static int memprof_finish(Memprof *mp)
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, HDR_FINAL);
   mp_flush(mp);
-  e = mp->err;
+  e = mp->last_err = mp->err;
   free(mp->buf);
   mp->buf = NULL;
-  if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx);
+  res.events = mp->events;
+  res.stream_bytes = mp->stream_bytes;
+  res.err = e;
+  if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx, &res);
   if (e != 0) {
     errno = e;
     return LJ_MEMPROF_ERRIO;
@@ -378,7 +400,15 @@ static int memprof_finish(Memprof *mp)
 int lj_memprof_stop(lua_State *L)
 {
   Memprof *mp = &memprof;
-  if (mp->g == NULL) return LJ_MEMPROF_ERRRUN;
+  if (mp->g == NULL) {
+    /* A stream its writer ended is reported once, by the next stop. */
+    if (mp->last_err != 0) {
+      errno = mp->last_err;
+      mp->last_err = 0;
+      return LJ_MEMPROF_ERRIO;
+    }
+    return LJ_MEMPROF_ERRRUN;
+  }
   if (mp->g != G(L)) return LJ_MEMPROF_ERRUSE;
   return memprof_finish(mp);
 }

@@ -24,11 +24,19 @@
 /* Where the stream goes.  write() returns 0, or an errno value to stop. */
 typedef int (*lj_memprof_writer)(void *ctx, const void *buf, size_t len);
 
+/* How a stream ended: what was written, and the writer's error if any. */
+typedef struct MemprofResult {
+  uint64_t events;        /* alloc, realloc and free events */
+  uint64_t stream_bytes;  /* from "ljs" to the epilogue */
+  int err;                /* errno that stopped the writer, or 0 */
+} MemprofResult;
+
 typedef struct MemprofOptions {
   lj_memprof_writer write;
   void *ctx;
-  /* Called once the stream has ended (stop, error or lua_close). */
-  void (*on_stop)(void *ctx);
+  /* Called once when the stream ends: stop, writer error, lua_close, or
+  ** a failed start (then with err set). */
+  void (*on_stop)(void *ctx, const MemprofResult *res);
 } MemprofOptions;
 
 enum {

@@ -1,0 +1,28 @@
+/*
+** ljmp: where memprof streams go; LJMP_SOCKET at VM start.
+** New VM file of ljmp's luajit-patch (not part of LuaJIT).
+*/
+
+#ifndef _LJ_LJMP_H
+#define _LJ_LJMP_H
+
+#include "lj_obj.h"
+
+typedef struct LjmpError {
+  int err;      /* errno */
+  int running;  /* the profiler was running already */
+} LjmpError;
+
+/* Start profiling to a file, or to ljmpd's ingest socket (hello, stream,
+** trailer; max_stall_ms > 0 bounds how long a write may block).  0, or -1
+** with the reason in *e. */
+LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e);
+LJ_FUNC int lj_ljmp_start_socket(lua_State *L, const char *path,
+				 int max_stall_ms, LjmpError *e);
+
+/* At VM start: stream to $LJMP_SOCKET if it is set. */
+LJ_FUNC void lj_ljmp_env_start(lua_State *L);
+/* Why the LJMP_SOCKET start failed (errno), or 0. */
+LJ_FUNC int lj_ljmp_env_error(void);
+
+#endif

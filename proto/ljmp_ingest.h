@@ -1,0 +1,86 @@
+/* The ingest connection between a profiled VM and ljmpd: hello, stream,
+ * trailer.  Shared by luajit-patch (copied into the VM) and the daemon. */
+#ifndef LJMP_INGEST_H
+#define LJMP_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/*
+ * A VM connects to the ingest socket and writes, in order:
+ *
+ *   hello   := "LJMP" version(u8) flavour(u8) vmlen(u8) vm-version[vmlen]
+ *   stream  := a memprof stream, revision R3 (memprof-format.md)
+ *   trailer := "LJMT" events(u64) stream-bytes(u64)      (little endian)
+ *
+ * The trailer carries the VM's own totals (alloc, realloc and free events
+ * written; bytes of the stream, from "ljs" to the epilogue), so that the
+ * daemon can tell a complete session from a truncated one.  A VM whose
+ * stream failed writes no trailer.  Who the peer is comes from the
+ * socket's credentials, never from the hello.
+ */
+
+#define LJMP_HELLO_MAGIC    "LJMP"
+#define LJMP_TRAILER_MAGIC  "LJMT"
+#define LJMP_INGEST_VERSION 1
+#define LJMP_HELLO_MAX      (4 + 3 + 255)
+#define LJMP_TRAILER_SIZE   (4 + 8 + 8)
+
+enum ljmp_vm_flavour {
+    LJMP_VM_LUAJIT = 1,    /* upstream LuaJIT 2.1 (Debian's luajit) */
+    LJMP_VM_OPENRESTY = 2, /* OpenResty's branch (Debian's luajit2) */
+};
+
+/* Writes a hello into out (LJMP_HELLO_MAX bytes); returns its size. */
+static inline size_t ljmp_hello_encode(uint8_t *out, uint8_t flavour,
+                                       const char *vm_version)
+{
+    size_t n = strlen(vm_version);
+
+    if (n > 255)
+        n = 255;
+    memcpy(out, LJMP_HELLO_MAGIC, 4);
+    out[4] = LJMP_INGEST_VERSION;
+    out[5] = flavour;
+    out[6] = (uint8_t)n;
+    memcpy(out + 7, vm_version, n);
+    return 7 + n;
+}
+
+static inline void ljmp_put_u64le(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t ljmp_get_u64le(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Writes a trailer into out (LJMP_TRAILER_SIZE bytes). */
+static inline void ljmp_trailer_encode(uint8_t *out, uint64_t events,
+                                       uint64_t stream_bytes)
+{
+    memcpy(out, LJMP_TRAILER_MAGIC, 4);
+    ljmp_put_u64le(out + 4, events);
+    ljmp_put_u64le(out + 12, stream_bytes);
+}
+
+/* Reads a trailer; 0, or -1 if the magic is wrong. */
+static inline int ljmp_trailer_decode(const uint8_t *in, uint64_t *events,
+                                      uint64_t *stream_bytes)
+{
+    if (memcmp(in, LJMP_TRAILER_MAGIC, 4) != 0)
+        return -1;
+    *events = ljmp_get_u64le(in + 4);
+    *stream_bytes = ljmp_get_u64le(in + 12);
+    return 0;
+}
+
+#endif
