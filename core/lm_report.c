@@ -16,7 +16,9 @@
 struct group {
     const char *name;
     struct lm_counters c;
-    int64_t dbytes; /* Tarantool's heap delta, see heap_summary() */
+    /* Tarantool's heap delta (see write_heap_summary), kept as what was
+     * credited and debited, each saturating, so no sum can overflow. */
+    uint64_t credit, debit;
     uint64_t nalloc, nfree;
 };
 
@@ -39,6 +41,19 @@ struct report {
     uint32_t npairs;
     uint32_t *pair_first; /* per group and kind: first pair, or LM_NONE */
 };
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    uint64_t sum;
+
+    return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
+
+/* Bytes a name holds: what it was credited beyond what it was debited. */
+static uint64_t held(const struct group *g)
+{
+    return g->credit > g->debit ? g->credit - g->debit : 0;
+}
 
 static char *format_name(const struct lm_state *s, uint32_t loc)
 {
@@ -113,7 +128,7 @@ static int make_groups(struct report *r)
         r->group_of[byname[i].loc] = g;
         add_counters(&r->groups[g].c, c);
         if (c->alloc_bytes > 0) {
-            r->groups[g].dbytes += (int64_t)c->alloc_bytes;
+            r->groups[g].credit = sat_add(r->groups[g].credit, c->alloc_bytes);
             r->groups[g].nalloc += c->alloc_events;
         }
     }
@@ -156,11 +171,11 @@ static int make_pairs(struct report *r, const struct lm_override *ovr)
         const struct lm_override *o = &ovr[i];
         struct group *p = &r->groups[r->group_of[o->primary]];
         if (o->allocated > 0) {
-            p->dbytes += (int64_t)o->allocated;
+            p->credit = sat_add(p->credit, o->allocated);
             p->nalloc += o->count;
         }
         if (o->freed > 0) {
-            p->dbytes -= (int64_t)o->freed;
+            p->debit = sat_add(p->debit, o->freed);
             p->nfree += o->count;
         }
         r->pairs[i] = (struct gpair){
@@ -417,8 +432,10 @@ static int cmp_held(const void *a, const void *b)
     const struct group *x = *(const struct group *const *)a;
     const struct group *y = *(const struct group *const *)b;
 
-    if (x->dbytes != y->dbytes)
-        return x->dbytes > y->dbytes ? -1 : 1;
+    uint64_t hx = held(x), hy = held(y);
+
+    if (hx != hy)
+        return hx > hy ? -1 : 1;
     return (x > y) - (x < y);
 }
 
@@ -430,35 +447,35 @@ static int cmp_held(const void *a, const void *b)
  */
 static int write_heap_summary(struct report *r)
 {
-    const struct group **held =
-        malloc((r->ngroups ? r->ngroups : 1) * sizeof(*held));
+    const struct group **list =
+        malloc((r->ngroups ? r->ngroups : 1) * sizeof(*list));
     uint32_t n = 0;
 
-    if (held == NULL)
+    if (list == NULL)
         return -1;
     for (uint32_t g = 0; g < r->ngroups; g++)
-        if (r->groups[g].dbytes > 0)
-            held[n++] = &r->groups[g];
-    qsort(held, n, sizeof(*held), cmp_held);
+        if (held(&r->groups[g]) > 0)
+            list[n++] = &r->groups[g];
+    qsort(list, n, sizeof(*list), cmp_held);
     fputs(r->o->json ? "\"heap_summary\":[" : "HEAP SUMMARY:\n", r->out);
     for (uint32_t i = 0; i < n; i++) {
-        const struct group *g = held[i];
+        const struct group *g = list[i];
         if (r->o->json) {
             fprintf(r->out, "%s{\"location\":", i ? "," : "");
             put_json_name(r->out, g->name);
             fprintf(r->out,
-                    ",\"holds\":%" PRId64 ",\"allocs\":%" PRIu64
+                    ",\"holds\":%" PRIu64 ",\"allocs\":%" PRIu64
                     ",\"frees\":%" PRIu64 "}",
-                    g->dbytes, g->nalloc, g->nfree);
+                    held(g), g->nalloc, g->nfree);
             continue;
         }
         fprintf(r->out, "%s holds ", g->name);
-        put_bytes(r, (uint64_t)g->dbytes);
+        put_bytes(r, held(g));
         fprintf(r->out, ": %" PRIu64 " allocs, %" PRIu64 " frees\n", g->nalloc,
                 g->nfree);
     }
     fputs(r->o->json ? "]," : "\n", r->out);
-    free(held);
+    free(list);
     return 0;
 }
 

@@ -320,11 +320,6 @@ static int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
         s->totals.failed_allocs++;
         return 0;
     }
-    if (nsize > LM_HEAP_MAX_SIZE) {
-        /* LuaJIT's allocations are sized by 32-bit MSize values. */
-        *err = "block of 4 GiB or more";
-        return -1;
-    }
     r = lm_heap_put_hashed(&s->heap, h, naddr,
                            (struct lm_block){(uint32_t)nsize, loc}, &old);
     if (r < 0) {
@@ -374,6 +369,12 @@ static int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
 static int apply_event(struct lm_state *s, const struct lm_record *r,
                        const struct plan *h, const char **err)
 {
+    /* LuaJIT sizes blocks with 32-bit MSize: larger is not a VM's
+     * stream, and checked before anything changes. */
+    if (r->osize > LM_HEAP_MAX_SIZE || r->nsize > LM_HEAP_MAX_SIZE) {
+        *err = "block size of 4 GiB or more";
+        return -1;
+    }
     uint32_t loc = get_loc(s, &r->loc, h->loc, err);
 
     if (loc == LM_NONE)

@@ -363,6 +363,32 @@ static void test_overwritten_block(void)
     lm_buf_free(&b);
 }
 
+/* Sizes LuaJIT cannot allocate (4 GiB or more) are refused before they
+ * count anywhere; the report of what came before stays sound. */
+static void test_huge_sizes(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x100, 2), in = loc_internal();
+
+    begin_r3(&b);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x10, 7);
+    lm_enc_realloc(&b, LM_REV_R3, &in, 0x10, 7, 0x20, INT64_MAX);
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 3), LM_ERROR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.dec.errmsg, "4 GiB or more"));
+    CU_ASSERT_EQUAL(p.state.totals.realloc_events, 0);
+    CU_ASSERT_EQUAL(p.state.novr, 0);
+    char *rep = report_string(&p.state, 1, 0, 0);
+    CU_ASSERT_STRING_EQUAL(rep, "HEAP SUMMARY:\n"
+                                "@h.lua:2 holds 7B: 1 allocs, 0 frees\n"
+                                "\n");
+    free(rep);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 /* Past the location limit the stream fails with a clear error. */
 static void test_location_limit(void)
 {
@@ -502,6 +528,7 @@ void register_state_tests(void)
                 test_trace_start_announced_later);
     CU_add_test(s, "overwritten block", test_overwritten_block);
     CU_add_test(s, "location limit", test_location_limit);
+    CU_add_test(s, "huge sizes", test_huge_sizes);
     CU_add_test(s, "heap map with many blocks", test_heap_map_many_blocks);
     CU_add_test(s, "heap map under crafted collisions",
                 test_heap_map_collisions);
