@@ -213,8 +213,8 @@ static int bench_exec(int argc, char **argv)
             maxrss = ru.ru_maxrss;
     }
     printf("command            %s ... (%d runs)\n", argv[first], runs);
-    printf("wall               median %.3f s, min %.3f s\n", median(secs, runs),
-           secs[0]);
+    double m = median(secs, runs); /* sorts secs */
+    printf("wall               median %.3f s, min %.3f s\n", m, secs[0]);
     printf("peak RSS           %.1f MiB\n", (double)maxrss / 1024);
     free(secs);
     return 0;
