@@ -27,6 +27,19 @@
 #define LJMP_HELLO_MAX      (4 + 3 + 255)
 #define LJMP_TRAILER_SIZE   (4 + 8 + 8)
 
+/*
+ * Attach and detach: ljmpd sends the VM's process SIGRTMIN + offset
+ * (LJMP_DEFAULT_SIGNAL_OFFSET unless both sides have LJMP_SIGNAL=offset)
+ * with sigqueue(3), the request in the value.  The VM connects to its
+ * ingest socket ($LJMP_INGEST, else ljmpd's default path) at its next
+ * safe point.
+ */
+#define LJMP_DEFAULT_SIGNAL_OFFSET 7
+enum ljmp_request {
+    LJMP_REQ_ATTACH = 1,
+    LJMP_REQ_DETACH = 2,
+};
+
 enum ljmp_vm_flavour {
     LJMP_VM_LUAJIT = 1,    /* upstream LuaJIT 2.1 (Debian's luajit) */
     LJMP_VM_OPENRESTY = 2, /* OpenResty's branch (Debian's luajit2) */

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -372,12 +374,17 @@ static void test_socket_absent(void)
  * and learns why (EPIPE), once. */
 static void test_socket_peer_gone(void)
 {
-    char path[512], head[256];
+    char path[512], head[4096];
     int lfd = listen_at("gone.sock", path, sizeof(path));
     pid_t pid = spawn("socket_peer_gone", NULL, path);
     int cfd = accept(lfd, NULL, NULL);
 
-    CU_ASSERT(read(cfd, head, sizeof(head)) > 0);
+    /* Past the start (symbol table and prologue), into the events. */
+    size_t got = 0;
+    ssize_t n;
+    while (got < 64 * 1024 && (n = read(cfd, head, sizeof(head))) > 0)
+        got += (size_t)n;
+    CU_ASSERT(got >= 64 * 1024);
     close(cfd);
     close(lfd);
     CU_ASSERT_EQUAL(wait_exit(pid), 0);
@@ -386,6 +393,121 @@ static void test_socket_peer_gone(void)
                                 "nil\tBroken pipe\t32\n"
                                 "nil\tprofiler is not running\t22\n");
     free(out);
+}
+
+/* Does PID catch signal SIG?  (SigCgt in /proc/PID/status.) */
+static int catches(pid_t pid, int sig)
+{
+    char path[64], line[256];
+    unsigned long long mask = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "SigCgt:", 7) == 0)
+            mask = strtoull(line + 7, NULL, 16);
+    fclose(f);
+    return (mask >> (sig - 1)) & 1;
+}
+
+/* Waits until PID catches SIG (its VM is up), at most 5 s. */
+static int wait_catches(pid_t pid, int sig)
+{
+    for (int i = 0; i < 500; i++) {
+        if (catches(pid, sig))
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+static int accept_within(int lfd, int ms)
+{
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+
+    if (poll(&p, 1, ms) != 1)
+        return -1;
+    return accept(lfd, NULL, NULL);
+}
+
+/*
+ * ljmpd's attach, by hand: the agent catches its signal; an attach request
+ * makes the VM connect and stream at its next safe point; a detach ends the
+ * stream with its trailer; the program runs on and ends by itself.
+ */
+static void test_attach_and_detach(void)
+{
+    char path[512], env[600], stop[512];
+    int sig = SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET;
+    int lfd = listen_at("attach.sock", path, sizeof(path));
+    union sigval v;
+
+    snprintf(env, sizeof(env), "LJMP_INGEST=%s", path);
+    snprintf(stop, sizeof(stop), "%s/attach.stop", dir);
+    pid_t pid = spawn("attach_target", env, stop);
+    CU_ASSERT_FATAL(wait_catches(pid, sig));
+    v.sival_int = LJMP_REQ_ATTACH;
+    CU_ASSERT_FATAL(sigqueue(pid, sig, v) == 0);
+    int cfd = accept_within(lfd, 5000);
+    CU_ASSERT_FATAL(cfd >= 0);
+
+    /* Stream a while, then detach, and read to the end. */
+    size_t cap = 1 << 20, len = 0, used;
+    uint8_t *buf = malloc(cap);
+    ssize_t n;
+    int detached = 0;
+    while ((n = read(cfd, buf + len, cap - len)) > 0) {
+        len += (size_t)n;
+        if (!detached && len > 64 * 1024) {
+            v.sival_int = LJMP_REQ_DETACH;
+            sigqueue(pid, sig, v);
+            detached = 1;
+        }
+        if (len == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    close(cfd);
+    close(lfd);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    char *out = script_output("attach_target");
+    CU_ASSERT_STRING_EQUAL(out, "false\n");
+    free(out);
+
+    struct lm_profile p;
+    CU_ASSERT_FATAL(len > 7 && memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
+    size_t hello = 7 + buf[6];
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_feed(&p, buf + hello, len - hello, &used),
+                          LM_DONE);
+    CU_ASSERT_EQUAL(len - hello - used, LJMP_TRAILER_SIZE);
+    uint64_t events, bytes;
+    CU_ASSERT_EQUAL(ljmp_trailer_decode(buf + hello + used, &events, &bytes),
+                    0);
+    const struct lm_totals *t = &p.state.totals;
+    CU_ASSERT_EQUAL(events,
+                    t->alloc_events + t->realloc_events + t->free_events);
+    CU_ASSERT(allocs_at(&p.state, NULL, "attach_target.lua:8") +
+                  allocs_at(&p.state, "TRACE [", "attach_target.lua:7") >
+              0);
+    lm_profile_free(&p);
+    free(buf);
+}
+
+/* LJMP_AGENT=0: no handler, so ljmpd can tell the agent is off. */
+static void test_agent_disabled(void)
+{
+    char stop[512];
+    int sig = SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET;
+
+    snprintf(stop, sizeof(stop), "%s/noagent.stop", dir);
+    pid_t pid = spawn("attach_target", "LJMP_AGENT=0", stop);
+    usleep(300000);
+    CU_ASSERT(!catches(pid, sig));
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
 }
 
 int main(void)
@@ -405,6 +527,8 @@ int main(void)
     CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
     CU_add_test(s, "socket absent", test_socket_absent);
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);
+    CU_add_test(s, "attach and detach by signal", test_attach_and_detach);
+    CU_add_test(s, "agent disabled", test_agent_disabled);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned int failed =

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "lj_obj.h"
+#include "lj_state.h"
 #include "lj_ljmp.h"
 #include "lj_memprof.h"
 #include "luajit.h"
@@ -165,11 +167,111 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 
 static int env_err;
 
+/* -- The attach agent ----------------------------------------------------- */
+
+/*
+** ljmpd attaches to a running program by a real-time signal whose value
+** says what to do (LJMP_REQ_ATTACH, LJMP_REQ_DETACH).  A signal handler
+** may do almost nothing, so it only arms a one-shot count hook; the
+** profiler starts or stops in that hook, at the VM's next safe point.
+** An idle VM or a long compiled loop delays it until Lua runs in the
+** interpreter again.
+*/
+
+typedef struct Agent {
+  lua_State *L;  /* main thread of the VM served; NULL if none */
+  int sig;
+  char ingest[108];  /* where attach connects */
+  int max_stall_ms;
+  volatile sig_atomic_t request;
+  volatile sig_atomic_t armed;
+  lua_Hook saved_hook;  /* the program's own hook, given back */
+  int saved_mask, saved_count;
+} Agent;
+
+static Agent agent;
+
+static void agent_hook(lua_State *L, lua_Debug *ar)
+{
+  int req = agent.request;
+  LjmpError e;
+  UNUSED(ar);
+  agent.request = 0;
+  lua_sethook(L, agent.saved_hook, agent.saved_mask, agent.saved_count);
+  agent.armed = 0;
+  if (req == LJMP_REQ_ATTACH && !lj_memprof_running()) {
+    if (lj_ljmp_start_socket(L, agent.ingest, agent.max_stall_ms, &e) != 0)
+      env_err = e.err;
+  } else if (req == LJMP_REQ_DETACH && lj_memprof_running()) {
+    lj_memprof_stop(L);
+  }
+}
+
+static void agent_signal(int sig, siginfo_t *si, void *uc)
+{
+  lua_State *L = agent.L;
+  UNUSED(sig); UNUSED(uc);
+  if (L == NULL) return;
+  agent.request = si->si_code == SI_QUEUE ? si->si_value.sival_int
+					  : LJMP_REQ_ATTACH;
+  if (!agent.armed) {
+    agent.armed = 1;
+    agent.saved_hook = lua_gethook(L);
+    agent.saved_mask = lua_gethookmask(L);
+    agent.saved_count = lua_gethookcount(L);
+    /* lua_sethook is the one VM call meant to be made asynchronously. */
+    lua_sethook(L, agent_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  }
+}
+
+/* Where attach connects: $LJMP_INGEST, else ljmpd's default socket. */
+static void agent_ingest_path(char *out, size_t len)
+{
+  const char *p = getenv("LJMP_INGEST");
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  if (p != NULL && *p != '\0')
+    snprintf(out, len, "%s", p);
+  else if (getuid() != 0 && xdg != NULL && *xdg != '\0')
+    snprintf(out, len, "%s/ljmp/ingest.sock", xdg);
+  else
+    snprintf(out, len, "/run/ljmp/ingest.sock");
+}
+
+static void agent_install(lua_State *L)
+{
+  const char *on = getenv("LJMP_AGENT");
+  const char *sig = getenv("LJMP_SIGNAL");
+  const char *stall = getenv("LJMP_MAX_STALL_MS");
+  struct sigaction sa;
+  if (agent.L != NULL || (on != NULL && strcmp(on, "0") == 0)) return;
+  agent.sig = SIGRTMIN + (sig ? atoi(sig) : LJMP_DEFAULT_SIGNAL_OFFSET);
+  if (agent.sig < SIGRTMIN || agent.sig > SIGRTMAX) return;
+  agent_ingest_path(agent.ingest, sizeof(agent.ingest));
+  agent.max_stall_ms = stall ? atoi(stall) : 0;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = agent_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGPROF);  /* jit.profile arms hooks too */
+  agent.L = mainthread(G(L));
+  if (sigaction(agent.sig, &sa, NULL) != 0) agent.L = NULL;
+}
+
+void lj_ljmp_vm_closing(global_State *g)
+{
+  if (agent.L != NULL && G(agent.L) == g) {
+    /* The handler may run between these two: it checks agent.L. */
+    signal(agent.sig, SIG_IGN);
+    agent.L = NULL;
+  }
+}
+
 void lj_ljmp_env_start(lua_State *L)
 {
   const char *path = getenv("LJMP_SOCKET");
   const char *stall = getenv("LJMP_MAX_STALL_MS");
   LjmpError e;
+  agent_install(L);
   if (path == NULL || *path == '\0') return;
   /* Only the first VM of a process: memprof is process-wide.  Failing
   ** to connect is not the program's problem; status() tells why. */

@@ -20,8 +20,11 @@ LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e);
 LJ_FUNC int lj_ljmp_start_socket(lua_State *L, const char *path,
 				 int max_stall_ms, LjmpError *e);
 
-/* At VM start: stream to $LJMP_SOCKET if it is set. */
+/* At VM start: stream to $LJMP_SOCKET if it is set; install the attach
+** agent unless LJMP_AGENT=0 (the first VM of a process only). */
 LJ_FUNC void lj_ljmp_env_start(lua_State *L);
+/* At lua_close: the agent forgets a VM that goes away. */
+LJ_FUNC void lj_ljmp_vm_closing(global_State *g);
 /* Why the LJMP_SOCKET start failed (errno), or 0. */
 LJ_FUNC int lj_ljmp_env_error(void);
 
