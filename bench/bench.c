@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -220,14 +222,48 @@ static int bench_exec(int argc, char **argv)
     return 0;
 }
 
+/* Accepts connections on a Unix socket and reads them to the end,
+ * discarding: the reader for the VM streaming benchmark. */
+static int bench_drain(int argc, char **argv)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    static char buf[1 << 16];
+    int lfd;
+
+    if (argc != 1 || strlen(argv[0]) >= sizeof(sa.sun_path)) {
+        fputs("usage: ljmp-bench drain SOCKET\n", stderr);
+        return 1;
+    }
+    strcpy(sa.sun_path, argv[0]);
+    unlink(argv[0]);
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(lfd, 16) != 0) {
+        fprintf(stderr, "ljmp-bench drain: %s: %s\n", argv[0],
+                strerror(errno));
+        return 1;
+    }
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        while (read(fd, buf, sizeof(buf)) > 0)
+            ;
+        close(fd);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "drain") == 0)
+        return bench_drain(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "core") == 0)
         return bench_core(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "exec") == 0)
         return bench_exec(argc - 2, argv + 2);
     fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES]\n"
-          "       ljmp-bench exec [--runs N] -- COMMAND...\n",
+          "       ljmp-bench exec [--runs N] -- COMMAND...\n"
+          "       ljmp-bench drain SOCKET\n",
           stderr);
     return 1;
 }

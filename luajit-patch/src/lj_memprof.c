@@ -29,7 +29,7 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 #define EV_HEADER(ev, src) ((uint8_t)((ev) | (src) << 2))
 
 /* The buffer is flushed when less than one item's worth is left. */
-#define MEMPROF_BUFSZ (64 * 1024)
+#define MEMPROF_BUFSZ (256 * 1024)
 #define MEMPROF_ITEM_MAX 64
 
 /* -- State --------------------------------------------------------------- */
@@ -78,11 +78,13 @@ static void mp_byte(Memprof *mp, uint8_t b)
 
 static void mp_uleb(Memprof *mp, uint64_t v)
 {
+  uint8_t *p = mp->buf + mp->pos;
   while (v >= 0x80) {
-    mp->buf[mp->pos++] = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)(v | 0x80);
     v >>= 7;
   }
-  mp->buf[mp->pos++] = (uint8_t)v;
+  *p++ = (uint8_t)v;
+  mp->pos = (size_t)(p - mp->buf);
 }
 
 /* A string: long ones go to the writer in pieces. */
@@ -244,6 +246,7 @@ static void site_of_frame(global_State *g, Site *s)
 static void site_now(global_State *g, Site *s)
 {
   int32_t st = g->vmstate;
+  s->addr = s->line = 0;
   if (st >= 0) {  /* Running compiled code: the trace number. */
     s->src = SRC_TRACE;
     s->line = (uint64_t)st;
@@ -259,21 +262,33 @@ static void site_now(global_State *g, Site *s)
   }
 }
 
-static void write_site(Memprof *mp, const Site *s)
+/*
+** The hot path encodes through a local cursor: stores through a uint8_t
+** pointer may alias anything, so writing via mp->buf + mp->pos would make
+** the compiler reload the position after every byte.
+*/
+static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
+{
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s)
 {
   switch (s->src) {
   case SRC_LFUNC:
-    mp_uleb(mp, s->addr);
-    mp_uleb(mp, s->line);
-    break;
+    p = put_uleb(p, s->addr);
+    return put_uleb(p, s->line);
   case SRC_CFUNC:
-    mp_uleb(mp, s->addr);
-    break;
+    return put_uleb(p, s->addr);
   case SRC_TRACE:
-    mp_uleb(mp, s->line);
-    break;
+    return put_uleb(p, s->line);
   default:
-    break;
+    return p;
   }
 }
 
@@ -296,23 +311,27 @@ static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
   mp->events++;
   site_now(mp->g, &s);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
-  if (nsize == 0) {
-    mp_byte(mp, EV_HEADER(EV_FREE, s.src));
-    write_site(mp, &s);
-    mp_uleb(mp, (uintptr_t)ptr);
-    mp_uleb(mp, osize);
-  } else if (ptr == NULL) {
-    mp_byte(mp, EV_HEADER(EV_ALLOC, s.src));
-    write_site(mp, &s);
-    mp_uleb(mp, (uintptr_t)nptr);
-    mp_uleb(mp, nsize);
-  } else {
-    mp_byte(mp, EV_HEADER(EV_REALLOC, s.src));
-    write_site(mp, &s);
-    mp_uleb(mp, (uintptr_t)ptr);
-    mp_uleb(mp, osize);
-    mp_uleb(mp, (uintptr_t)nptr);
-    mp_uleb(mp, nsize);
+  {
+    uint8_t *p = mp->buf + mp->pos;
+    if (nsize == 0) {
+      *p++ = EV_HEADER(EV_FREE, s.src);
+      p = put_site(p, &s);
+      p = put_uleb(p, (uintptr_t)ptr);
+      p = put_uleb(p, osize);
+    } else if (ptr == NULL) {
+      *p++ = EV_HEADER(EV_ALLOC, s.src);
+      p = put_site(p, &s);
+      p = put_uleb(p, (uintptr_t)nptr);
+      p = put_uleb(p, nsize);
+    } else {
+      *p++ = EV_HEADER(EV_REALLOC, s.src);
+      p = put_site(p, &s);
+      p = put_uleb(p, (uintptr_t)ptr);
+      p = put_uleb(p, osize);
+      p = put_uleb(p, (uintptr_t)nptr);
+      p = put_uleb(p, nsize);
+    }
+    mp->pos = (size_t)(p - mp->buf);
   }
   return nptr;
 }
