@@ -23,6 +23,7 @@
 #include "lj_ljmp.h"
 #include "lj_memprof.h"
 #include "luajit.h"
+#include "lmemprof.h"
 #include "ljmp_ingest.h"
 
 /* A file descriptor the stream goes to; for a socket, the trailer too. */
@@ -282,4 +283,67 @@ void lj_ljmp_env_start(lua_State *L)
 int lj_ljmp_env_error(void)
 {
   return env_err;
+}
+
+/* -- The C API (lmemprof.h) ------------------------------------------------ */
+
+typedef struct ApiSink {
+  ljmp_memprof_writer writer;
+  ljmp_memprof_done done;
+  void *ctx;
+} ApiSink;
+
+static int api_write(void *ctx, const void *buf, size_t len)
+{
+  ApiSink *a = (ApiSink *)ctx;
+  return a->writer(a->ctx, buf, len);
+}
+
+static void api_stop(void *ctx, const MemprofResult *res)
+{
+  ApiSink *a = (ApiSink *)ctx;
+  if (a->done) a->done(a->ctx, res->err);
+  free(a);
+}
+
+static int api_result(int r)
+{
+  switch (r) {
+  case LJ_MEMPROF_OK: return LJMP_MEMPROF_OK;
+  case LJ_MEMPROF_ERRRUN: return LJMP_MEMPROF_ERRRUN;
+  case LJ_MEMPROF_ERRUSE: return LJMP_MEMPROF_ERRUSE;
+  case LJ_MEMPROF_ERRMEM: return LJMP_MEMPROF_ERRMEM;
+  default: return LJMP_MEMPROF_ERRIO;
+  }
+}
+
+LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
+			       ljmp_memprof_done done, void *ctx)
+{
+  MemprofOptions opt;
+  ApiSink *a = (ApiSink *)malloc(sizeof(*a));
+  if (a == NULL) return LJMP_MEMPROF_ERRMEM;
+  a->writer = writer;
+  a->done = done;
+  a->ctx = ctx;
+  opt.write = api_write;
+  opt.ctx = a;
+  opt.on_stop = api_stop;
+  return api_result(lj_memprof_start(L, &opt));  /* api_stop frees a */
+}
+
+LUA_API int ljmp_memprof_start_socket(lua_State *L, const char *path,
+				      int max_stall_ms)
+{
+  LjmpError e;
+  if (lj_ljmp_start_socket(L, path, max_stall_ms, &e) == 0)
+    return LJMP_MEMPROF_OK;
+  errno = e.err;
+  return e.running ? LJMP_MEMPROF_ERRRUN :
+	 e.err == ENOMEM ? LJMP_MEMPROF_ERRMEM : LJMP_MEMPROF_ERRIO;
+}
+
+LUA_API int ljmp_memprof_stop(lua_State *L)
+{
+  return api_result(lj_memprof_stop(L));
 }

@@ -28,9 +28,10 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 #define HDR_FINAL 0x80
 #define EV_HEADER(ev, src) ((uint8_t)((ev) | (src) << 2))
 
-/* The buffer is flushed when less than one item's worth is left. */
+/* The buffer is flushed when less than one item's worth is left: the
+** longest event (61 bytes) and the 7 bytes put_uleb() may store past it. */
 #define MEMPROF_BUFSZ (256 * 1024)
-#define MEMPROF_ITEM_MAX 64
+#define MEMPROF_ITEM_MAX 72
 
 /* -- State --------------------------------------------------------------- */
 
@@ -269,6 +270,23 @@ static void site_now(global_State *g, Site *s)
 */
 static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
 {
+#if LJ_LE && defined(__GNUC__)
+  if (LJ_LIKELY(v < ((uint64_t)1 << 56))) {
+    /* Spread the 7-bit groups into bytes without a loop (the lengths of
+    ** addresses and sizes vary, which a loop would mispredict), set the
+    ** continuation bits, store 8 bytes and keep as many as needed.  The
+    ** buffer's reserve covers the slack. */
+    uint64_t x = (v & 0x000000000fffffffULL) |
+		 ((v & 0x00fffffff0000000ULL) << 4);
+    uint32_t top = 63 - (uint32_t)__builtin_clzll(v | 1);  /* highest bit */
+    uint32_t len = (top + 7) / 7;
+    x = (x & 0x00003fff00003fffULL) | ((x & 0x0fffc0000fffc000ULL) << 2);
+    x = (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
+    x |= 0x8080808080808080ULL & ((1ULL << (8 * (len - 1))) - 1);
+    memcpy(p, &x, 8);
+    return p + len;
+  }
+#endif
   while (v >= 0x80) {
     *p++ = (uint8_t)(v | 0x80);
     v >>= 7;

@@ -1,0 +1,118 @@
+/* The C API for embedders (lmemprof.h): a host program profiles its VM
+ * into its own writer, and the core library reads what it wrote. */
+#include <CUnit/Basic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lauxlib.h"
+#include "lmemprof.h"
+#include "lua.h"
+#include "lualib.h"
+
+#include "lm_encoder.h"
+#include "lm_state.h"
+
+struct capture {
+    struct lm_buf buf;
+    int done_calls, done_err;
+};
+
+static int capture_write(void *ctx, const void *buf, size_t len)
+{
+    struct capture *c = ctx;
+
+    lm_buf_bytes(&c->buf, buf, len);
+    return c->buf.oom ? 12 : 0;
+}
+
+static void capture_done(void *ctx, int err)
+{
+    struct capture *c = ctx;
+
+    c->done_calls++;
+    c->done_err = err;
+}
+
+static uint64_t allocs_named(const struct lm_state *s, const char *name)
+{
+    char buf[256];
+    uint64_t n = 0;
+
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        lm_state_loc_name(s, i, buf, sizeof(buf));
+        if (strcmp(buf, name) == 0)
+            n += s->locs[i].c.alloc_events;
+    }
+    return n;
+}
+
+static void test_writer_api(void)
+{
+    static const char code[] = "local t = {}\n"
+                               "for i = 1, 50 do t[i] = {i} end\n"
+                               "return #t\n";
+    struct capture c = {{0}, 0, 0};
+    lua_State *L = luaL_newstate();
+    struct lm_profile p;
+
+    luaL_openlibs(L);
+    CU_ASSERT_EQUAL(ljmp_memprof_stop(L), LJMP_MEMPROF_ERRRUN);
+    CU_ASSERT_EQUAL(ljmp_memprof_start(L, capture_write, capture_done, &c),
+                    LJMP_MEMPROF_OK);
+    /* A second start fails and ends only its own stream. */
+    struct capture other = {{0}, 0, 0};
+    CU_ASSERT_EQUAL(ljmp_memprof_start(L, capture_write, capture_done, &other),
+                    LJMP_MEMPROF_ERRRUN);
+    CU_ASSERT_EQUAL(other.done_calls, 1);
+    CU_ASSERT_EQUAL(other.buf.len, 0);
+    CU_ASSERT_EQUAL(luaL_loadbuffer(L, code, sizeof(code) - 1, "embedded"), 0);
+    CU_ASSERT_EQUAL(lua_pcall(L, 0, 1, 0), 0);
+    CU_ASSERT_EQUAL(lua_tointeger(L, -1), 50);
+    CU_ASSERT_EQUAL(ljmp_memprof_stop(L), LJMP_MEMPROF_OK);
+    CU_ASSERT_EQUAL(c.done_calls, 1);
+    CU_ASSERT_EQUAL(c.done_err, 0);
+    lua_close(L);
+
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf.data, c.buf.len, NULL), LM_DONE);
+    /* The loop's tables, in the interpreter or on a trace of it. */
+    CU_ASSERT(allocs_named(&p.state, "embedded:2") >= 1);
+    CU_ASSERT(p.state.totals.alloc_events >= 50);
+    lm_profile_free(&p);
+    lm_buf_free(&c.buf);
+}
+
+/* lua_close with a profile running ends it: the writer sees the end. */
+static void test_close_ends_stream(void)
+{
+    struct capture c = {{0}, 0, 0};
+    lua_State *L = luaL_newstate();
+    struct lm_profile p;
+
+    luaL_openlibs(L);
+    CU_ASSERT_EQUAL(ljmp_memprof_start(L, capture_write, capture_done, &c),
+                    LJMP_MEMPROF_OK);
+    CU_ASSERT_EQUAL(luaL_dostring(L, "x = {} for i = 1, 10 do x[i] = {} end"),
+                    0);
+    lua_close(L);
+    CU_ASSERT_EQUAL(c.done_calls, 1);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf.data, c.buf.len, NULL), LM_DONE);
+    lm_profile_free(&p);
+    lm_buf_free(&c.buf);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("embedding API", NULL, NULL);
+    CU_add_test(s, "writer API", test_writer_api);
+    CU_add_test(s, "lua_close ends the stream", test_close_ends_stream);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned int failed =
+        CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
