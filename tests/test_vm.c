@@ -21,6 +21,9 @@
 #ifndef VM_SCRIPTS
 #error "VM_SCRIPTS must name tests/vm"
 #endif
+#ifndef VM_FLAVOUR
+#define VM_FLAVOUR LJMP_VM_LUAJIT
+#endif
 
 static char dir[] = "/tmp/ljmp-vm-XXXXXX";
 
@@ -323,7 +326,7 @@ static void test_env_socket_stream(void)
     CU_ASSERT_FATAL(len > 7 + LJMP_TRAILER_SIZE);
     CU_ASSERT(memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
     CU_ASSERT_EQUAL(buf[4], LJMP_INGEST_VERSION);
-    CU_ASSERT_EQUAL(buf[5], LJMP_VM_LUAJIT);
+    CU_ASSERT_EQUAL(buf[5], VM_FLAVOUR);
     CU_ASSERT(buf[6] > 0 && memcmp(buf + 7, "LuaJIT 2.1", 10) == 0);
     size_t hello = 7 + buf[6];
     /* The stream, then the trailer. */
