@@ -225,6 +225,32 @@ static void test_output_unchanged(void)
     free(profiled);
 }
 
+/* Prototype addresses reused within one session: every chunk keeps its own
+ * allocation under its own name (symbol epochs). */
+static void test_reused_prototype_addresses(void)
+{
+    struct lm_profile p;
+    char *out, name[16];
+    uint32_t reused = 0;
+
+    CU_ASSERT_EQUAL(run_script("reuse", "reuse.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("reuse.bin", &p), LM_DONE);
+    for (int i = 1; i <= 40; i++) {
+        snprintf(name, sizeof(name), "c%02d:1", i);
+        CU_ASSERT_EQUAL(allocs_at(&p.state, NULL, name), 1);
+    }
+    /* The same address announced under two chunks at least once. */
+    const struct lm_symtab *t = &p.state.sym;
+    for (uint32_t a = 0; a < t->nprotos; a++)
+        for (uint32_t b = a + 1; b < t->nprotos; b++)
+            if (t->protos[a].addr == t->protos[b].addr &&
+                t->protos[a].chunk != t->protos[b].chunk)
+                reused++;
+    CU_ASSERT(reused > 0);
+    lm_profile_free(&p);
+    free(out);
+}
+
 /* A listening Unix socket at DIR/NAME. */
 static int listen_at(const char *name, char *path, size_t len)
 {
@@ -527,6 +553,8 @@ int main(void)
     CU_add_test(s, "Lua API", test_lua_api);
     CU_add_test(s, "lua_close while profiling", test_close_while_profiling);
     CU_add_test(s, "output unchanged", test_output_unchanged);
+    CU_add_test(s, "reused prototype addresses",
+                test_reused_prototype_addresses);
     CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
     CU_add_test(s, "socket absent", test_socket_absent);
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);
