@@ -61,12 +61,14 @@ demo() {
   install_deps
   build build
   local stream=build/demo.bin
-  log "generating a synthetic R3 stream (1 M events) into $stream"
-  build/bench/ljmp-gen --events 1000000 --live 50000 --sites 2000 \
-    --seed 1 -o "$stream"
-  log "ljmpctl report --human-readable $stream (first 40 lines)"
+  log "profiling examples/demo.lua on the patched LuaJIT into $stream"
+  build/luajit-patch/work/src/luajit \
+    -e "assert(misc.memprof.start('$stream'))" examples/demo.lua
+  log "ljmpctl report --human-readable $stream"
   build/client/ljmpctl report --human-readable "$stream" >build/demo.txt
-  head -n 40 build/demo.txt
+  head -n 12 build/demo.txt
+  echo "..."
+  sed -n '/^HEAP SUMMARY:/,$p' build/demo.txt | head -n 12
   log "full report in build/demo.txt"
 }
 
