@@ -525,6 +525,25 @@ static void test_attach_and_detach(void)
     free(buf);
 }
 
+/* A reader that never reads, and a bound on the stall: the profile stops
+ * after a write blocked that long (EAGAIN); the script runs to its end. */
+static void test_socket_stall_bound(void)
+{
+    char path[512];
+    int lfd = listen_at("stall.sock", path, sizeof(path));
+    pid_t pid = spawn("socket_stall", NULL, path);
+    int cfd = accept_within(lfd, 5000);
+
+    CU_ASSERT(cfd >= 0);
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    char *out = script_output("socket_stall");
+    CU_ASSERT_STRING_EQUAL(out,
+                           "false\tResource temporarily unavailable\t11\n");
+    free(out);
+    close(cfd);
+    close(lfd);
+}
+
 /* LJMP_AGENT=0: no handler, so ljmpd can tell the agent is off. */
 static void test_agent_disabled(void)
 {
@@ -558,6 +577,8 @@ int main(void)
     CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
     CU_add_test(s, "socket absent", test_socket_absent);
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);
+    CU_add_test(s, "socket stall bound", test_socket_stall_bound);
+    CU_add_test(s, "socket stall bound", test_socket_stall_bound);
     CU_add_test(s, "attach and detach by signal", test_attach_and_detach);
     CU_add_test(s, "agent disabled", test_agent_disabled);
     CU_basic_set_mode(CU_BRM_VERBOSE);

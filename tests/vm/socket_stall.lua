@@ -1,0 +1,9 @@
+-- Streams to a reader that never reads, with a bound on the stall: the
+-- profile stops once a write blocks that long, and the script goes on.
+local path = assert(arg[1], "usage: socket_stall.lua SOCKET")
+assert(misc.memprof.start{socket = path, max_stall_ms = 200})
+local t = {}
+for round = 1, 50 do
+  for i = 1, 2000 do t[i] = {round, i} end
+end
+print(misc.memprof.status())
