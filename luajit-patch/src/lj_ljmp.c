@@ -91,17 +91,22 @@ static Sink *new_sink(int fd, int is_socket)
   return sk;
 }
 
+/* Clears *e; says whether a profile runs already (a start must fail
+** before it touches anything: a file, a connection). */
+static int running_already(LjmpError *e)
+{
+  memset(e, 0, sizeof(*e));
+  if (!lj_memprof_running()) return 0;
+  e->err = EINVAL;
+  e->running = 1;
+  return 1;
+}
+
 int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
 {
   Sink *sk;
   int fd;
-  memset(e, 0, sizeof(*e));
-  /* Checked first: a second start must not truncate the running file. */
-  if (lj_memprof_running()) {
-    e->err = EINVAL;
-    e->running = 1;
-    return -1;
-  }
+  if (running_already(e)) return -1;
   fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 || (sk = new_sink(fd, 0)) == NULL) {
     e->err = fd < 0 ? errno : ENOMEM;
@@ -118,12 +123,7 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
   size_t n;
   Sink *sk;
   int fd;
-  memset(e, 0, sizeof(*e));
-  if (lj_memprof_running()) {
-    e->err = EINVAL;
-    e->running = 1;
-    return -1;
-  }
+  if (running_already(e)) return -1;
   if (strlen(path) >= sizeof(sa.sun_path)) {
     e->err = ENAMETOOLONG;
     return -1;
