@@ -5,63 +5,42 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_support.h"
 #include "test_util.h"
 
 #ifndef LJMPCTL_PATH
 #error "LJMPCTL_PATH must name the ljmpctl binary"
 #endif
 
-static char dir[] = "/tmp/ljmp-cli-XXXXXX";
-
 static int setup(void)
 {
-    return mkdtemp(dir) == NULL;
+    return test_dir_make("cli");
 }
 
 static int teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) != 0;
+    return test_dir_remove();
 }
 
 static void write_file(const char *name, const void *data, size_t len)
 {
     char path[256];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(path, sizeof(path), "%s/%s", test_dir, name);
     FILE *f = fopen(path, "wb");
     CU_ASSERT_FATAL(f != NULL);
     CU_ASSERT(fwrite(data, 1, len, f) == len);
     fclose(f);
 }
 
-/* A whole file as a string ("" when empty or missing). */
-static char *slurp(const char *in, const char *name)
-{
-    char path[256], *s = NULL;
-    size_t cap = 0;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/%s", in, name);
-    if ((f = fopen(path, "rb")) != NULL) {
-        if (getdelim(&s, &cap, '\0', f) < 0) {
-            free(s);
-            s = NULL;
-        }
-        fclose(f);
-    }
-    return s ? s : strdup("");
-}
-
 /* Runs `ljmpctl ARGS` in dir; returns the exit status, captures output. */
 static int ljmpctl(const char *args, char **out, char **err)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "cd %s && %s %s >out.txt 2>err.txt", dir,
+    snprintf(cmd, sizeof(cmd), "cd %s && %s %s >out.txt 2>err.txt", test_dir,
              LJMPCTL_PATH, args);
     int st = system(cmd);
-    *out = slurp(dir, "out.txt");
-    *err = slurp(dir, "err.txt");
+    *out = test_slurp("out.txt");
+    *err = test_slurp("err.txt");
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 

@@ -11,6 +11,7 @@
 
 #include "lm_encoder.h"
 #include "lm_state.h"
+#include "test_support.h"
 
 struct capture {
     struct lm_buf buf;
@@ -109,10 +110,5 @@ int main(void)
     CU_pSuite s = CU_add_suite("embedding API", NULL, NULL);
     CU_add_test(s, "writer API", test_writer_api);
     CU_add_test(s, "lua_close ends the stream", test_close_ends_stream);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned int failed =
-        CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    return test_run_all();
 }

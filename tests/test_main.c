@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "test_support.h"
 
 /* Writes the sample stream of each revision into dir (fuzz seeds, and
  * cross-checks against other parsers). */
@@ -37,10 +38,5 @@ int main(int argc, char **argv)
     register_state_tests();
     register_report_tests();
     register_cli_tests();
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned int failed =
-        CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    return test_run_all();
 }

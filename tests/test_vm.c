@@ -14,6 +14,7 @@
 #include "ljmp_ingest.h"
 #include "lm_report.h"
 #include "lm_state.h"
+#include "test_support.h"
 
 #ifndef LUAJIT_BIN
 #error "LUAJIT_BIN must name the patched luajit"
@@ -25,42 +26,27 @@
 #define VM_FLAVOUR LJMP_VM_LUAJIT
 #endif
 
-static char dir[] = "/tmp/ljmp-vm-XXXXXX";
-
 static int setup(void)
 {
-    return mkdtemp(dir) == NULL;
+    return test_dir_make("vm");
 }
 
 static int teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd) != 0;
+    return test_dir_remove();
 }
 
 /* Runs tests/vm/SCRIPT.lua [OUT]; returns its exit status and stdout. */
 static int run_script(const char *script, const char *out, char **output)
 {
-    char cmd[1024], path[512];
-    size_t cap = 0;
+    char cmd[1024], name[128];
 
-    snprintf(path, sizeof(path), "%s/%s.stdout", dir, script);
-    snprintf(cmd, sizeof(cmd), "%s %s/%s.lua %s%s%s >%s", LUAJIT_BIN,
-             VM_SCRIPTS, script, out ? dir : "", out ? "/" : "", out ? out : "",
-             path);
+    snprintf(name, sizeof(name), "%s.stdout", script);
+    snprintf(cmd, sizeof(cmd), "%s %s/%s.lua %s%s%s >%s/%s", LUAJIT_BIN,
+             VM_SCRIPTS, script, out ? test_dir : "", out ? "/" : "",
+             out ? out : "", test_dir, name);
     int st = system(cmd);
-    *output = NULL;
-    FILE *f = fopen(path, "r");
-    if (f != NULL) {
-        if (getdelim(output, &cap, '\0', f) < 0) {
-            free(*output);
-            *output = NULL;
-        }
-        fclose(f);
-    }
-    if (*output == NULL)
-        *output = strdup("");
+    *output = test_slurp(name);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -71,7 +57,7 @@ static enum lm_status decode(const char *name, struct lm_profile *p)
     uint8_t buf[65536];
     size_t n;
 
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(path, sizeof(path), "%s/%s", test_dir, name);
     lm_profile_init(p, NULL, NULL);
     FILE *f = fopen(path, "rb");
     if (f == NULL)
@@ -257,7 +243,7 @@ static int listen_at(const char *name, char *path, size_t len)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
-    snprintf(path, len, "%s/%s", dir, name);
+    snprintf(path, len, "%s/%s", test_dir, name);
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     unlink(path);
     CU_ASSERT_FATAL(fd >= 0);
@@ -273,7 +259,7 @@ static pid_t spawn(const char *script, const char *env, const char *arg)
     pid_t pid;
 
     snprintf(lua, sizeof(lua), "%s/%s.lua", VM_SCRIPTS, script);
-    snprintf(out, sizeof(out), "%s/%s.out", dir, script);
+    snprintf(out, sizeof(out), "%s/%s.out", test_dir, script);
     pid = fork();
     if (pid == 0) {
         FILE *f = freopen(out, "w", stdout);
@@ -296,19 +282,10 @@ static int wait_exit(pid_t pid)
 
 static char *script_output(const char *script)
 {
-    char path[512], *text = NULL;
-    size_t cap = 0;
-    FILE *f;
+    char name[128];
 
-    snprintf(path, sizeof(path), "%s/%s.out", dir, script);
-    if ((f = fopen(path, "r")) != NULL) {
-        if (getdelim(&text, &cap, '\0', f) < 0) {
-            free(text);
-            text = NULL;
-        }
-        fclose(f);
-    }
-    return text ? text : strdup("");
+    snprintf(name, sizeof(name), "%s.out", script);
+    return test_slurp(name);
 }
 
 /* Reads a connection to its end. */
@@ -474,7 +451,7 @@ static void test_attach_and_detach(void)
     union sigval v;
 
     snprintf(env, sizeof(env), "LJMP_INGEST=%s", path);
-    snprintf(stop, sizeof(stop), "%s/attach.stop", dir);
+    snprintf(stop, sizeof(stop), "%s/attach.stop", test_dir);
     pid_t pid = spawn("attach_target", env, stop);
     CU_ASSERT_FATAL(wait_catches(pid, sig));
     v.sival_int = LJMP_REQ_ATTACH;
@@ -550,7 +527,7 @@ static void test_agent_disabled(void)
     char stop[512];
     int sig = SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET;
 
-    snprintf(stop, sizeof(stop), "%s/noagent.stop", dir);
+    snprintf(stop, sizeof(stop), "%s/noagent.stop", test_dir);
     pid_t pid = spawn("attach_target", "LJMP_AGENT=0", stop);
     usleep(300000);
     CU_ASSERT(!catches(pid, sig));
@@ -581,10 +558,5 @@ int main(void)
     CU_add_test(s, "socket stall bound", test_socket_stall_bound);
     CU_add_test(s, "attach and detach by signal", test_attach_and_detach);
     CU_add_test(s, "agent disabled", test_agent_disabled);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned int failed =
-        CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    return test_run_all();
 }
