@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -502,6 +504,25 @@ static void test_attach_and_detach(void)
     free(buf);
 }
 
+/* A FIFO whose reader leaves: writes must not raise SIGPIPE in the host
+ * (which would kill it); the profile stops with EPIPE. */
+static void test_fifo_reader_gone(void)
+{
+    char path[512], buf[1000];
+
+    snprintf(path, sizeof(path), "%s/profile.fifo", test_dir);
+    CU_ASSERT_FATAL(mkfifo(path, 0600) == 0);
+    pid_t pid = spawn("fifo_gone", NULL, path);
+    int fd = open(path, O_RDONLY);
+    CU_ASSERT(read(fd, buf, sizeof(buf)) > 0);
+    close(fd);
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    char *out = script_output("fifo_gone");
+    CU_ASSERT_STRING_EQUAL(out, "false\tBroken pipe\t32\n"
+                                "nil\tBroken pipe\t32\n");
+    free(out);
+}
+
 /* A reader that never reads, and a bound on the stall: the profile stops
  * after a write blocked that long (EAGAIN); the script runs to its end. */
 static void test_socket_stall_bound(void)
@@ -555,7 +576,7 @@ int main(void)
     CU_add_test(s, "socket absent", test_socket_absent);
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);
     CU_add_test(s, "socket stall bound", test_socket_stall_bound);
-    CU_add_test(s, "socket stall bound", test_socket_stall_bound);
+    CU_add_test(s, "FIFO reader gone", test_fifo_reader_gone);
     CU_add_test(s, "attach and detach by signal", test_attach_and_detach);
     CU_add_test(s, "agent disabled", test_agent_disabled);
     return test_run_all();

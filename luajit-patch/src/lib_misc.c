@@ -53,7 +53,8 @@ static int memprof_start(lua_State *L)
     int stall;
     lua_getfield(L, 1, "socket");
     lua_getfield(L, 1, "max_stall_ms");
-    where = luaL_checkstring(L, -2);
+    where = lua_tostring(L, -2);
+    luaL_argcheck(L, where != NULL, 1, "socket = PATH expected");
     stall = (int)luaL_optinteger(L, -1, 0);
     r = lj_ljmp_start_socket(L, where, stall, &e);
   } else {

@@ -13,9 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lj_obj.h"
@@ -26,23 +29,66 @@
 #include "lmemprof.h"
 #include "ljmp_ingest.h"
 
+/* Why the LJMP_SOCKET (or an attach) start failed, for status(). */
+static int env_err;
+
 /* A file descriptor the stream goes to; for a socket, the trailer too. */
 typedef struct Sink {
   int fd;
   int is_socket;
+  int is_pipe;       /* a FIFO: a write to a closed one raises SIGPIPE */
+  int max_stall_ms;  /* bound on one write_all, 0 for none */
 } Sink;
 
-/* write(2) until done; EINTR retried.  Never raises SIGPIPE. */
+/* write(2) to a pipe with SIGPIPE blocked, and the one it raised, if any,
+** taken back: the host's disposition of SIGPIPE is not ours to use. */
+static ssize_t write_pipe(int fd, const void *p, size_t len)
+{
+  sigset_t pipe_set, old, pending;
+  int was_pending, e;
+  ssize_t n;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigpending(&pending);
+  was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  n = write(fd, p, len);
+  e = errno;
+  /* Linux raises it even for a short write cut by the reader's close. */
+  sigpending(&pending);
+  if (!was_pending && sigismember(&pending, SIGPIPE)) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = e;
+  return n;
+}
+
+static int64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Writes until done, retrying EINTR and short writes, never raising
+** SIGPIPE; with a stall bound, gives up (EAGAIN) once it is spent. */
 static int write_all(Sink *sk, const void *buf, size_t len)
 {
   const char *p = (const char *)buf;
+  int64_t deadline = sk->max_stall_ms > 0 ? now_ms() + sk->max_stall_ms : 0;
   while (len > 0) {
-    ssize_t n = sk->is_socket ? send(sk->fd, p, len, MSG_NOSIGNAL)
-			      : write(sk->fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : EIO;
-    p += n;
-    len -= (size_t)n;
+    ssize_t n = sk->is_socket ? send(sk->fd, p, len, MSG_NOSIGNAL) :
+		sk->is_pipe ? write_pipe(sk->fd, p, len) :
+		write(sk->fd, p, len);
+    if (n > 0) {
+      p += n;
+      len -= (size_t)n;
+    } else if (n == 0 || errno != EINTR) {
+      return n < 0 ? errno : EIO;
+    }
+    if (len > 0 && deadline != 0 && now_ms() >= deadline) return EAGAIN;
   }
   return 0;
 }
@@ -72,22 +118,28 @@ static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
   opt.ctx = sk;
   opt.on_stop = sink_stop;
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
-  if (r == LJ_MEMPROF_OK) return 0;
+  if (r == LJ_MEMPROF_OK) {
+    env_err = 0;  /* A working profile: the old failure is history. */
+    return 0;
+  }
   e->err = r == LJ_MEMPROF_ERRRUN ? EINVAL :
 	   r == LJ_MEMPROF_ERRMEM ? ENOMEM : errno;
   e->running = r == LJ_MEMPROF_ERRRUN;
   return -1;
 }
 
-static Sink *new_sink(int fd, int is_socket)
+static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
 {
   Sink *sk = (Sink *)malloc(sizeof(*sk));
+  struct stat st;
   if (sk == NULL) {
     close(fd);
     return NULL;
   }
   sk->fd = fd;
   sk->is_socket = is_socket;
+  sk->is_pipe = !is_socket && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  sk->max_stall_ms = max_stall_ms;
   return sk;
 }
 
@@ -108,7 +160,7 @@ int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
   int fd;
   if (running_already(e)) return -1;
   fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0 || (sk = new_sink(fd, 0)) == NULL) {
+  if (fd < 0 || (sk = new_sink(fd, 0, 0)) == NULL) {
     e->err = fd < 0 ? errno : ENOMEM;
     return -1;
   }
@@ -136,20 +188,21 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
   memset(&sa, 0, sizeof(sa));
   sa.sun_family = AF_UNIX;
   strcpy(sa.sun_path, path);
-  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-    e->err = errno;
-    close(fd);
-    return -1;
-  }
   /* Lossless by default: a slow reader slows the VM.  With a bound, a
-  ** write that stalls longer fails, and the profile stops instead. */
+  ** connect or a write that stalls longer fails, and the profile stops
+  ** instead (write_all bounds the whole write, not each call). */
   if (max_stall_ms > 0) {
     struct timeval tv;
     tv.tv_sec = max_stall_ms / 1000;
     tv.tv_usec = (max_stall_ms % 1000) * 1000;
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   }
-  if ((sk = new_sink(fd, 1)) == NULL) {
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    e->err = errno;
+    close(fd);
+    return -1;
+  }
+  if ((sk = new_sink(fd, 1, max_stall_ms)) == NULL) {
     e->err = ENOMEM;
     return -1;
   }
@@ -165,8 +218,6 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
   }
   return start_sink(L, sk, e);
 }
-
-static int env_err;
 
 /* -- The attach agent ----------------------------------------------------- */
 
@@ -185,7 +236,6 @@ typedef struct Agent {
   char ingest[108];  /* where attach connects */
   int max_stall_ms;
   volatile sig_atomic_t request;
-  volatile sig_atomic_t armed;
   lua_Hook saved_hook;  /* the program's own hook, given back */
   int saved_mask, saved_count;
 } Agent;
@@ -199,7 +249,6 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   UNUSED(ar);
   agent.request = 0;
   lua_sethook(L, agent.saved_hook, agent.saved_mask, agent.saved_count);
-  agent.armed = 0;
   if (req == LJMP_REQ_ATTACH && !lj_memprof_running()) {
     if (lj_ljmp_start_socket(L, agent.ingest, agent.max_stall_ms, &e) != 0)
       env_err = e.err;
@@ -215,8 +264,9 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
   if (L == NULL) return;
   agent.request = si->si_code == SI_QUEUE ? si->si_value.sival_int
 					  : LJMP_REQ_ATTACH;
-  if (!agent.armed) {
-    agent.armed = 1;
+  /* Armed unless our hook is in place: a hook the program set meanwhile
+  ** (or a lost trigger) must not leave the agent deaf for good. */
+  if (lua_gethook(L) != agent_hook) {
     agent.saved_hook = lua_gethook(L);
     agent.saved_mask = lua_gethookmask(L);
     agent.saved_count = lua_gethookcount(L);
@@ -264,6 +314,7 @@ void lj_ljmp_vm_closing(global_State *g)
     /* The handler may run between these two: it checks agent.L. */
     signal(agent.sig, SIG_IGN);
     agent.L = NULL;
+    agent.request = 0;
   }
 }
 

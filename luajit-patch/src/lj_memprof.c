@@ -163,31 +163,31 @@ static void dump_symtab(Memprof *mp, global_State *g)
   mp_byte(mp, HDR_FINAL);
 }
 
-void lj_memprof_add_proto(const GCproto *pt)
+void lj_memprof_add_proto(global_State *g, const GCproto *pt)
 {
   Memprof *mp = &memprof;
-  if (mp->g == NULL) return;
+  if (mp->g != g) return;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
   sym_proto(mp, pt);
 }
 
-void lj_memprof_add_trace(const struct GCtrace *tr)
+void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
 {
 #if LJ_HASJIT
   Memprof *mp = &memprof;
-  if (mp->g == NULL) return;
+  if (mp->g != g) return;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_TRACE));
   sym_trace(mp, tr);
 #else
-  UNUSED(tr);
+  UNUSED(g); UNUSED(tr);
 #endif
 }
 
-void lj_memprof_stack_moving(int moving)
+void lj_memprof_stack_moving(global_State *g, int moving)
 {
-  memprof.moving = moving;
+  if (memprof.g == g) memprof.moving = moving;
 }
 
 /* -- Allocation sites ---------------------------------------------------- */
@@ -328,6 +328,9 @@ static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
   }
   mp->events++;
   site_now(mp->g, &s);
+  /* A stack reallocation is a single call: if it throws (out of memory),
+  ** the flag must not outlive it. */
+  mp->moving = 0;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   {
     uint8_t *p = mp->buf + mp->pos;
@@ -396,13 +399,13 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
     int e = mp->err;
     free(mp->buf);
     mp->buf = NULL;
-    mp->last_err = e;
     res.err = e;
     if (opt->on_stop) opt->on_stop(opt->ctx, &res);
     errno = e;
     return LJ_MEMPROF_ERRIO;
   }
   mp->allocf = lua_getallocf(L, &mp->allocd);
+  mp->last_err = 0;
   mp->g = g;
   lua_setallocf(L, memprof_allocf, mp->allocd);
   return LJ_MEMPROF_OK;
@@ -414,8 +417,11 @@ static int memprof_finish(Memprof *mp)
   global_State *g = mp->g;
   MemprofResult res;
   int e;
-  g->allocf = mp->allocf;
-  g->allocd = mp->allocd;
+  /* A host that installed its own allocator meanwhile keeps it. */
+  if (g->allocf == memprof_allocf) {
+    g->allocf = mp->allocf;
+    g->allocd = mp->allocd;
+  }
   mp->g = NULL;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, HDR_FINAL);
@@ -437,6 +443,7 @@ static int memprof_finish(Memprof *mp)
 int lj_memprof_stop(lua_State *L)
 {
   Memprof *mp = &memprof;
+  int r;
   if (mp->g == NULL) {
     /* A stream its writer ended is reported once, by the next stop. */
     if (mp->last_err != 0) {
@@ -447,7 +454,9 @@ int lj_memprof_stop(lua_State *L)
     return LJ_MEMPROF_ERRRUN;
   }
   if (mp->g != G(L)) return LJ_MEMPROF_ERRUSE;
-  return memprof_finish(mp);
+  r = memprof_finish(mp);
+  mp->last_err = 0;  /* Told to the caller now, not again. */
+  return r;
 }
 
 void lj_memprof_close(global_State *g)

@@ -53,11 +53,12 @@ LJ_FUNC int lj_memprof_running(void);
 /* The errno value that stopped the last stream, or 0. */
 LJ_FUNC int lj_memprof_error(void);
 
-/* Hooks: a prototype or a trace was made; a VM closes; the stack moves. */
-LJ_FUNC void lj_memprof_add_proto(const GCproto *pt);
+/* Hooks: a prototype or a trace was made; a VM closes; the stack moves.
+** Each says which VM: other VMs of the process are not being profiled. */
+LJ_FUNC void lj_memprof_add_proto(global_State *g, const GCproto *pt);
 struct GCtrace;
-LJ_FUNC void lj_memprof_add_trace(const struct GCtrace *tr);
+LJ_FUNC void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr);
 LJ_FUNC void lj_memprof_close(global_State *g);
-LJ_FUNC void lj_memprof_stack_moving(int moving);
+LJ_FUNC void lj_memprof_stack_moving(global_State *g, int moving);
 
 #endif
