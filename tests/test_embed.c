@@ -1,6 +1,7 @@
 /* The C API for embedders (lmemprof.h): a host program profiles its VM
  * into its own writer, and the core library reads what it wrote. */
 #include <CUnit/Basic.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "lua.h"
 #include "lualib.h"
 
+#include "ljmp_ingest.h"
 #include "lm_encoder.h"
 #include "lm_state.h"
 #include "test_support.h"
@@ -103,6 +105,28 @@ static void test_close_ends_stream(void)
     lm_buf_free(&c.buf);
 }
 
+static void host_handler(int sig)
+{
+    (void)sig;
+}
+
+/* A host that handles the agent's signal itself keeps its handler. */
+static void test_host_signal_kept(void)
+{
+    int sig = SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET;
+    struct sigaction sa, cur;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = host_handler;
+    CU_ASSERT_FATAL(sigaction(sig, &sa, NULL) == 0);
+    lua_State *L = luaL_newstate();
+    CU_ASSERT_FATAL(L != NULL);
+    CU_ASSERT(sigaction(sig, NULL, &cur) == 0);
+    CU_ASSERT(!(cur.sa_flags & SA_SIGINFO));
+    CU_ASSERT(cur.sa_handler == host_handler);
+    lua_close(L);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -110,5 +134,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("embedding API", NULL, NULL);
     CU_add_test(s, "writer API", test_writer_api);
     CU_add_test(s, "lua_close ends the stream", test_close_ends_stream);
+    CU_add_test(s, "a host's own signal handler is kept",
+                test_host_signal_kept);
     return test_run_all();
 }

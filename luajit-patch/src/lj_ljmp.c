@@ -236,6 +236,7 @@ typedef struct Agent {
   char ingest[108];  /* where attach connects */
   int max_stall_ms;
   volatile sig_atomic_t request;
+  int ignoring;  /* we set SIG_IGN when our VM closed: ours to take back */
   lua_Hook saved_hook;  /* the program's own hook, given back */
   int saved_mask, saved_count;
 } Agent;
@@ -297,6 +298,14 @@ static void agent_install(lua_State *L)
   if (agent.L != NULL || (on != NULL && strcmp(on, "0") == 0)) return;
   agent.sig = SIGRTMIN + (sig ? atoi(sig) : LJMP_DEFAULT_SIGNAL_OFFSET);
   if (agent.sig < SIGRTMIN || agent.sig > SIGRTMAX) return;
+  {
+    /* A signal the host handles already is the host's: no agent then. */
+    struct sigaction cur;
+    if (sigaction(agent.sig, NULL, &cur) != 0) return;
+    if (((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) &&
+	!(cur.sa_handler == SIG_IGN && agent.ignoring))
+      return;
+  }
   agent_ingest_path(agent.ingest, sizeof(agent.ingest));
   agent.max_stall_ms = stall ? atoi(stall) : 0;
   memset(&sa, 0, sizeof(sa));
@@ -312,7 +321,8 @@ void lj_ljmp_vm_closing(global_State *g)
 {
   if (agent.L != NULL && G(agent.L) == g) {
     /* The handler may run between these two: it checks agent.L. */
-    signal(agent.sig, SIG_IGN);
+    signal(agent.sig, SIG_IGN);  /* its default would end the process */
+    agent.ignoring = 1;
     agent.L = NULL;
     agent.request = 0;
   }
