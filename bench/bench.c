@@ -239,8 +239,7 @@ static int bench_drain(int argc, char **argv)
     lfd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         listen(lfd, 16) != 0) {
-        fprintf(stderr, "ljmp-bench drain: %s: %s\n", argv[0],
-                strerror(errno));
+        fprintf(stderr, "ljmp-bench drain: %s: %s\n", argv[0], strerror(errno));
         return 1;
     }
     for (;;) {
