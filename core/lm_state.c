@@ -237,14 +237,22 @@ static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
 #define PENDING_VALID    (1ULL << 33)
 #define PENDING_TAG_MASK (~0xffffffffULL)
 
-static void flush_pending(struct lm_state *s, struct lm_ovr_pending *p)
+/* Adds a pending entry's counts to its override in ovr (an array of all
+ * overrides: the state's own, or a reader's copy). */
+static void fold_pending(struct lm_override *ovr,
+                         const struct lm_ovr_pending *p)
 {
     if (p->key & PENDING_VALID) {
-        struct lm_override *o = &s->ovr[(uint32_t)p->key];
+        struct lm_override *o = &ovr[(uint32_t)p->key];
         o->count += p->count;
         o->allocated += p->allocated;
         o->freed += p->freed;
     }
+}
+
+static void flush_pending(struct lm_state *s, struct lm_ovr_pending *p)
+{
+    fold_pending(s->ovr, p);
     *p = (struct lm_ovr_pending){0, 0, 0, 0};
 }
 
@@ -284,16 +292,9 @@ struct lm_override *lm_state_overrides(const struct lm_state *s)
         return NULL;
     if (s->novr > 0)
         memcpy(o, s->ovr, s->novr * sizeof(*o));
-    for (uint32_t i = 0; i < s->nlocs; i++) {
-        for (int k = 0; k < LM_OVR_PENDING; k++) {
-            const struct lm_ovr_pending *p = &s->locs[i].pending[k];
-            if (!(p->key & PENDING_VALID))
-                continue;
-            o[(uint32_t)p->key].count += p->count;
-            o[(uint32_t)p->key].allocated += p->allocated;
-            o[(uint32_t)p->key].freed += p->freed;
-        }
-    }
+    for (uint32_t i = 0; i < s->nlocs; i++)
+        for (int k = 0; k < LM_OVR_PENDING; k++)
+            fold_pending(o, &s->locs[i].pending[k]);
     return o;
 }
 
