@@ -77,15 +77,41 @@ static void mp_byte(Memprof *mp, uint8_t b)
   mp->buf[mp->pos++] = b;
 }
 
-static void mp_uleb(Memprof *mp, uint64_t v)
+/*
+** The hot path encodes through a local cursor: stores through a uint8_t
+** pointer may alias anything, so writing via mp->buf + mp->pos would make
+** the compiler reload the position after every byte.
+*/
+static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
 {
-  uint8_t *p = mp->buf + mp->pos;
+#if LJ_LE && defined(__GNUC__)
+  if (LJ_LIKELY(v < ((uint64_t)1 << 56))) {
+    /* Spread the 7-bit groups into bytes without a loop (the lengths of
+    ** addresses and sizes vary, which a loop would mispredict), set the
+    ** continuation bits, store 8 bytes and keep as many as needed.  The
+    ** buffer's reserve covers the slack. */
+    uint64_t x = (v & 0x000000000fffffffULL) |
+		 ((v & 0x00fffffff0000000ULL) << 4);
+    uint32_t top = 63 - (uint32_t)__builtin_clzll(v | 1);  /* highest bit */
+    uint32_t len = (top + 7) / 7;
+    x = (x & 0x00003fff00003fffULL) | ((x & 0x0fffc0000fffc000ULL) << 2);
+    x = (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
+    x |= 0x8080808080808080ULL & ((1ULL << (8 * (len - 1))) - 1);
+    memcpy(p, &x, 8);
+    return p + len;
+  }
+#endif
   while (v >= 0x80) {
     *p++ = (uint8_t)(v | 0x80);
     v >>= 7;
   }
   *p++ = (uint8_t)v;
-  mp->pos = (size_t)(p - mp->buf);
+  return p;
+}
+
+static void mp_uleb(Memprof *mp, uint64_t v)
+{
+  mp->pos = (size_t)(put_uleb(mp->buf + mp->pos, v) - mp->buf);
 }
 
 /* A string: long ones go to the writer in pieces. */
@@ -261,38 +287,6 @@ static void site_now(global_State *g, Site *s)
     s->src = SRC_INTERNAL;
     break;
   }
-}
-
-/*
-** The hot path encodes through a local cursor: stores through a uint8_t
-** pointer may alias anything, so writing via mp->buf + mp->pos would make
-** the compiler reload the position after every byte.
-*/
-static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
-{
-#if LJ_LE && defined(__GNUC__)
-  if (LJ_LIKELY(v < ((uint64_t)1 << 56))) {
-    /* Spread the 7-bit groups into bytes without a loop (the lengths of
-    ** addresses and sizes vary, which a loop would mispredict), set the
-    ** continuation bits, store 8 bytes and keep as many as needed.  The
-    ** buffer's reserve covers the slack. */
-    uint64_t x = (v & 0x000000000fffffffULL) |
-		 ((v & 0x00fffffff0000000ULL) << 4);
-    uint32_t top = 63 - (uint32_t)__builtin_clzll(v | 1);  /* highest bit */
-    uint32_t len = (top + 7) / 7;
-    x = (x & 0x00003fff00003fffULL) | ((x & 0x0fffc0000fffc000ULL) << 2);
-    x = (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
-    x |= 0x8080808080808080ULL & ((1ULL << (8 * (len - 1))) - 1);
-    memcpy(p, &x, 8);
-    return p + len;
-  }
-#endif
-  while (v >= 0x80) {
-    *p++ = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = (uint8_t)v;
-  return p;
 }
 
 static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s)
