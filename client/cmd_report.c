@@ -1,4 +1,5 @@
-/* `ljmpctl report FILE|-`: the offline report of a recorded stream. */
+/* `ljmpctl report FILE|-|PID`: the report of a recorded stream, or of a
+ * live session from ljmpd. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,6 +17,7 @@ enum { READ_CHUNK = 1 << 20 };
 
 static const char report_help[] =
     "usage: ljmpctl report [OPTIONS] FILE|-\n"
+    "       ljmpctl report [OPTIONS] PID\n"
     "\n"
     "Reads a memprof stream (revisions R1, R2, R3-seed and R3: files from\n"
     "Tarantool's memprof or from ljmp's VM) from FILE, or standard input\n"
@@ -37,8 +39,13 @@ static const char report_help[] =
     "whole event; stderr says where and why it ended.  Malformed input gives\n"
     "one line on stderr with the byte offset, and no report.\n"
     "\n"
-    "Exit status: 0 complete stream, 1 usage or I/O error, 2 truncated\n"
-    "stream (report printed), 3 malformed stream.\n";
+    "Given a PID (a number that is not a file's name), asks ljmpd for the\n"
+    "same report of that process's newest session, from its live state:\n"
+    "streaming, or finished and still kept.\n"
+    "\n"
+    "Exit status: 0 complete stream (or a session still streaming), 1 usage\n"
+    "or I/O error, 2 truncated stream (report printed), 3 malformed stream,\n"
+    "4 ljmpd not reachable, 5 no session of PID.\n";
 
 struct report_args {
     struct lm_report_opts opts;
@@ -95,7 +102,7 @@ static int parse_args(int argc, char **argv, struct report_args *a)
         }
     }
     if (optind != argc - 1) {
-        fputs("ljmpctl report: expected one FILE (or - for stdin); try "
+        fputs("ljmpctl report: expected one FILE (- for stdin) or PID; try "
               "'ljmpctl report --help'\n",
               stderr);
         return -1;
@@ -138,6 +145,14 @@ static int read_stream(int fd, const char *path, struct lm_profile *p,
     return 0;
 }
 
+/* A process id rather than a file: digits only, and no such file. */
+static int is_pid(const char *arg)
+{
+    if (*arg == '\0' || strspn(arg, "0123456789") != strlen(arg))
+        return 0;
+    return access(arg, F_OK) != 0;
+}
+
 static int cmd_report(int argc, char **argv)
 {
     struct report_args a;
@@ -147,6 +162,9 @@ static int cmd_report(int argc, char **argv)
 
     if (parse_args(argc, argv, &a) != 0)
         return EXIT_USAGE;
+    if (is_pid(a.path))
+        return live_report(a.path, a.opts.leak_only, a.opts.human_readable,
+                           a.opts.json);
     fd = strcmp(a.path, "-") == 0 ? STDIN_FILENO
                                   : open(a.path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -191,8 +209,8 @@ static int cmd_report(int argc, char **argv)
 
 const struct cmd_entry cmd_report_entry = {
     "report",
-    "[OPTIONS] FILE|-",
-    "report of a recorded memprof stream (Tarantool's layout)",
+    "[OPTIONS] FILE|-|PID",
+    "report of a recorded stream or a session",
     report_help,
     cmd_report,
 };

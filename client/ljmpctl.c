@@ -2,26 +2,34 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "conn.h"
 #include "ljmpctl.h"
 
 static const struct cmd_entry *const commands[] = {
-    &cmd_report_entry,
+    &cmd_list_entry,   &cmd_snapshot_entry, &cmd_watch_entry,
+    &cmd_report_entry, &cmd_record_entry,   &cmd_subscribe_entry,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: ljmpctl COMMAND [ARGS...]\n"
+    fprintf(out, "usage: ljmpctl [-s SOCKET] COMMAND [ARGS...]\n"
                  "       ljmpctl help COMMAND\n\n"
                  "Live memory profiler for LuaJIT: client.\n\nCommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %-8s %-24s %s\n", commands[i]->name, commands[i]->args,
+        fprintf(out, "  %-9s %-22s %s\n", commands[i]->name, commands[i]->args,
                 commands[i]->brief);
     fprintf(out,
+            "\nA command may be shortened to a unique prefix.  Commands other "
+            "than\n`report FILE` talk to ljmpd on its control socket: -s "
+            "SOCKET, else\n$LJMP_CONTROL, else %s.\n"
             "\nExit status: %d ok, %d usage or I/O error, %d truncated "
-            "stream, %d malformed stream.\n",
-            EXIT_OK, EXIT_USAGE, EXIT_TRUNCATED, EXIT_MALFORMED);
+            "stream or\nsession, %d malformed stream or failed session, "
+            "%d ljmpd not reachable,\n%d refused by ljmpd (no such "
+            "session, permission).\n",
+            conn_socket_path(), EXIT_OK, EXIT_USAGE, EXIT_TRUNCATED,
+            EXIT_MALFORMED, EXIT_NO_DAEMON, EXIT_REFUSED);
 }
 
 /* Exact name, or a unique prefix of one. */
@@ -45,6 +53,13 @@ int main(int argc, char **argv)
 {
     const struct cmd_entry *cmd;
 
+    if (argc >= 3 &&
+        (strcmp(argv[1], "-s") == 0 || strcmp(argv[1], "--socket") == 0)) {
+        conn_set_socket_path(argv[2]);
+        argv[2] = argv[0];
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

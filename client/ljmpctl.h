@@ -8,6 +8,8 @@ enum {
     EXIT_USAGE = 1,     /* bad arguments, unreadable input, I/O error */
     EXIT_TRUNCATED = 2, /* the stream ended early: report of what was read */
     EXIT_MALFORMED = 3, /* the stream is malformed: nothing reported */
+    EXIT_NO_DAEMON = 4, /* ljmpd is not running, or went away */
+    EXIT_REFUSED = 5,   /* ljmpd refused: no such session, permission */
 };
 
 struct cmd_entry {
@@ -19,5 +21,13 @@ struct cmd_entry {
 };
 
 extern const struct cmd_entry cmd_report_entry;
+extern const struct cmd_entry cmd_list_entry;
+extern const struct cmd_entry cmd_snapshot_entry;
+extern const struct cmd_entry cmd_watch_entry;
+extern const struct cmd_entry cmd_subscribe_entry;
+extern const struct cmd_entry cmd_record_entry;
+
+/* `report PID`: the report of a live (or kept) session, from ljmpd. */
+int live_report(const char *pid, int leak_only, int human_readable, int json);
 
 #endif

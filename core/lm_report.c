@@ -249,7 +249,7 @@ static size_t utf8_sequence(const unsigned char *s, size_t len)
  * any other byte is written as the code point of the same value (as if
  * Latin-1), so that the output is always valid JSON.
  */
-static void put_json_string(FILE *out, const char *str, size_t len)
+void lm_json_string(FILE *out, const char *str, size_t len)
 {
     const unsigned char *s = (const unsigned char *)str;
 
@@ -278,7 +278,7 @@ static void put_json_string(FILE *out, const char *str, size_t len)
 
 static void put_json_name(FILE *out, const char *s)
 {
-    put_json_string(out, s, strlen(s));
+    lm_json_string(out, s, strlen(s));
 }
 
 /* A line of a section: a group, with the events of that kind. */
@@ -512,7 +512,7 @@ static void write_aliases(struct report *r)
         if (r->o->json) {
             fprintf(r->out, "%s{\"name\":\"function_alias_%u\",\"source\":",
                     i ? "," : "", i + 1);
-            put_json_string(r->out, src, len);
+            lm_json_string(r->out, src, len);
             fputs("}", r->out);
             continue;
         }

@@ -19,4 +19,11 @@ struct lm_report_opts {
 int lm_report_write(FILE *out, const struct lm_state *s,
                     const struct lm_report_opts *opts);
 
+/*
+ * Writes bytes as a JSON string: valid UTF-8 passes through, any other
+ * byte becomes the code point of the same value, so the output is always
+ * valid JSON.
+ */
+void lm_json_string(FILE *out, const char *str, size_t len);
+
 #endif

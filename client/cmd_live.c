@@ -1,0 +1,686 @@
+/* ljmpctl's commands against a running ljmpd: list, snapshot, watch,
+ * record, and the live form of report. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "ljmpctl.h"
+#include "pbjson.h"
+
+/* Options shared by the snapshot-shaped commands. */
+struct live_args {
+    uint32_t pid;
+    uint64_t session;
+    uint32_t top;
+    Ljmp__SortKey sort;
+    uint32_t interval_ms;
+    uint64_t count; /* snapshots to print, 0: no end */
+    int json;
+    int leak_only, human_readable;
+    const char *output;
+    uint32_t wait_s;
+    int force, no_wait;
+};
+
+static const struct {
+    const char *name;
+    Ljmp__SortKey key;
+} sort_keys[] = {
+    {"live-bytes", LJMP__SORT_KEY__SORT_LIVE_BYTES},
+    {"live-blocks", LJMP__SORT_KEY__SORT_LIVE_BLOCKS},
+    {"alloc-bytes", LJMP__SORT_KEY__SORT_ALLOC_BYTES},
+    {"alloc-rate", LJMP__SORT_KEY__SORT_ALLOC_RATE},
+    {"event-rate", LJMP__SORT_KEY__SORT_EVENT_RATE},
+    {"free-bytes", LJMP__SORT_KEY__SORT_FREE_BYTES},
+};
+
+static int number(const char *cmd, const char *what, const char *arg,
+                  unsigned long long max, unsigned long long *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtoull(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || *out > max) {
+        fprintf(stderr, "ljmpctl %s: %s wants a number up to %llu, not '%s'\n",
+                cmd, what, max, arg);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_sort(const char *cmd, const char *arg, Ljmp__SortKey *key)
+{
+    for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++)
+        if (strcmp(sort_keys[i].name, arg) == 0) {
+            *key = sort_keys[i].key;
+            return 0;
+        }
+    fprintf(stderr,
+            "ljmpctl %s: unknown sort key '%s' (live-bytes, live-blocks, "
+            "alloc-bytes, alloc-rate, event-rate, free-bytes)\n",
+            cmd, arg);
+    return -1;
+}
+
+/* Parses argv; -1 after a message on stderr, 1 after printing help. */
+static int parse_live(const char *cmd, const char *help, int argc, char **argv,
+                      struct live_args *a, int max_positional)
+{
+    enum {
+        OPT_SESSION = 256,
+        OPT_SORT,
+        OPT_INTERVAL,
+        OPT_COUNT,
+        OPT_JSON,
+        OPT_LEAK,
+        OPT_HUMAN,
+        OPT_WAIT,
+        OPT_FORCE,
+        OPT_NO_WAIT,
+    };
+    static const struct option longopts[] = {
+        {"session", required_argument, NULL, OPT_SESSION},
+        {"top", required_argument, NULL, 'n'},
+        {"sort", required_argument, NULL, OPT_SORT},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"count", required_argument, NULL, OPT_COUNT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"leak-only", no_argument, NULL, OPT_LEAK},
+        {"human-readable", no_argument, NULL, OPT_HUMAN},
+        {"output", required_argument, NULL, 'o'},
+        {"wait", required_argument, NULL, OPT_WAIT},
+        {"force", no_argument, NULL, OPT_FORCE},
+        {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    unsigned long long v;
+    int c;
+
+    memset(a, 0, sizeof(*a));
+    a->top = 20;
+    a->interval_ms = 1000;
+    a->sort = LJMP__SORT_KEY__SORT_LIVE_BYTES;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "n:o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_SESSION:
+            if (number(cmd, "--session", optarg, UINT64_MAX, &v) != 0)
+                return -1;
+            a->session = v;
+            break;
+        case 'n':
+            if (number(cmd, "--top", optarg, 1000, &v) != 0)
+                return -1;
+            a->top = (uint32_t)v;
+            break;
+        case OPT_SORT:
+            if (parse_sort(cmd, optarg, &a->sort) != 0)
+                return -1;
+            break;
+        case OPT_INTERVAL:
+            if (number(cmd, "--interval (ms)", optarg, 86400000, &v) != 0)
+                return -1;
+            a->interval_ms = (uint32_t)v;
+            break;
+        case OPT_COUNT:
+            if (number(cmd, "--count", optarg, UINT64_MAX, &v) != 0)
+                return -1;
+            a->count = v;
+            break;
+        case OPT_JSON:
+            a->json = 1;
+            break;
+        case OPT_LEAK:
+            a->leak_only = 1;
+            break;
+        case OPT_HUMAN:
+            a->human_readable = 1;
+            break;
+        case 'o':
+            a->output = optarg;
+            break;
+        case OPT_WAIT:
+            if (number(cmd, "--wait (seconds)", optarg, 86400, &v) != 0)
+                return -1;
+            a->wait_s = (uint32_t)v;
+            break;
+        case OPT_FORCE:
+            a->force = 1;
+            break;
+        case OPT_NO_WAIT:
+            a->no_wait = 1;
+            break;
+        case 'h':
+            fputs(help, stdout);
+            return 1;
+        default:
+            fprintf(stderr, "try 'ljmpctl %s --help'\n", cmd);
+            return -1;
+        }
+    }
+    if (argc - optind > max_positional) {
+        fprintf(stderr,
+                "ljmpctl %s: unexpected '%s'; try 'ljmpctl %s --help'\n", cmd,
+                argv[optind + max_positional], cmd);
+        return -1;
+    }
+    if (optind < argc) {
+        if (number(cmd, "PID", argv[optind], UINT32_MAX, &v) != 0)
+            return -1;
+        a->pid = (uint32_t)v;
+    }
+    return 0;
+}
+
+/* One request, one answer: the response, or NULL with *rc set. */
+static Ljmp__Response *call(const char *cmd, Ljmp__Request *req, int fd,
+                            struct conn *c, int *rc)
+{
+    Ljmp__Response *resp;
+
+    if (conn_open(c) != 0) {
+        *rc = EXIT_NO_DAEMON;
+        return NULL;
+    }
+    if ((resp = conn_call(c, req, fd)) == NULL) {
+        *rc = EXIT_NO_DAEMON;
+        return NULL;
+    }
+    if ((*rc = conn_error(cmd, resp)) != 0) {
+        ljmp__response__free_unpacked(resp, NULL);
+        return NULL;
+    }
+    return resp;
+}
+
+static void put_time(FILE *out, uint64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    char buf[32];
+
+    if (ms == 0) {
+        fputs("-", out);
+        return;
+    }
+    localtime_r(&t, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+    fputs(buf, out);
+}
+
+static const char *state_of(const Ljmp__SessionInfo *i)
+{
+    return ljmp_wire_state_name(i->state);
+}
+
+static void print_daemon(FILE *out, const Ljmp__DaemonCounters *d)
+{
+    if (d == NULL)
+        return;
+    fprintf(out,
+            "ljmpd: %u streaming, %u finished kept, %u subscribers; "
+            "%llu events in %llu bytes ingested; snapshots dropped %llu, "
+            "sessions rejected %llu, malformed %llu, truncated %llu\n",
+            d->sessions_live, d->sessions_kept, d->subscribers,
+            (unsigned long long)d->ingest_events,
+            (unsigned long long)d->ingest_bytes,
+            (unsigned long long)d->snapshots_dropped,
+            (unsigned long long)d->sessions_rejected,
+            (unsigned long long)d->sessions_malformed,
+            (unsigned long long)d->sessions_truncated);
+}
+
+static uint64_t events_of(const Ljmp__Totals *t)
+{
+    return t->alloc_events + t->realloc_events + t->free_events;
+}
+
+static void print_list(const Ljmp__SessionList *l)
+{
+    printf("%-7s %-8s %-6s %-10s %12s %14s %10s  %-19s  %s\n", "SESSION", "PID",
+           "UID", "STATE", "EVENTS", "LIVE BYTES", "BLOCKS", "STARTED",
+           "COMMAND");
+    for (size_t i = 0; i < l->n_sessions; i++) {
+        const Ljmp__SessionInfo *s = l->sessions[i]->info;
+        const Ljmp__Totals *t = l->sessions[i]->totals;
+        printf("%-7llu %-8u %-6u %-10s %12llu %14llu %10llu  ",
+               (unsigned long long)s->id, s->pid, s->uid, state_of(s),
+               (unsigned long long)events_of(t),
+               (unsigned long long)t->live_bytes,
+               (unsigned long long)t->live_blocks);
+        put_time(stdout, s->session_start_ms);
+        printf("  %s\n", s->cmdline ? s->cmdline : "");
+        if (s->reason != NULL && s->state != LJMP__SESSION_STATE__STREAMING)
+            printf("        %s\n", s->reason);
+    }
+    print_daemon(stdout, l->daemon);
+}
+
+static const char list_help[] =
+    "usage: ljmpctl list [--json]\n"
+    "\n"
+    "Lists the sessions ljmpd knows: streaming ones and finished ones it\n"
+    "still keeps, with their state, events and live heap, and the daemon's\n"
+    "own counters (drops, rejected peers, malformed streams).\n";
+
+static int cmd_list(int argc, char **argv)
+{
+    struct live_args a;
+    struct conn c;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    int rc = parse_live("list", list_help, argc, argv, &a, 0);
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    req.body_case = LJMP__REQUEST__BODY_LIST;
+    req.list = &lr;
+    Ljmp__Response *resp = call("list", &req, -1, &c, &rc);
+    if (resp != NULL) {
+        if (resp->body_case != LJMP__RESPONSE__BODY_LIST) {
+            fprintf(stderr, "ljmpctl list: unexpected answer from ljmpd\n");
+            rc = EXIT_NO_DAEMON;
+        } else if (a.json) {
+            pbjson_write(stdout, &resp->list->base);
+            putchar('\n');
+        } else {
+            print_list(resp->list);
+        }
+        ljmp__response__free_unpacked(resp, NULL);
+    }
+    conn_close(&c);
+    return rc;
+}
+
+static void print_session_block(const Ljmp__SessionSnapshot *ss)
+{
+    const Ljmp__SessionInfo *s = ss->info;
+    const Ljmp__Totals *t = ss->totals;
+
+    printf("session %llu, pid %u (%s): %s%s%s\n", (unsigned long long)s->id,
+           s->pid, s->cmdline ? s->cmdline : "", state_of(s),
+           s->reason ? ": " : "", s->reason ? s->reason : "");
+    printf(
+        "  events %llu (alloc %llu, realloc %llu, free %llu); allocated "
+        "%llu B, freed %llu B; live %llu B in %llu blocks; %.0f events/s, "
+        "%.0f B/s\n",
+        (unsigned long long)events_of(t), (unsigned long long)t->alloc_events,
+        (unsigned long long)t->realloc_events,
+        (unsigned long long)t->free_events, (unsigned long long)t->alloc_bytes,
+        (unsigned long long)t->freed_bytes, (unsigned long long)t->live_bytes,
+        (unsigned long long)t->live_blocks, ss->events_per_s,
+        ss->alloc_bytes_per_s);
+    if (ss->n_top == 0)
+        return;
+    printf("  %14s %10s %14s %10s %12s %10s %10s  %s\n", "LIVE BYTES", "BLOCKS",
+           "ALLOC BYTES", "ALLOCS", "ALLOC B/S", "EVENTS/S", "FREES",
+           "LOCATION");
+    for (size_t i = 0; i < ss->n_top; i++) {
+        const Ljmp__Location *l = ss->top[i];
+        printf("  %14llu %10llu %14llu %10llu %12.0f %10.0f %10llu  %s\n",
+               (unsigned long long)l->live_bytes,
+               (unsigned long long)l->live_blocks,
+               (unsigned long long)(l->alloc_bytes + l->realloc_new_bytes),
+               (unsigned long long)l->alloc_events, l->alloc_bytes_per_s,
+               l->events_per_s, (unsigned long long)l->free_events, l->name);
+    }
+}
+
+static void fill_options(Ljmp__SnapshotOptions *o, Ljmp__Selector *sel,
+                         const struct live_args *a)
+{
+    ljmp__snapshot_options__init(o);
+    ljmp__selector__init(sel);
+    sel->has_pid = a->pid != 0;
+    sel->pid = a->pid;
+    sel->has_session_id = a->session != 0;
+    sel->session_id = a->session;
+    o->sessions = sel;
+    o->has_top = o->has_sort = 1;
+    o->top = a->top;
+    o->sort = a->sort;
+}
+
+static const char snapshot_help[] =
+    "usage: ljmpctl snapshot [PID] [OPTIONS]\n"
+    "\n"
+    "One snapshot of every session (or of PID's newest, or of --session ID):\n"
+    "identity, state, totals, and the top allocation sites.  Rates run from\n"
+    "the start of each session.\n"
+    "\n"
+    "Options:\n"
+    "  -n, --top N        sites per session (20; at most 1000)\n"
+    "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
+    "                     alloc-rate, event-rate, free-bytes\n"
+    "      --session ID   one session, by the id `ljmpctl list` shows\n"
+    "      --json         the snapshot as one JSON object\n";
+
+static int cmd_snapshot(int argc, char **argv)
+{
+    struct live_args a;
+    struct conn c;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SnapshotRequest sr = LJMP__SNAPSHOT_REQUEST__INIT;
+    Ljmp__SnapshotOptions o;
+    Ljmp__Selector sel;
+    int rc = parse_live("snapshot", snapshot_help, argc, argv, &a, 1);
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    fill_options(&o, &sel, &a);
+    sr.options = &o;
+    req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
+    req.snapshot = &sr;
+    Ljmp__Response *resp = call("snapshot", &req, -1, &c, &rc);
+    if (resp != NULL) {
+        const Ljmp__Snapshot *snap = resp->snapshot;
+        if (resp->body_case != LJMP__RESPONSE__BODY_SNAPSHOT) {
+            fprintf(stderr, "ljmpctl snapshot: unexpected answer from ljmpd\n");
+            rc = EXIT_NO_DAEMON;
+        } else if (a.json) {
+            pbjson_write(stdout, &snap->base);
+            putchar('\n');
+        } else {
+            for (size_t i = 0; i < snap->n_sessions; i++)
+                print_session_block(snap->sessions[i]);
+            if (snap->n_sessions == 0)
+                printf("no sessions%s\n", a.pid ? " of that pid" : "");
+            print_daemon(stdout, snap->daemon);
+        }
+        if (rc == 0 && (a.pid != 0 || a.session != 0) && snap != NULL &&
+            snap->n_sessions == 0)
+            rc = EXIT_REFUSED;
+        ljmp__response__free_unpacked(resp, NULL);
+    }
+    conn_close(&c);
+    return rc;
+}
+
+/* One line per session of a snapshot, key=value, for scripts. */
+static void print_watch_lines(const Ljmp__Snapshot *snap)
+{
+    for (size_t i = 0; i < snap->n_sessions; i++) {
+        const Ljmp__SessionSnapshot *ss = snap->sessions[i];
+        const Ljmp__Totals *t = ss->totals;
+        printf("seq=%llu time_ms=%llu session=%llu pid=%u state=%s "
+               "events=%llu alloc_bytes=%llu freed_bytes=%llu live_bytes=%llu "
+               "live_blocks=%llu events_per_s=%.0f alloc_bytes_per_s=%.0f "
+               "dropped=%llu",
+               (unsigned long long)snap->seq, (unsigned long long)snap->time_ms,
+               (unsigned long long)ss->info->id, ss->info->pid,
+               state_of(ss->info), (unsigned long long)events_of(t),
+               (unsigned long long)t->alloc_bytes,
+               (unsigned long long)t->freed_bytes,
+               (unsigned long long)t->live_bytes,
+               (unsigned long long)t->live_blocks, ss->events_per_s,
+               ss->alloc_bytes_per_s, (unsigned long long)snap->dropped);
+        if (ss->n_top > 0)
+            printf(" top=\"%s\" top_live_bytes=%llu", ss->top[0]->name,
+                   (unsigned long long)ss->top[0]->live_bytes);
+        putchar('\n');
+    }
+    fflush(stdout);
+}
+
+static const char watch_help[] =
+    "usage: ljmpctl watch [PID] [OPTIONS]\n"
+    "       ljmpctl subscribe [PID] [OPTIONS]\n"
+    "\n"
+    "Subscribes to snapshots and prints, for every snapshot, one line per\n"
+    "session: key=value pairs (seq, time_ms, session, pid, state, events,\n"
+    "alloc_bytes, freed_bytes, live_bytes, live_blocks, events_per_s,\n"
+    "alloc_bytes_per_s, dropped, top, top_live_bytes); with --json, the\n"
+    "whole snapshot as one JSON object per line.  Rates and deltas run from\n"
+    "the previous snapshot.  If this client reads too slowly, ljmpd merges\n"
+    "snapshots (dropped= counts them); it never slows the profiled VMs.\n"
+    "\n"
+    "Options:\n"
+    "      --interval MS  time between snapshots (1000; at least 50)\n"
+    "      --count N      stop after N snapshots\n"
+    "  -n, --top N        sites per session (20; 0 for totals only)\n"
+    "      --sort KEY     as for `ljmpctl snapshot`\n"
+    "      --session ID   one session\n"
+    "      --json         JSON lines\n";
+
+static int cmd_watch(int argc, char **argv)
+{
+    struct live_args a;
+    struct conn c;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+    Ljmp__SnapshotOptions o;
+    Ljmp__Selector sel;
+    int rc = parse_live("watch", watch_help, argc, argv, &a, 1);
+    uint64_t seen = 0;
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    fill_options(&o, &sel, &a);
+    sr.options = &o;
+    sr.has_interval_ms = 1;
+    sr.interval_ms = a.interval_ms;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    if (conn_open(&c) != 0)
+        return EXIT_NO_DAEMON;
+    if (conn_send(&c, &req, -1) == 0) {
+        conn_close(&c);
+        return EXIT_NO_DAEMON;
+    }
+    while (a.count == 0 || seen < a.count) {
+        Ljmp__Response *resp = conn_recv(&c, -1);
+        if (resp == NULL) {
+            rc = EXIT_NO_DAEMON;
+            break;
+        }
+        if ((rc = conn_error("watch", resp)) != 0) {
+            ljmp__response__free_unpacked(resp, NULL);
+            break;
+        }
+        if (resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT) {
+            if (a.json) {
+                pbjson_write(stdout, &resp->snapshot->base);
+                putchar('\n');
+                fflush(stdout);
+            } else {
+                print_watch_lines(resp->snapshot);
+            }
+            seen++;
+        }
+        ljmp__response__free_unpacked(resp, NULL);
+    }
+    conn_close(&c);
+    return rc;
+}
+
+int live_report(const char *pid_arg, int leak_only, int human_readable,
+                int json)
+{
+    unsigned long long pid;
+    struct conn c;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ReportRequest rr = LJMP__REPORT_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+    int rc;
+
+    if (number("report", "PID", pid_arg, UINT32_MAX, &pid) != 0)
+        return EXIT_USAGE;
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)pid;
+    rr.session = &sel;
+    rr.has_leak_only = rr.has_human_readable = rr.has_json = 1;
+    rr.leak_only = leak_only;
+    rr.human_readable = human_readable;
+    rr.json = json;
+    req.body_case = LJMP__REQUEST__BODY_REPORT;
+    req.report = &rr;
+    Ljmp__Response *resp = call("report", &req, -1, &c, &rc);
+    if (resp != NULL) {
+        if (resp->body_case != LJMP__RESPONSE__BODY_REPORT) {
+            fprintf(stderr, "ljmpctl report: unexpected answer from ljmpd\n");
+            rc = EXIT_NO_DAEMON;
+        } else {
+            const Ljmp__ReportText *r = resp->report;
+            fwrite(r->text.data, 1, r->text.len, stdout);
+            if (fflush(stdout) != 0)
+                rc = EXIT_USAGE;
+            const Ljmp__SessionInfo *s = r->session;
+            if (s != NULL && s->state != LJMP__SESSION_STATE__STREAMING &&
+                s->state != LJMP__SESSION_STATE__COMPLETE) {
+                fprintf(stderr, "ljmpctl report: session %llu is %s: %s\n",
+                        (unsigned long long)s->id, state_of(s),
+                        s->reason ? s->reason : "");
+                rc = s->state == LJMP__SESSION_STATE__TRUNCATED
+                         ? EXIT_TRUNCATED
+                         : EXIT_MALFORMED;
+            }
+        }
+        ljmp__response__free_unpacked(resp, NULL);
+    }
+    conn_close(&c);
+    return rc;
+}
+
+static const char record_help[] =
+    "usage: ljmpctl record PID -o FILE [OPTIONS]\n"
+    "\n"
+    "Records PID's memprof stream into FILE, byte for byte, as ljmpd\n"
+    "receives it: `ljmpctl report FILE` and Tarantool's parser read it.\n"
+    "ljmpctl opens FILE (so it is yours) and hands it to ljmpd.  PID must\n"
+    "not have begun its stream yet: give --wait and start the process's\n"
+    "profiling (LJMP_SOCKET, misc.memprof.start{socket=...}, or attach)\n"
+    "within that time.  Waits until the session ends, then says how it\n"
+    "ended; with --no-wait it returns once recording has begun, and ljmpd\n"
+    "closes FILE when the session ends.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output FILE   where to record (required)\n"
+    "      --wait SECONDS  wait this long for PID to start streaming (0)\n"
+    "      --force         overwrite FILE if it exists\n"
+    "      --no-wait       return once recording has begun\n";
+
+static int record_wait(struct conn *c, const struct live_args *a)
+{
+    for (;;) {
+        Ljmp__Response *resp = conn_recv(c, -1);
+        int rc;
+        if (resp == NULL)
+            return EXIT_NO_DAEMON;
+        if ((rc = conn_error("record", resp)) != 0) {
+            ljmp__response__free_unpacked(resp, NULL);
+            return rc;
+        }
+        const Ljmp__RecordStatus *st = resp->record;
+        if (resp->body_case != LJMP__RESPONSE__BODY_RECORD) {
+            ljmp__response__free_unpacked(resp, NULL);
+            continue;
+        }
+        if (!st->done && st->session_id == 0) {
+            fprintf(stderr, "ljmpctl record: waiting up to %u s for pid %u\n",
+                    a->wait_s, a->pid);
+        } else if (!st->done) {
+            fprintf(stderr,
+                    "ljmpctl record: recording session %llu of pid "
+                    "%u into %s\n",
+                    (unsigned long long)st->session_id, a->pid, a->output);
+            if (a->no_wait) {
+                ljmp__response__free_unpacked(resp, NULL);
+                return EXIT_OK;
+            }
+        } else {
+            rc = EXIT_OK;
+            if (st->error != NULL) {
+                fprintf(stderr, "ljmpctl record: %s\n", st->error);
+                rc = st->session_id == 0 ? EXIT_REFUSED : EXIT_TRUNCATED;
+            }
+            if (st->session_id != 0) {
+                fprintf(stderr,
+                        "ljmpctl record: session %llu %s; %llu bytes "
+                        "in %s\n",
+                        (unsigned long long)st->session_id,
+                        ljmp_wire_state_name(st->state),
+                        (unsigned long long)st->bytes_written, a->output);
+                if (rc == EXIT_OK && st->state != LJMP__SESSION_STATE__COMPLETE)
+                    rc = st->state == LJMP__SESSION_STATE__TRUNCATED
+                             ? EXIT_TRUNCATED
+                             : EXIT_MALFORMED;
+            }
+            ljmp__response__free_unpacked(resp, NULL);
+            return rc;
+        }
+        ljmp__response__free_unpacked(resp, NULL);
+    }
+}
+
+static int cmd_record(int argc, char **argv)
+{
+    struct live_args a;
+    struct conn c;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__RecordRequest rr = LJMP__RECORD_REQUEST__INIT;
+    int rc = parse_live("record", record_help, argc, argv, &a, 1);
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (a.pid == 0 || a.output == NULL) {
+        fputs("ljmpctl record: needs PID and -o FILE; try 'ljmpctl record "
+              "--help'\n",
+              stderr);
+        return EXIT_USAGE;
+    }
+    int fd = open(a.output,
+                  O_WRONLY | O_CREAT | O_CLOEXEC | (a.force ? O_TRUNC : O_EXCL),
+                  0644);
+    if (fd < 0) {
+        fprintf(stderr, "ljmpctl record: cannot create %s: %s%s\n", a.output,
+                strerror(errno),
+                errno == EEXIST ? " (--force overwrites)" : "");
+        return EXIT_USAGE;
+    }
+    rr.has_pid = rr.has_wait_ms = 1;
+    rr.pid = a.pid;
+    rr.wait_ms = a.wait_s * 1000;
+    req.body_case = LJMP__REQUEST__BODY_RECORD;
+    req.record = &rr;
+    if (conn_open(&c) != 0) {
+        close(fd);
+        return EXIT_NO_DAEMON;
+    }
+    rc = conn_send(&c, &req, fd) == 0 ? EXIT_NO_DAEMON : record_wait(&c, &a);
+    close(fd);
+    conn_close(&c);
+    return rc;
+}
+
+const struct cmd_entry cmd_list_entry = {
+    "list",    "[--json]", "sessions ljmpd knows, and its counters",
+    list_help, cmd_list,
+};
+
+const struct cmd_entry cmd_snapshot_entry = {
+    "snapshot",    "[PID] [OPTIONS]", "one snapshot: totals and top sites",
+    snapshot_help, cmd_snapshot,
+};
+
+const struct cmd_entry cmd_watch_entry = {
+    "watch",    "[PID] [OPTIONS]", "a line per snapshot, for scripts",
+    watch_help, cmd_watch,
+};
+
+const struct cmd_entry cmd_subscribe_entry = {
+    "subscribe", "[PID] [OPTIONS]", "the same as watch", watch_help, cmd_watch,
+};
+
+const struct cmd_entry cmd_record_entry = {
+    "record",    "PID -o FILE", "record a session's stream to a file",
+    record_help, cmd_record,
+};

@@ -1,0 +1,43 @@
+/* ljmpctl's connection to ljmpd's control socket: framed requests and
+ * responses, with a descriptor passed when a request needs one. */
+#ifndef LJMPCTL_CONN_H
+#define LJMPCTL_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ljmp_wire.h"
+
+struct conn {
+    int fd;
+    char path[108];
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t next_id;
+};
+
+/* The control socket's path: -s, else $LJMP_CONTROL, else the default. */
+const char *conn_socket_path(void);
+void conn_set_socket_path(const char *path);
+
+/* 0, or -1 after saying on stderr that ljmpd is not reachable and what to
+ * do about it. */
+int conn_open(struct conn *c);
+void conn_close(struct conn *c);
+
+/* Sends req (version and id filled in), with fd passed if >= 0; returns
+ * the request id, or 0 after an error on stderr. */
+uint64_t conn_send(struct conn *c, Ljmp__Request *req, int fd);
+
+/* The next response, or NULL (said on stderr) when the daemon hung up, the
+ * frame is malformed, or timeout_ms (-1: none) passed. */
+Ljmp__Response *conn_recv(struct conn *c, int timeout_ms);
+
+/* Sends req and waits for its response; NULL as for conn_recv. */
+Ljmp__Response *conn_call(struct conn *c, Ljmp__Request *req, int fd);
+
+/* The daemon's error in a response, said on stderr: 0 if there is none,
+ * else the exit status for it. */
+int conn_error(const char *cmd, const Ljmp__Response *resp);
+
+#endif

@@ -1,0 +1,514 @@
+/* Control requests: list, snapshot, subscribe, report, record; and the
+ * subscriptions' timers with their bounded, coalescing queues. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+#include "lm_report.h"
+#include "snapshot.h"
+
+#define MIN_INTERVAL_MS 50
+
+struct subscription {
+    struct peer *peer;
+    uint64_t request_id;
+    struct snapshot_opts opts;
+    unsigned interval_ms;
+    struct event *timer;
+    uint64_t seq, dropped, last_ms;
+    struct snapshot_bases bases;
+};
+
+static void init_response(Ljmp__Response *resp, uint64_t id)
+{
+    ljmp__response__init(resp);
+    resp->has_version = resp->has_id = 1;
+    resp->version = LJMP_WIRE_VERSION;
+    resp->id = id;
+}
+
+/* Reads the options of a snapshot or subscription; -1 (and the peer told)
+ * if they are out of range. */
+static int read_opts(struct peer *p, uint64_t id,
+                     const Ljmp__SnapshotOptions *in, struct snapshot_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->top = 20;
+    o->sort = LJMP__SORT_KEY__SORT_LIVE_BYTES;
+    o->uid = p->uid;
+    if (in == NULL)
+        return 0;
+    if (in->sessions != NULL) {
+        o->pid = in->sessions->has_pid ? in->sessions->pid : 0;
+        o->session_id =
+            in->sessions->has_session_id ? in->sessions->session_id : 0;
+    }
+    o->top = in->top;
+    o->sort = in->sort;
+    if (o->top > SNAPSHOT_MAX_TOP) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "top %u is over the limit of %u locations", o->top,
+                        SNAPSHOT_MAX_TOP);
+        return -1;
+    }
+    if (protobuf_c_enum_descriptor_get_value(&ljmp__sort_key__descriptor,
+                                             (int)o->sort) == NULL) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "unknown sort key %d", (int)o->sort);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends a snapshot built for opts (and bases), or an error. */
+static int send_snapshot(struct peer *p, uint64_t id,
+                         const struct snapshot_opts *o,
+                         struct snapshot_bases *bases, uint64_t seq,
+                         double interval_s, uint64_t dropped)
+{
+    struct arena a = {0};
+    uint64_t now = now_ms();
+    Ljmp__Snapshot *snap = snapshot_build(&a, p->srv, o, bases, now);
+    Ljmp__Response resp;
+    int rc = -1;
+
+    if (snap == NULL) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory building a snapshot");
+    } else {
+        snap->has_seq = snap->has_interval_s = snap->has_dropped = 1;
+        snap->seq = seq;
+        snap->interval_s = interval_s;
+        snap->dropped = dropped;
+        init_response(&resp, id);
+        resp.body_case = LJMP__RESPONSE__BODY_SNAPSHOT;
+        resp.snapshot = snap;
+        rc = peer_send(p, &resp);
+        if (rc == 0)
+            p->srv->counters.snapshots_sent++;
+    }
+    arena_free(&a);
+    return rc;
+}
+
+static void do_list(struct peer *p, const Ljmp__Request *req)
+{
+    struct arena a = {0};
+    Ljmp__SessionList list = LJMP__SESSION_LIST__INIT;
+    Ljmp__Response resp;
+    struct session *s;
+    size_t n = 0;
+
+    TAILQ_FOREACH(s, &p->srv->sessions, link)
+    n++;
+    list.sessions = arena_alloc(&a, (n ? n : 1) * sizeof(*list.sessions));
+    if (list.sessions == NULL)
+        goto oom;
+    TAILQ_FOREACH(s, &p->srv->sessions, link)
+    {
+        if (!session_visible(s, p->uid))
+            continue;
+        Ljmp__SessionSnapshot *ss = arena_alloc(&a, sizeof(*ss));
+        if (ss == NULL)
+            goto oom;
+        ljmp__session_snapshot__init(ss);
+        if ((ss->info = snapshot_info(&a, s)) == NULL ||
+            (ss->totals = snapshot_totals(&a, s)) == NULL)
+            goto oom;
+        list.sessions[list.n_sessions++] = ss;
+    }
+    if ((list.daemon = snapshot_daemon(&a, p->srv)) == NULL)
+        goto oom;
+    init_response(&resp, req->id);
+    resp.body_case = LJMP__RESPONSE__BODY_LIST;
+    resp.list = &list;
+    peer_send(p, &resp);
+    arena_free(&a);
+    return;
+oom:
+    arena_free(&a);
+    peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                    "out of memory listing sessions");
+}
+
+static void do_snapshot(struct peer *p, const Ljmp__Request *req)
+{
+    struct snapshot_opts o;
+
+    if (read_opts(p, req->id, req->snapshot->options, &o) != 0)
+        return;
+    send_snapshot(p, req->id, &o, NULL, 1, 0, 0);
+}
+
+void control_subscription_free(struct subscription *sub)
+{
+    struct server *srv = sub->peer->srv;
+
+    sub->peer->sub = NULL;
+    event_free(sub->timer);
+    snapshot_bases_free(&sub->bases);
+    free(sub);
+    srv->nsubscribers--;
+}
+
+/*
+ * A subscription's tick.  While the peer's queue is over its bound, no
+ * snapshot is built: the next one that is sent runs from the previous one
+ * that was, so the skipped ones are coalesced into it (snapshots are
+ * cumulative) and only the drop is counted.  Ingest never waits.
+ */
+static void subscription_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct subscription *sub = arg;
+    struct peer *p = sub->peer;
+    uint64_t now = now_ms();
+
+    (void)fd;
+    (void)what;
+    if (evbuffer_get_length(p->out) > p->srv->cfg.peer_queue) {
+        sub->dropped++;
+        p->srv->counters.snapshots_dropped++;
+        return;
+    }
+    sub->seq++;
+    send_snapshot(p, sub->request_id, &sub->opts, &sub->bases, sub->seq,
+                  (double)(now - sub->last_ms) / 1000.0, sub->dropped);
+    sub->last_ms = now;
+}
+
+static void do_subscribe(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__SubscribeRequest *r = req->subscribe;
+    struct subscription *sub;
+    struct timeval tv;
+
+    if (r->interval_ms < MIN_INTERVAL_MS) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "interval %u ms is below the minimum of %u ms",
+                        r->interval_ms, MIN_INTERVAL_MS);
+        return;
+    }
+    if ((sub = calloc(1, sizeof(*sub))) == NULL)
+        goto oom;
+    if (read_opts(p, req->id, r->options, &sub->opts) != 0) {
+        free(sub);
+        return;
+    }
+    sub->timer =
+        event_new(p->srv->base, -1, EV_PERSIST, subscription_tick, sub);
+    if (sub->timer == NULL) {
+        free(sub);
+        goto oom;
+    }
+    if (p->sub != NULL)
+        control_subscription_free(p->sub);
+    p->sub = sub;
+    p->srv->nsubscribers++;
+    sub->peer = p;
+    sub->request_id = req->id;
+    sub->interval_ms = r->interval_ms;
+    sub->last_ms = now_ms();
+    tv.tv_sec = r->interval_ms / 1000;
+    tv.tv_usec = (r->interval_ms % 1000) * 1000;
+    event_add(sub->timer, &tv);
+    /* The first snapshot at once: deltas since each session began. */
+    sub->seq = 1;
+    send_snapshot(p, req->id, &sub->opts, &sub->bases, sub->seq, 0, 0);
+    log_debug("control %llu: subscribed every %u ms", (unsigned long long)p->id,
+              r->interval_ms);
+    return;
+oom:
+    peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                    "out of memory subscribing");
+}
+
+static void do_unsubscribe(struct peer *p, const Ljmp__Request *req)
+{
+    Ljmp__Response resp;
+
+    if (p->sub != NULL)
+        control_subscription_free(p->sub);
+    init_response(&resp, req->id);
+    peer_send(p, &resp);
+}
+
+/* The session a selector names: one by id, else the newest of a pid (a
+ * streaming one first), else the newest of all. */
+static struct session *select_session(struct peer *p, const Ljmp__Selector *sel)
+{
+    struct session *s, *best = NULL;
+
+    TAILQ_FOREACH(s, &p->srv->sessions, link)
+    {
+        if (!session_visible(s, p->uid))
+            continue;
+        if (sel != NULL && sel->has_session_id && sel->session_id != 0) {
+            if (s->id == sel->session_id)
+                return s;
+            continue;
+        }
+        if (sel != NULL && sel->has_pid && sel->pid != 0 &&
+            (uint32_t)s->pid != sel->pid)
+            continue;
+        if (best == NULL || best->phase == SESSION_ENDED ||
+            s->phase != SESSION_ENDED)
+            best = s;
+    }
+    return best;
+}
+
+static void no_session(struct peer *p, uint64_t id, const Ljmp__Selector *sel)
+{
+    if (sel != NULL && sel->has_session_id && sel->session_id != 0)
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                        "no session %llu (it may have been forgotten: see "
+                        "ljmpd --retain)",
+                        (unsigned long long)sel->session_id);
+    else if (sel != NULL && sel->has_pid && sel->pid != 0)
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                        "no session of pid %u: the process has not streamed "
+                        "to this ljmpd (run it with LJMP_SOCKET, or attach)",
+                        sel->pid);
+    else
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                        "no sessions yet");
+}
+
+static void do_report(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__ReportRequest *r = req->report;
+    struct session *s = select_session(p, r->session);
+    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (s == NULL) {
+        no_session(p, req->id, r->session);
+        return;
+    }
+    if ((f = open_memstream(&text, &len)) == NULL ||
+        lm_report_write(f, &s->prof.state, &opts) != 0 || fclose(f) != 0) {
+        if (f != NULL && text == NULL)
+            fclose(f);
+        free(text);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory writing the report of session %llu",
+                        (unsigned long long)s->id);
+        return;
+    }
+    struct arena a = {0};
+    Ljmp__ReportText rt = LJMP__REPORT_TEXT__INIT;
+    Ljmp__Response resp;
+    rt.session = snapshot_info(&a, s);
+    rt.has_text = 1;
+    rt.text.data = (uint8_t *)text;
+    rt.text.len = len;
+    init_response(&resp, req->id);
+    resp.body_case = LJMP__RESPONSE__BODY_REPORT;
+    resp.report = &rt;
+    if (rt.session == NULL)
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory");
+    else
+        peer_send(p, &resp);
+    arena_free(&a);
+    free(text);
+}
+
+static void send_record_status(struct recording *rec, uint64_t session_id)
+{
+    Ljmp__RecordStatus st = LJMP__RECORD_STATUS__INIT;
+    Ljmp__Response resp;
+
+    if (rec->waiter == NULL)
+        return;
+    st.has_session_id = st.has_done = st.has_from_start = 1;
+    st.session_id = session_id;
+    st.from_start = rec->from_start != 0;
+    init_response(&resp, rec->request_id);
+    resp.body_case = LJMP__RESPONSE__BODY_RECORD;
+    resp.record = &st;
+    peer_send(rec->waiter, &resp);
+}
+
+/* Whether uid may record a process not yet seen: its owner, or root. */
+static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
+{
+    char path[32];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "/proc/%u", pid);
+    if (stat(path, &st) != 0) {
+        snprintf(why, len, "no process %u", pid);
+        return LJMP__ERROR_CODE__ERR_NO_SESSION;
+    }
+    if (uid != 0 && uid != getuid() && uid != st.st_uid) {
+        snprintf(why, len, "process %u belongs to uid %u, not to you", pid,
+                 (unsigned)st.st_uid);
+        return LJMP__ERROR_CODE__ERR_PERMISSION;
+    }
+    return 0;
+}
+
+static void do_record(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__RecordRequest *r = req->record;
+    struct server *srv = p->srv;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+    struct recording *rec;
+    char why[160];
+    int code;
+
+    if (p->passed_fd < 0) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "record needs the output file's descriptor passed "
+                        "with the request (SCM_RIGHTS)");
+        return;
+    }
+    if (!r->has_pid || r->pid == 0) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "record needs a pid");
+        return;
+    }
+    if ((rec = calloc(1, sizeof(*rec))) == NULL) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory");
+        return;
+    }
+    rec->fd = p->passed_fd;
+    rec->waiter = p;
+    rec->request_id = req->id;
+    sel.has_pid = 1;
+    sel.pid = r->pid;
+    struct session *s = select_session(p, &sel);
+    if (s != NULL && s->phase != SESSION_ENDED) {
+        if (session_record(s, rec) != 0) {
+            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED, "%s",
+                            rec->error);
+            free(rec);
+            return;
+        }
+        p->passed_fd = -1;
+        send_record_status(rec, s->id);
+        log_info("session %llu: recording for pid %d",
+                 (unsigned long long)s->id, (int)p->pid);
+        return;
+    }
+    if (r->wait_ms == 0) {
+        free(rec);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                        "pid %u is not streaming to this ljmpd; give a wait "
+                        "time to record its next session",
+                        r->pid);
+        return;
+    }
+    if ((code = may_watch_pid(p->uid, r->pid, why, sizeof(why))) != 0) {
+        free(rec);
+        peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
+        return;
+    }
+    struct pending_record *pr = calloc(1, sizeof(*pr));
+    if (pr == NULL) {
+        free(rec);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory");
+        return;
+    }
+    p->passed_fd = -1;
+    pr->pid = (pid_t)r->pid;
+    pr->deadline_ms = now_ms() + r->wait_ms;
+    pr->rec = rec;
+    TAILQ_INSERT_TAIL(&srv->pending_records, pr, link);
+    send_record_status(rec, 0);
+}
+
+void control_session_started(struct server *srv, struct session *s)
+{
+    struct pending_record *pr, *next;
+
+    for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
+        next = TAILQ_NEXT(pr, link);
+        if (pr->pid != s->pid)
+            continue;
+        TAILQ_REMOVE(&srv->pending_records, pr, link);
+        if (session_record(s, pr->rec) == 0) {
+            send_record_status(pr->rec, s->id);
+            log_info("session %llu: recording from the start",
+                     (unsigned long long)s->id);
+        } else {
+            recording_finish(pr->rec, s);
+        }
+        free(pr);
+    }
+}
+
+void control_expire_records(struct server *srv, uint64_t now)
+{
+    struct pending_record *pr, *next;
+
+    for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
+        next = TAILQ_NEXT(pr, link);
+        if (now < pr->deadline_ms && !srv->stopping)
+            continue;
+        TAILQ_REMOVE(&srv->pending_records, pr, link);
+        snprintf(pr->rec->error, sizeof(pr->rec->error),
+                 "pid %d did not stream %s", (int)pr->pid,
+                 srv->stopping ? "before ljmpd stopped"
+                               : "within the wait time");
+        recording_finish(pr->rec, NULL);
+        free(pr);
+    }
+}
+
+void control_dispatch(struct peer *p, const Ljmp__Request *req)
+{
+    if (req->has_version && req->version != LJMP_WIRE_VERSION) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_VERSION,
+                        "protocol version %u; this ljmpd speaks %u",
+                        req->version, LJMP_WIRE_VERSION);
+        return;
+    }
+    if (p->srv->stopping) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_SHUTTING_DOWN,
+                        "ljmpd is shutting down");
+        return;
+    }
+    switch (req->body_case) {
+    case LJMP__REQUEST__BODY_LIST:
+        do_list(p, req);
+        break;
+    case LJMP__REQUEST__BODY_SNAPSHOT:
+        do_snapshot(p, req);
+        break;
+    case LJMP__REQUEST__BODY_SUBSCRIBE:
+        do_subscribe(p, req);
+        break;
+    case LJMP__REQUEST__BODY_UNSUBSCRIBE:
+        do_unsubscribe(p, req);
+        break;
+    case LJMP__REQUEST__BODY_REPORT:
+        do_report(p, req);
+        break;
+    case LJMP__REQUEST__BODY_RECORD:
+        do_record(p, req);
+        break;
+    case LJMP__REQUEST__BODY_ATTACH:
+    case LJMP__REQUEST__BODY_DETACH:
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED,
+                        "attach and detach through ljmpd are not built yet; "
+                        "signal the process (see luajit-patch/README.md)");
+        break;
+    default:
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a request without a known body (field %d)",
+                        (int)req->body_case);
+        break;
+    }
+}

@@ -1,0 +1,479 @@
+/* ljmpd: the daemon's entry point: options, sockets, the event loop,
+ * retention, and a clean shutdown. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+
+uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static const char usage_text[] =
+    "usage: ljmpd [OPTIONS]\n"
+    "\n"
+    "Live memory profiler for LuaJIT: the daemon.  Patched VMs stream their\n"
+    "memprof events to the ingest socket; clients (ljmpctl) query sessions,\n"
+    "subscribe to snapshots, and record streams on the control socket.\n"
+    "\n"
+    "Options:\n"
+    "  -i, --ingest PATH        ingest socket (default /run/ljmp/ingest.sock\n"
+    "                           for root, $XDG_RUNTIME_DIR/ljmp/ otherwise)\n"
+    "  -c, --control PATH       control socket (default control.sock there)\n"
+    "      --ingest-mode MODE   permissions of the ingest socket (0666)\n"
+    "      --control-mode MODE  permissions of the control socket (0660 for\n"
+    "                           root, 0600 otherwise)\n"
+    "      --retain SECONDS     keep finished sessions this long (600)\n"
+    "      --retain-count N     and at most this many (64)\n"
+    "      --max-sessions N     VMs streaming at once (256)\n"
+    "      --max-clients N      control connections at once (256)\n"
+    "      --read-budget BYTES  ingest bytes per session per loop turn\n"
+    "                           (262144): fairness between busy VMs\n"
+    "      --queue BYTES        a client's unsent output before its\n"
+    "                           snapshots are coalesced (1048576)\n"
+    "      --max-locations N    allocation sites per session (4194304)\n"
+    "      --max-string BYTES   longest symbol name accepted (1048576)\n"
+    "  -v, --verbose            more log (repeat for debug)\n"
+    "  -q, --quiet              errors and warnings only\n"
+    "  -h, --help               this text\n"
+    "\n"
+    "Logs go to stderr.  SIGTERM or SIGINT stop the daemon cleanly: clients\n"
+    "are told, recordings are closed.\n";
+
+enum {
+    OPT_INGEST_MODE = 256,
+    OPT_CONTROL_MODE,
+    OPT_RETAIN,
+    OPT_RETAIN_COUNT,
+    OPT_MAX_SESSIONS,
+    OPT_MAX_CLIENTS,
+    OPT_READ_BUDGET,
+    OPT_QUEUE,
+    OPT_MAX_LOCATIONS,
+    OPT_MAX_STRING,
+};
+
+static const struct option long_options[] = {
+    {"ingest", required_argument, NULL, 'i'},
+    {"control", required_argument, NULL, 'c'},
+    {"ingest-mode", required_argument, NULL, OPT_INGEST_MODE},
+    {"control-mode", required_argument, NULL, OPT_CONTROL_MODE},
+    {"retain", required_argument, NULL, OPT_RETAIN},
+    {"retain-count", required_argument, NULL, OPT_RETAIN_COUNT},
+    {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
+    {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
+    {"read-budget", required_argument, NULL, OPT_READ_BUDGET},
+    {"queue", required_argument, NULL, OPT_QUEUE},
+    {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
+    {"max-string", required_argument, NULL, OPT_MAX_STRING},
+    {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* A number option within [min, max]; exits with a message otherwise. */
+static unsigned long long number_arg(const char *name, const char *arg,
+                                     int base, unsigned long long min,
+                                     unsigned long long max)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(arg, &end, base);
+    if (errno != 0 || end == arg || *end != '\0' || v < min || v > max) {
+        fprintf(stderr,
+                "ljmpd: --%s wants a number in [%llu, %llu], not '%s'\n", name,
+                min, max, arg);
+        exit(2);
+    }
+    return v;
+}
+
+static void path_arg(char *out, size_t len, const char *name, const char *arg)
+{
+    if (strlen(arg) >= len || *arg == '\0') {
+        fprintf(stderr, "ljmpd: --%s path is empty or longer than %zu bytes\n",
+                name, len - 1);
+        exit(2);
+    }
+    strcpy(out, arg);
+}
+
+static void parse_options(struct config *cfg, int argc, char **argv)
+{
+    int c, level = LOG_INFO;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->ingest_mode = 0666;
+    cfg->control_mode = getuid() == 0 ? 0660 : 0600;
+    cfg->retain_s = 600;
+    cfg->retain_count = 64;
+    cfg->max_sessions = 256;
+    cfg->max_peers = 256;
+    cfg->read_budget = 256 << 10;
+    cfg->peer_queue = 1 << 20;
+    cfg->max_locations = LM_DEFAULT_MAX_LOCATIONS;
+    cfg->max_string = LM_DEFAULT_MAX_STRING;
+    while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'i':
+            path_arg(cfg->ingest_path, sizeof(cfg->ingest_path), "ingest",
+                     optarg);
+            break;
+        case 'c':
+            path_arg(cfg->control_path, sizeof(cfg->control_path), "control",
+                     optarg);
+            break;
+        case OPT_INGEST_MODE:
+            cfg->ingest_mode = number_arg("ingest-mode", optarg, 8, 0, 0777);
+            break;
+        case OPT_CONTROL_MODE:
+            cfg->control_mode = number_arg("control-mode", optarg, 8, 0, 0777);
+            break;
+        case OPT_RETAIN:
+            cfg->retain_s = number_arg("retain", optarg, 10, 0, 1u << 30);
+            break;
+        case OPT_RETAIN_COUNT:
+            cfg->retain_count =
+                number_arg("retain-count", optarg, 10, 0, 1u << 20);
+            break;
+        case OPT_MAX_SESSIONS:
+            cfg->max_sessions =
+                number_arg("max-sessions", optarg, 10, 1, 1u << 16);
+            break;
+        case OPT_MAX_CLIENTS:
+            cfg->max_peers = number_arg("max-clients", optarg, 10, 1, 1u << 16);
+            break;
+        case OPT_READ_BUDGET:
+            cfg->read_budget =
+                number_arg("read-budget", optarg, 10, 4096, 64u << 20);
+            break;
+        case OPT_QUEUE:
+            cfg->peer_queue = number_arg("queue", optarg, 10, 0, 1u << 30);
+            break;
+        case OPT_MAX_LOCATIONS:
+            cfg->max_locations =
+                number_arg("max-locations", optarg, 10, 1, LM_MAX_LOCATIONS);
+            break;
+        case OPT_MAX_STRING:
+            cfg->max_string =
+                number_arg("max-string", optarg, 10, 64, LM_MAX_STRING_LIMIT);
+            break;
+        case 'v':
+            level = level < LOG_DEBUG ? level + 1 : level;
+            break;
+        case 'q':
+            level = LOG_WARN;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            exit(0);
+        default:
+            fputs(usage_text, stderr);
+            exit(2);
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ljmpd: unexpected argument '%s'; see ljmpd --help\n",
+                argv[optind]);
+        exit(2);
+    }
+    if ((cfg->ingest_path[0] == '\0' &&
+         ljmp_wire_default_path(cfg->ingest_path, sizeof(cfg->ingest_path),
+                                LJMP_INGEST_SOCKET) != 0) ||
+        (cfg->control_path[0] == '\0' &&
+         ljmp_wire_default_path(cfg->control_path, sizeof(cfg->control_path),
+                                LJMP_CONTROL_SOCKET) != 0)) {
+        fprintf(stderr, "ljmpd: default socket path too long; use -i and -c\n");
+        exit(2);
+    }
+    cfg->verbose = level;
+}
+
+/* The socket's directory, made if missing (the parent must exist). */
+static int make_socket_dir(const char *path)
+{
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *d = dirname(dir);
+    if (mkdir(d, 0755) == 0 || errno == EEXIST)
+        return 0;
+    log_error("cannot make the socket directory %s: %s", d, strerror(errno));
+    return -1;
+}
+
+/*
+ * A socket file left by a daemon that died is removed; a live one (it
+ * accepts a connection) means another ljmpd runs, and anything that is
+ * not a socket is left alone.
+ */
+static int clear_stale_socket(const struct sockaddr_un *sa)
+{
+    struct stat st;
+
+    if (lstat(sa->sun_path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISSOCK(st.st_mode)) {
+        log_error("%s exists and is not a socket; not touching it",
+                  sa->sun_path);
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
+    close(fd);
+    if (live) {
+        log_error("%s: another ljmpd is listening there", sa->sun_path);
+        return -1;
+    }
+    log_info("removing stale socket %s", sa->sun_path);
+    return unlink(sa->sun_path);
+}
+
+static int listen_unix(const char *path, unsigned mode)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (make_socket_dir(path) != 0 || clear_stale_socket(&sa) != 0)
+        return -1;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        log_error("socket: %s", strerror(errno));
+        return -1;
+    }
+    /* Bound with no access, then opened up: no window where the socket
+     * has the umask's permissions. */
+    mode_t old = umask(0777);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (rc != 0 || chmod(path, mode) != 0 || listen(fd, 128) != 0) {
+        log_error("cannot listen on %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void on_ingest(struct evconnlistener *l, evutil_socket_t fd,
+                      struct sockaddr *sa, int len, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    session_accept(arg, fd);
+}
+
+static void on_control(struct evconnlistener *l, evutil_socket_t fd,
+                       struct sockaddr *sa, int len, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    peer_accept(arg, fd);
+}
+
+/* Out of descriptors: stop accepting for a second instead of spinning. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    struct server *srv = arg;
+    int err = EVUTIL_SOCKET_ERROR();
+    struct timeval second = {1, 0};
+
+    (void)l;
+    log_warn("accept: %s; pausing new connections for a second", strerror(err));
+    srv->counters.accept_backoffs++;
+    evconnlistener_disable(srv->ingest);
+    evconnlistener_disable(srv->control);
+    event_add(srv->backoff, &second);
+}
+
+static void on_backoff_over(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *srv = arg;
+
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(srv->ingest);
+    evconnlistener_enable(srv->control);
+}
+
+/* Forgets finished sessions past the retention time or count. */
+static void evict_sessions(struct server *srv, uint64_t now)
+{
+    struct session *s, *next;
+
+    for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if (s->phase != SESSION_ENDED)
+            continue;
+        if (srv->nended <= srv->cfg.retain_count &&
+            now - s->end_ms < (uint64_t)srv->cfg.retain_s * 1000)
+            continue;
+        log_debug("session %llu: forgotten", (unsigned long long)s->id);
+        TAILQ_REMOVE(&srv->sessions, s, link);
+        srv->nended--;
+        srv->counters.sessions_evicted++;
+        session_free(s);
+    }
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *srv = arg;
+    uint64_t now = now_ms();
+
+    (void)fd;
+    (void)what;
+    evict_sessions(srv, now);
+    control_expire_records(srv, now);
+}
+
+/* Clients are told, recordings closed, then the loop ends. */
+static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct server *srv = arg;
+    struct session *s;
+    struct peer *p;
+
+    (void)what;
+    if (srv->stopping)
+        return;
+    log_info("signal %d: stopping", (int)sig);
+    srv->stopping = 1;
+    control_expire_records(srv, now_ms());
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    if (s->rec != NULL) {
+        struct recording *rec = s->rec;
+        s->rec = NULL;
+        snprintf(rec->error, sizeof(rec->error), "ljmpd stopped");
+        recording_finish(rec, s);
+    }
+    TAILQ_FOREACH(p, &srv->peers, link)
+    {
+        Ljmp__Response bye = LJMP__RESPONSE__INIT;
+        bye.has_version = bye.has_goodbye = 1;
+        bye.version = LJMP_WIRE_VERSION;
+        bye.goodbye = 1;
+        peer_send(p, &bye);
+        peer_flush_now(p);
+    }
+    event_base_loopexit(srv->base, NULL);
+}
+
+static int server_start(struct server *srv)
+{
+    struct timeval second = {1, 0};
+    int ifd, cfd;
+
+    TAILQ_INIT(&srv->sessions);
+    TAILQ_INIT(&srv->peers);
+    TAILQ_INIT(&srv->pending_records);
+    srv->start_ms = now_ms();
+    if ((srv->rbuf = malloc(srv->cfg.read_budget)) == NULL ||
+        (srv->base = event_base_new()) == NULL)
+        return -1;
+    if ((ifd = listen_unix(srv->cfg.ingest_path, srv->cfg.ingest_mode)) < 0)
+        return -1;
+    srv->own_ingest_path = 1;
+    if ((cfd = listen_unix(srv->cfg.control_path, srv->cfg.control_mode)) < 0) {
+        close(ifd);
+        return -1;
+    }
+    srv->own_control_path = 1;
+    srv->ingest = evconnlistener_new(
+        srv->base, on_ingest, srv,
+        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, ifd);
+    srv->control = evconnlistener_new(
+        srv->base, on_control, srv,
+        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, cfd);
+    srv->tick = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
+    srv->backoff = evtimer_new(srv->base, on_backoff_over, srv);
+    srv->sigterm = evsignal_new(srv->base, SIGTERM, on_stop_signal, srv);
+    srv->sigint = evsignal_new(srv->base, SIGINT, on_stop_signal, srv);
+    if (srv->ingest == NULL || srv->control == NULL || srv->tick == NULL ||
+        srv->backoff == NULL || srv->sigterm == NULL || srv->sigint == NULL) {
+        log_error("out of memory setting up the event loop");
+        return -1;
+    }
+    evconnlistener_set_error_cb(srv->ingest, on_accept_error);
+    evconnlistener_set_error_cb(srv->control, on_accept_error);
+    event_add(srv->tick, &second);
+    event_add(srv->sigterm, NULL);
+    event_add(srv->sigint, NULL);
+    return 0;
+}
+
+static void server_free(struct server *srv)
+{
+    struct session *s;
+    struct peer *p;
+
+    while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
+        peer_free(p);
+    while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
+        TAILQ_REMOVE(&srv->sessions, s, link);
+        session_free(s);
+    }
+    if (srv->ingest != NULL)
+        evconnlistener_free(srv->ingest);
+    if (srv->control != NULL)
+        evconnlistener_free(srv->control);
+    if (srv->own_ingest_path)
+        unlink(srv->cfg.ingest_path);
+    if (srv->own_control_path)
+        unlink(srv->cfg.control_path);
+    if (srv->tick != NULL)
+        event_free(srv->tick);
+    if (srv->backoff != NULL)
+        event_free(srv->backoff);
+    if (srv->sigterm != NULL)
+        event_free(srv->sigterm);
+    if (srv->sigint != NULL)
+        event_free(srv->sigint);
+    if (srv->base != NULL)
+        event_base_free(srv->base);
+    free(srv->rbuf);
+}
+
+int main(int argc, char **argv)
+{
+    static struct server srv;
+    int rc;
+
+    parse_options(&srv.cfg, argc, argv);
+    log_init((enum log_level)srv.cfg.verbose);
+    /* A client that hangs up mid-write is an EPIPE, not a death. */
+    signal(SIGPIPE, SIG_IGN);
+    if (server_start(&srv) != 0) {
+        server_free(&srv);
+        return 1;
+    }
+    log_info("listening: ingest %s, control %s", srv.cfg.ingest_path,
+             srv.cfg.control_path);
+    rc = event_base_dispatch(srv.base);
+    server_free(&srv);
+    log_info("stopped");
+    return rc < 0 ? 1 : 0;
+}

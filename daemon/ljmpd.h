@@ -1,0 +1,177 @@
+/* ljmpd's shared types: the server, ingest sessions, control peers. */
+#ifndef LJMPD_H
+#define LJMPD_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "ljmp_ingest.h"
+#include "ljmp_wire.h"
+#include "lm_state.h"
+
+struct config {
+    char ingest_path[108];
+    char control_path[108];
+    unsigned ingest_mode, control_mode; /* permissions of the socket files */
+    unsigned retain_s;                  /* finished sessions kept this long */
+    unsigned retain_count;              /* and at most this many */
+    unsigned max_sessions;              /* streaming at once */
+    unsigned max_peers;                 /* control connections at once */
+    size_t read_budget;                 /* ingest bytes per callback */
+    size_t peer_queue;                  /* control output bytes before drops */
+    uint32_t max_locations;             /* per session */
+    size_t max_string;                  /* per session */
+    int verbose;
+};
+
+/* The daemon's counters (X-macro: the struct and the wire from one list). */
+#define SERVER_COUNTERS(_)                                                     \
+    _(sessions_accepted)                                                       \
+    _(sessions_rejected)                                                       \
+    _(sessions_malformed)                                                      \
+    _(sessions_truncated)                                                      \
+    _(sessions_complete)                                                       \
+    _(sessions_evicted)                                                        \
+    _(ingest_bytes)                                                            \
+    _(ingest_events)                                                           \
+    _(control_accepted)                                                        \
+    _(control_rejected)                                                        \
+    _(snapshots_sent)                                                          \
+    _(snapshots_dropped)                                                       \
+    _(accept_backoffs)
+
+struct server_counters {
+#define SERVER_COUNTER_FIELD(name) uint64_t name;
+    SERVER_COUNTERS(SERVER_COUNTER_FIELD)
+#undef SERVER_COUNTER_FIELD
+};
+
+enum session_phase {
+    SESSION_HELLO,   /* reading the hello */
+    SESSION_STREAM,  /* feeding the decoder */
+    SESSION_TRAILER, /* epilogue read; reading the trailer */
+    SESSION_CLOSING, /* trailer read; waiting for the VM to hang up */
+    SESSION_ENDED,   /* connection closed; state kept for queries */
+};
+
+/* Raw stream bytes of a session, copied into a client's file. */
+struct recording {
+    int fd;
+    uint64_t bytes;
+    int from_start;
+    struct peer *waiter; /* told when it ends; NULL once gone */
+    uint64_t request_id;
+    char error[160];
+};
+
+struct session {
+    TAILQ_ENTRY(session) link;
+    struct server *srv;
+    uint64_t id;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    char *cmdline;
+    uint64_t process_start_ms, start_ms, end_ms;
+
+    int fd;
+    struct event *ev;
+    enum session_phase phase;
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hello_len;
+    char vm_version[256];
+    uint8_t vm_flavour;
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    size_t trailer_len;
+    uint64_t trailer_events, trailer_bytes;
+
+    struct lm_profile prof;
+    uint64_t stream_bytes; /* fed to the decoder */
+
+    Ljmp__SessionState state;
+    char reason[256];
+    uint64_t error_offset;
+
+    struct recording *rec;
+};
+
+struct subscription;
+
+/* A control connection: framed requests in, framed responses out. */
+struct peer {
+    TAILQ_ENTRY(peer) link;
+    struct server *srv;
+    uint64_t id;
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    struct event *rev, *wev;
+    struct evbuffer *in, *out;
+    int passed_fd; /* a descriptor sent with the last request, or -1 */
+    int closing;   /* flush what is queued, then close */
+    struct subscription *sub;
+};
+
+/* A record request for a process that has not streamed yet. */
+struct pending_record {
+    TAILQ_ENTRY(pending_record) link;
+    pid_t pid;
+    uint64_t deadline_ms;
+    struct recording *rec;
+};
+
+TAILQ_HEAD(session_list, session);
+TAILQ_HEAD(peer_list, peer);
+TAILQ_HEAD(pending_record_list, pending_record);
+
+struct server {
+    struct event_base *base;
+    struct config cfg;
+    struct evconnlistener *ingest, *control;
+    int own_ingest_path, own_control_path; /* unlink at exit */
+    struct event *tick, *backoff, *sigterm, *sigint;
+    struct session_list sessions; /* oldest first */
+    struct peer_list peers;
+    struct pending_record_list pending_records;
+    unsigned nlive, nended, npeers, nsubscribers;
+    uint64_t next_session_id, next_peer_id;
+    uint64_t start_ms;
+    struct server_counters counters;
+    uint8_t *rbuf; /* one read buffer for every ingest session */
+    int stopping;
+};
+
+uint64_t now_ms(void);
+
+/* session.c */
+void session_accept(struct server *srv, int fd);
+void session_free(struct session *s);
+/* Ends a streaming session: closes its connection, keeps its state. */
+void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
+                 ...) __attribute__((format(printf, 3, 4)));
+int session_record(struct session *s, struct recording *rec);
+void recording_finish(struct recording *rec, const struct session *s);
+int session_visible(const struct session *s, uid_t uid);
+
+/* peer.c */
+void peer_accept(struct server *srv, int fd);
+void peer_free(struct peer *p);
+/* Queues a response; -1 (and the peer is closing) when it cannot. */
+int peer_send(struct peer *p, const Ljmp__Response *resp);
+void peer_flush_now(struct peer *p);
+void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* control.c */
+void control_dispatch(struct peer *p, const Ljmp__Request *req);
+void control_subscription_free(struct subscription *sub);
+void control_expire_records(struct server *srv, uint64_t now);
+void control_session_started(struct server *srv, struct session *s);
+
+#endif

@@ -1,0 +1,56 @@
+/* ljmpd's log: one line per message on stderr, with a time and a level. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+
+static enum log_level max_level = LOG_INFO;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
+    struct timespec ts;
+    struct tm tm;
+    char when[32];
+
+    if (level > max_level)
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    /* One fprintf per line: lines of one process never interleave. */
+    char line[1024];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    fprintf(stderr, "%s.%03ldZ ljmpd %s: %s\n", when, ts.tv_nsec / 1000000,
+            level_names[level], line);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+static void libevent_log(int severity, const char *msg)
+{
+    enum log_level level = severity >= EVENT_LOG_ERR    ? LOG_ERROR
+                           : severity >= EVENT_LOG_WARN ? LOG_WARN
+                           : severity >= EVENT_LOG_MSG  ? LOG_INFO
+                                                        : LOG_DEBUG;
+
+    log_msg(level, "libevent: %s", msg);
+}
+
+void log_init(enum log_level level)
+{
+    max_level = level;
+    setvbuf(stderr, NULL, _IOLBF, 0);
+    event_set_log_callback(libevent_log);
+}

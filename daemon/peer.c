@@ -1,0 +1,293 @@
+/* Control peers: framed requests in (with a descriptor now and then),
+ * framed responses out; a bad peer is told why and closes only itself. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+
+#define PEER_READ_SIZE 65536
+
+static void peer_read(evutil_socket_t fd, short what, void *arg);
+static void peer_write(evutil_socket_t fd, short what, void *arg);
+
+void peer_accept(struct server *srv, int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    struct peer *p;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        log_warn("control: no peer credentials: %s", strerror(errno));
+        srv->counters.control_rejected++;
+        close(fd);
+        return;
+    }
+    if (srv->npeers >= srv->cfg.max_peers) {
+        log_warn("control: pid %d refused: %u clients connected already "
+                 "(--max-clients)",
+                 (int)cred.pid, srv->npeers);
+        srv->counters.control_rejected++;
+        close(fd);
+        return;
+    }
+    if ((p = calloc(1, sizeof(*p))) == NULL)
+        goto fail;
+    p->srv = srv;
+    p->fd = fd;
+    p->pid = cred.pid;
+    p->uid = cred.uid;
+    p->passed_fd = -1;
+    p->in = evbuffer_new();
+    p->out = evbuffer_new();
+    p->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, peer_read, p);
+    p->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, peer_write, p);
+    if (p->in == NULL || p->out == NULL || p->rev == NULL || p->wev == NULL ||
+        event_add(p->rev, NULL) != 0) {
+        if (p->in != NULL)
+            evbuffer_free(p->in);
+        if (p->out != NULL)
+            evbuffer_free(p->out);
+        if (p->rev != NULL)
+            event_free(p->rev);
+        if (p->wev != NULL)
+            event_free(p->wev);
+        free(p);
+        goto fail;
+    }
+    p->id = ++srv->next_peer_id;
+    TAILQ_INSERT_TAIL(&srv->peers, p, link);
+    srv->npeers++;
+    srv->counters.control_accepted++;
+    log_debug("control %llu: pid %d uid %d connected",
+              (unsigned long long)p->id, (int)p->pid, (int)p->uid);
+    return;
+
+fail:
+    log_error("control: out of memory for pid %d; connection closed",
+              (int)cred.pid);
+    srv->counters.control_rejected++;
+    close(fd);
+}
+
+void peer_free(struct peer *p)
+{
+    struct server *srv = p->srv;
+    struct session *s;
+    struct pending_record *pr;
+
+    /* Recordings outlive the client that asked for them. */
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    if (s->rec != NULL && s->rec->waiter == p)
+        s->rec->waiter = NULL;
+    TAILQ_FOREACH(pr, &srv->pending_records, link)
+    if (pr->rec->waiter == p)
+        pr->rec->waiter = NULL;
+    if (p->sub != NULL)
+        control_subscription_free(p->sub);
+    TAILQ_REMOVE(&srv->peers, p, link);
+    srv->npeers--;
+    event_free(p->rev);
+    event_free(p->wev);
+    evbuffer_free(p->in);
+    evbuffer_free(p->out);
+    if (p->passed_fd >= 0)
+        close(p->passed_fd);
+    close(p->fd);
+    log_debug("control %llu: closed", (unsigned long long)p->id);
+    free(p);
+}
+
+/* Stops reading; the peer goes once its output is flushed. */
+static void peer_close_after_flush(struct peer *p)
+{
+    p->closing = 1;
+    event_del(p->rev);
+    if (evbuffer_get_length(p->out) == 0)
+        peer_free(p);
+}
+
+int peer_send(struct peer *p, const Ljmp__Response *resp)
+{
+    size_t n = protobuf_c_message_get_packed_size(&resp->base);
+    struct evbuffer_iovec v;
+
+    if (n > LJMP_WIRE_MAX_FRAME) {
+        log_error("control %llu: a %zu-byte response is over the frame limit",
+                  (unsigned long long)p->id, n);
+        if (resp->error == NULL)
+            peer_send_error(p, resp->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                            "the response (%zu bytes) is larger than the "
+                            "protocol's frame limit (%u bytes)",
+                            n, LJMP_WIRE_MAX_FRAME);
+        return -1;
+    }
+    if (evbuffer_reserve_space(p->out, (ev_ssize_t)(LJMP_WIRE_HEADER + n), &v,
+                               1) < 1) {
+        log_error("control %llu: out of memory queueing a response",
+                  (unsigned long long)p->id);
+        return -1;
+    }
+    ljmp_wire_put_len(v.iov_base, (uint32_t)n);
+    protobuf_c_message_pack(&resp->base,
+                            (uint8_t *)v.iov_base + LJMP_WIRE_HEADER);
+    v.iov_len = LJMP_WIRE_HEADER + n;
+    evbuffer_commit_space(p->out, &v, 1);
+    event_add(p->wev, NULL);
+    return 0;
+}
+
+void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
+                     const char *fmt, ...)
+{
+    Ljmp__Response resp = LJMP__RESPONSE__INIT;
+    Ljmp__Error err = LJMP__ERROR__INIT;
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    err.has_code = 1;
+    err.code = code;
+    err.message = msg;
+    resp.has_version = resp.has_id = 1;
+    resp.version = LJMP_WIRE_VERSION;
+    resp.id = id;
+    resp.error = &err;
+    peer_send(p, &resp);
+}
+
+/* A peer that broke the protocol: told why, counted, closed. */
+static void peer_reject(struct peer *p, const char *why)
+{
+    log_warn("control %llu: pid %d: %s; connection closed",
+             (unsigned long long)p->id, (int)p->pid, why);
+    p->srv->counters.control_rejected++;
+    peer_send_error(p, 0, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s", why);
+    peer_close_after_flush(p);
+}
+
+/* Keeps the first descriptor passed with a message; closes any others. */
+static void take_passed_fds(struct peer *p, struct msghdr *msg)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
+         c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int *fds = (int *)(void *)CMSG_DATA(c);
+        for (size_t i = 0; i < nfd; i++) {
+            if (p->passed_fd < 0)
+                p->passed_fd = fds[i];
+            else
+                close(fds[i]);
+        }
+    }
+}
+
+/* Dispatches every whole frame in the input; 0, or -1 when the peer was
+ * rejected. */
+static int peer_frames(struct peer *p)
+{
+    uint8_t hdr[LJMP_WIRE_HEADER];
+
+    while (!p->closing &&
+           evbuffer_copyout(p->in, hdr, sizeof(hdr)) == sizeof(hdr)) {
+        uint32_t len = ljmp_wire_get_len(hdr);
+        char why[128];
+        if (len > LJMP_WIRE_MAX_REQUEST) {
+            snprintf(why, sizeof(why),
+                     "a %u-byte request frame is over the limit (%u bytes)",
+                     len, LJMP_WIRE_MAX_REQUEST);
+            peer_reject(p, why);
+            return -1;
+        }
+        if (evbuffer_get_length(p->in) < LJMP_WIRE_HEADER + (size_t)len)
+            break;
+        uint8_t *frame = evbuffer_pullup(p->in, LJMP_WIRE_HEADER + len);
+        Ljmp__Request *req =
+            ljmp__request__unpack(NULL, len, frame + LJMP_WIRE_HEADER);
+        evbuffer_drain(p->in, LJMP_WIRE_HEADER + len);
+        if (req == NULL) {
+            snprintf(why, sizeof(why),
+                     "a %u-byte request frame is not a Request message", len);
+            peer_reject(p, why);
+            return -1;
+        }
+        control_dispatch(p, req);
+        ljmp__request__free_unpacked(req, NULL);
+        /* A descriptor belongs to the request it came with. */
+        if (p->passed_fd >= 0) {
+            close(p->passed_fd);
+            p->passed_fd = -1;
+        }
+    }
+    return 0;
+}
+
+static void peer_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct peer *p = arg;
+    struct evbuffer_iovec v;
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {0};
+    ssize_t n;
+
+    (void)what;
+    if (evbuffer_reserve_space(p->in, PEER_READ_SIZE, &v, 1) < 1) {
+        peer_free(p);
+        return;
+    }
+    struct iovec iov = {v.iov_base, PEER_READ_SIZE};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof(ctl.buf);
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        peer_free(p);
+        return;
+    }
+    take_passed_fds(p, &msg);
+    v.iov_len = (size_t)n;
+    evbuffer_commit_space(p->in, &v, 1);
+    if (peer_frames(p) != 0)
+        return;
+    /* A descriptor without a whole request waits for the rest of it. */
+}
+
+static void peer_write(evutil_socket_t fd, short what, void *arg)
+{
+    struct peer *p = arg;
+
+    (void)what;
+    if (evbuffer_write(p->out, fd) < 0 && errno != EAGAIN && errno != EINTR) {
+        peer_free(p);
+        return;
+    }
+    if (evbuffer_get_length(p->out) == 0) {
+        event_del(p->wev);
+        if (p->closing)
+            peer_free(p);
+    }
+}
+
+/* Writes what can be written now, without waiting (shutdown). */
+void peer_flush_now(struct peer *p)
+{
+    while (evbuffer_get_length(p->out) > 0)
+        if (evbuffer_write(p->out, p->fd) <= 0)
+            break;
+}

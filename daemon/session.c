@@ -1,0 +1,471 @@
+/* Ingest sessions: one per VM connection, from hello to trailer, fed to the
+ * core's decoder and state as bytes arrive. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+
+/* The process's command line, NULs turned into spaces ("" if unreadable:
+ * the process may already be gone, or live in another namespace). */
+static char *read_cmdline(pid_t pid)
+{
+    char path[64], buf[4096];
+    ssize_t n = -1;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+    }
+    if (n < 0)
+        n = 0;
+    while (n > 0 && buf[n - 1] == '\0')
+        n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* When the process started, in Unix milliseconds (0 if unknown): field 22
+ * of /proc/PID/stat, in clock ticks after boot, plus the boot time. */
+static uint64_t read_process_start_ms(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long long btime = 0, ticks = 0;
+    FILE *f;
+
+    if ((f = fopen("/proc/stat", "re")) == NULL)
+        return 0;
+    while (fgets(buf, sizeof(buf), f) != NULL)
+        if (sscanf(buf, "btime %llu", &btime) == 1)
+            break;
+    fclose(f);
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: skip past the
+     * last ')', then fields 3.. follow. */
+    char *p = strrchr(buf, ')');
+    if (p == NULL ||
+        sscanf(p + 1,
+               " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+               "%*d %*d %*d %*d %*d %*d %llu",
+               &ticks) != 1)
+        return 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    return btime * 1000 +
+           ticks * 1000 / (unsigned long long)(hz > 0 ? hz : 100);
+}
+
+static void session_read(evutil_socket_t fd, short what, void *arg);
+
+void session_accept(struct server *srv, int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    struct session *s;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        log_warn("ingest: no peer credentials: %s; connection closed",
+                 strerror(errno));
+        srv->counters.sessions_rejected++;
+        close(fd);
+        return;
+    }
+    if (srv->nlive >= srv->cfg.max_sessions) {
+        log_warn("ingest: pid %d refused: %u sessions streaming already "
+                 "(--max-sessions)",
+                 (int)cred.pid, srv->nlive);
+        srv->counters.sessions_rejected++;
+        close(fd);
+        return;
+    }
+    if ((s = calloc(1, sizeof(*s))) == NULL)
+        goto oom;
+    s->srv = srv;
+    s->fd = fd;
+    s->pid = cred.pid;
+    s->uid = cred.uid;
+    s->gid = cred.gid;
+    s->start_ms = now_ms();
+    s->state = LJMP__SESSION_STATE__STREAMING;
+    struct lm_limits limits = {srv->cfg.max_string, srv->cfg.max_string + 64};
+    struct lm_state_limits state_limits = {srv->cfg.max_locations};
+    if (lm_profile_init(&s->prof, &limits, &state_limits) != 0) {
+        free(s);
+        goto oom;
+    }
+    s->cmdline = read_cmdline(s->pid);
+    s->process_start_ms = read_process_start_ms(s->pid);
+    s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
+    if (s->cmdline == NULL || s->ev == NULL || event_add(s->ev, NULL) != 0) {
+        if (s->ev != NULL)
+            event_free(s->ev);
+        free(s->cmdline);
+        lm_profile_free(&s->prof);
+        free(s);
+        goto oom;
+    }
+    s->id = ++srv->next_session_id;
+    TAILQ_INSERT_TAIL(&srv->sessions, s, link);
+    srv->nlive++;
+    srv->counters.sessions_accepted++;
+    log_info("session %llu: pid %d uid %d connected (%s)",
+             (unsigned long long)s->id, (int)s->pid, (int)s->uid, s->cmdline);
+    return;
+
+oom:
+    log_error("ingest: out of memory for pid %d; connection closed",
+              (int)cred.pid);
+    srv->counters.sessions_rejected++;
+    close(fd);
+}
+
+void session_free(struct session *s)
+{
+    if (s->ev != NULL)
+        event_free(s->ev);
+    if (s->fd >= 0)
+        close(s->fd);
+    if (s->rec != NULL)
+        recording_finish(s->rec, s);
+    lm_profile_free(&s->prof);
+    free(s->cmdline);
+    free(s);
+}
+
+int session_visible(const struct session *s, uid_t uid)
+{
+    return uid == 0 || uid == getuid() || uid == s->uid;
+}
+
+/* Tells the recording's client it is over, and closes the file. */
+void recording_finish(struct recording *rec, const struct session *s)
+{
+    if (rec->fd >= 0 && close(rec->fd) != 0 && rec->error[0] == '\0')
+        snprintf(rec->error, sizeof(rec->error), "closing the file: %s",
+                 strerror(errno));
+    rec->fd = -1;
+    if (rec->waiter != NULL) {
+        Ljmp__RecordStatus st = LJMP__RECORD_STATUS__INIT;
+        Ljmp__Response resp = LJMP__RESPONSE__INIT;
+        st.has_session_id = st.has_done = st.has_bytes_written = 1;
+        st.session_id = s != NULL ? s->id : 0;
+        st.done = 1;
+        st.bytes_written = rec->bytes;
+        st.has_from_start = 1;
+        st.from_start = rec->from_start != 0;
+        if (s != NULL) {
+            st.has_state = 1;
+            st.state = s->state;
+        }
+        if (rec->error[0] != '\0')
+            st.error = rec->error;
+        resp.has_version = resp.has_id = 1;
+        resp.version = LJMP_WIRE_VERSION;
+        resp.id = rec->request_id;
+        resp.body_case = LJMP__RESPONSE__BODY_RECORD;
+        resp.record = &st;
+        peer_send(rec->waiter, &resp);
+    }
+    free(rec);
+}
+
+/* Copies stream bytes into the recording; a failed write ends it (the
+ * session goes on). */
+static void record_bytes(struct session *s, const uint8_t *p, size_t n)
+{
+    struct recording *rec = s->rec;
+
+    while (n > 0) {
+        ssize_t w = write(rec->fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            snprintf(rec->error, sizeof(rec->error),
+                     "writing the recording: %s",
+                     w < 0 ? strerror(errno) : "no progress");
+            log_warn("session %llu: %s; recording stopped",
+                     (unsigned long long)s->id, rec->error);
+            s->rec = NULL;
+            recording_finish(rec, s);
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+        rec->bytes += (uint64_t)w;
+    }
+}
+
+void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
+                 ...)
+{
+    struct server *srv = s->srv;
+    va_list ap;
+
+    enum session_phase was = s->phase;
+
+    if (was == SESSION_ENDED)
+        return;
+    s->phase = SESSION_ENDED;
+    s->state = state;
+    s->end_ms = now_ms();
+    va_start(ap, fmt);
+    vsnprintf(s->reason, sizeof(s->reason), fmt, ap);
+    va_end(ap);
+    event_free(s->ev);
+    s->ev = NULL;
+    close(s->fd);
+    s->fd = -1;
+    /* The decoder's buffers go; the state stays for queries. */
+    lm_decoder_free(&s->prof.dec);
+    srv->nlive--;
+    srv->nended++;
+    switch (state) {
+    case LJMP__SESSION_STATE__COMPLETE:
+        srv->counters.sessions_complete++;
+        break;
+    case LJMP__SESSION_STATE__TRUNCATED:
+        srv->counters.sessions_truncated++;
+        break;
+    default:
+        /* A peer without a hello was counted as rejected. */
+        if (was != SESSION_HELLO)
+            srv->counters.sessions_malformed++;
+        break;
+    }
+    log_msg(state == LJMP__SESSION_STATE__COMPLETE ? LOG_INFO : LOG_WARN,
+            "session %llu: pid %d %s%s%s (%llu events, %llu stream bytes)",
+            (unsigned long long)s->id, (int)s->pid, ljmp_wire_state_name(state),
+            s->reason[0] ? ": " : "", s->reason,
+            (unsigned long long)(s->prof.state.totals.alloc_events +
+                                 s->prof.state.totals.realloc_events +
+                                 s->prof.state.totals.free_events),
+            (unsigned long long)s->stream_bytes);
+    if (s->rec != NULL) {
+        struct recording *rec = s->rec;
+        s->rec = NULL;
+        recording_finish(rec, s);
+    }
+}
+
+/* Takes hello bytes; returns how many, or -1 once the session ended. */
+static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
+{
+    size_t want = s->hello_len < 7 ? 7 : 7 + (size_t)s->hello[6];
+    size_t take = want - s->hello_len < n ? want - s->hello_len : n;
+
+    memcpy(s->hello + s->hello_len, p, take);
+    s->hello_len += take;
+    if (s->hello_len >= 4 && memcmp(s->hello, LJMP_HELLO_MAGIC, 4) != 0) {
+        s->srv->counters.sessions_rejected++;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "not an ljmp ingest stream (no hello)");
+        return -1;
+    }
+    if (s->hello_len >= 5 && s->hello[4] != LJMP_INGEST_VERSION) {
+        s->srv->counters.sessions_rejected++;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "ingest protocol version %u; this ljmpd speaks %u",
+                    s->hello[4], LJMP_INGEST_VERSION);
+        return -1;
+    }
+    if (s->hello_len == 7 && s->hello[6] > 0)
+        return (ssize_t)take; /* the version string follows */
+    if (s->hello_len == want) {
+        s->vm_flavour = s->hello[5];
+        memcpy(s->vm_version, s->hello + 7, s->hello[6]);
+        s->vm_version[s->hello[6]] = '\0';
+        s->phase = SESSION_STREAM;
+        log_debug("session %llu: hello from %s", (unsigned long long)s->id,
+                  s->vm_version);
+        control_session_started(s->srv, s);
+    }
+    return (ssize_t)take;
+}
+
+static uint64_t session_events(const struct session *s)
+{
+    const struct lm_totals *t = &s->prof.state.totals;
+
+    return t->alloc_events + t->realloc_events + t->free_events;
+}
+
+/* Feeds stream bytes; returns how many were taken, or -1 once ended. */
+static ssize_t take_stream(struct session *s, const uint8_t *p, size_t n)
+{
+    uint64_t events = session_events(s);
+    size_t used = 0;
+    enum lm_status st = lm_profile_feed(&s->prof, p, n, &used);
+
+    s->stream_bytes += used;
+    s->srv->counters.ingest_events += session_events(s) - events;
+    if (s->rec != NULL && used > 0)
+        record_bytes(s, p, used);
+    if (st == LM_ERROR) {
+        s->error_offset = s->prof.dec.err_offset;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "malformed stream at offset %llu: %s",
+                    (unsigned long long)s->prof.dec.err_offset,
+                    s->prof.dec.errmsg);
+        return -1;
+    }
+    if (st == LM_DONE)
+        s->phase = SESSION_TRAILER;
+    return (ssize_t)used;
+}
+
+/* Checks the VM's totals against what the daemon decoded. */
+static void verify_trailer(struct session *s)
+{
+    uint64_t events = session_events(s);
+
+    ljmp_trailer_decode(s->trailer, &s->trailer_events, &s->trailer_bytes);
+    s->phase = SESSION_CLOSING;
+    if (s->trailer_events != events || s->trailer_bytes != s->stream_bytes) {
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "the VM wrote %llu events in %llu bytes; ljmpd read "
+                    "%llu events in %llu bytes",
+                    (unsigned long long)s->trailer_events,
+                    (unsigned long long)s->trailer_bytes,
+                    (unsigned long long)events,
+                    (unsigned long long)s->stream_bytes);
+    }
+}
+
+static ssize_t take_trailer(struct session *s, const uint8_t *p, size_t n)
+{
+    size_t take = LJMP_TRAILER_SIZE - s->trailer_len;
+
+    if (take > n)
+        take = n;
+    memcpy(s->trailer + s->trailer_len, p, take);
+    s->trailer_len += take;
+    if (s->trailer_len >= 4 && memcmp(s->trailer, LJMP_TRAILER_MAGIC, 4) != 0) {
+        s->error_offset = s->stream_bytes;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "bytes after the epilogue are not a trailer");
+        return -1;
+    }
+    if (s->trailer_len == LJMP_TRAILER_SIZE)
+        verify_trailer(s);
+    return (ssize_t)take;
+}
+
+/* Takes n bytes from the connection, through the phases. */
+static void session_take(struct session *s, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t used;
+        switch (s->phase) {
+        case SESSION_HELLO:
+            used = take_hello(s, p, n);
+            break;
+        case SESSION_STREAM:
+            used = take_stream(s, p, n);
+            break;
+        case SESSION_TRAILER:
+            used = take_trailer(s, p, n);
+            break;
+        case SESSION_CLOSING:
+            session_end(s, LJMP__SESSION_STATE__FAILED,
+                        "%zu bytes after the trailer", n);
+            return;
+        default:
+            return;
+        }
+        if (used < 0)
+            return;
+        p += used;
+        n -= (size_t)used;
+    }
+}
+
+/* The VM hung up: how complete was its session? */
+static void session_hangup(struct session *s, const char *why)
+{
+    switch (s->phase) {
+    case SESSION_HELLO:
+        s->srv->counters.sessions_rejected++;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "connection %s before a whole hello (%zu bytes)", why,
+                    s->hello_len);
+        break;
+    case SESSION_STREAM:
+        lm_decoder_finish(&s->prof.dec);
+        session_end(s, LJMP__SESSION_STATE__TRUNCATED, "connection %s: %s", why,
+                    s->prof.dec.errmsg);
+        break;
+    case SESSION_TRAILER:
+        session_end(s, LJMP__SESSION_STATE__TRUNCATED,
+                    "connection %s after the epilogue, before the trailer: "
+                    "the VM's totals are unknown",
+                    why);
+        break;
+    case SESSION_CLOSING:
+        session_end(s, LJMP__SESSION_STATE__COMPLETE, "%s", "");
+        break;
+    case SESSION_ENDED:
+        break;
+    }
+}
+
+/* One read per callback, at most read_budget bytes: a busy VM waits for
+ * the next loop iteration while the others are served. */
+static void session_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+    struct server *srv = s->srv;
+    ssize_t n;
+
+    (void)what;
+    n = read(fd, srv->rbuf, srv->cfg.read_budget);
+    if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN)
+            return;
+        session_hangup(s, strerror(errno));
+        return;
+    }
+    if (n == 0) {
+        session_hangup(s, "closed");
+        return;
+    }
+    srv->counters.ingest_bytes += (uint64_t)n;
+    session_take(s, srv->rbuf, (size_t)n);
+}
+
+/* Starts recording into rec; 0, or -1 with rec->error set. */
+int session_record(struct session *s, struct recording *rec)
+{
+    if (s->rec != NULL) {
+        snprintf(rec->error, sizeof(rec->error),
+                 "session %llu is being recorded already",
+                 (unsigned long long)s->id);
+        return -1;
+    }
+    if (s->phase != SESSION_STREAM || s->stream_bytes > 0) {
+        snprintf(rec->error, sizeof(rec->error),
+                 "session %llu is past its start (%llu bytes); recording "
+                 "from the middle of a stream is not supported",
+                 (unsigned long long)s->id,
+                 (unsigned long long)s->stream_bytes);
+        return -1;
+    }
+    rec->from_start = 1;
+    s->rec = rec;
+    return 0;
+}

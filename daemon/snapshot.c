@@ -1,0 +1,482 @@
+/* Builds snapshot messages from sessions' live state: top locations by a
+ * key, with deltas and rates against a subscriber's previous view. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot.h"
+
+#define ARENA_BLOCK 65536
+
+struct arena_block {
+    struct arena_block *next;
+    size_t used, size;
+    max_align_t data[];
+};
+
+void *arena_alloc(struct arena *a, size_t n)
+{
+    struct arena_block *b = a->head;
+
+    n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    if (b == NULL || b->size - b->used < n) {
+        size_t size = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+        if ((b = malloc(sizeof(*b) + size)) == NULL)
+            return NULL;
+        b->used = 0;
+        b->size = size;
+        b->next = a->head;
+        a->head = b;
+    }
+    void *p = (char *)b->data + b->used;
+    b->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+void arena_free(struct arena *a)
+{
+    while (a->head != NULL) {
+        struct arena_block *b = a->head;
+        a->head = b->next;
+        free(b);
+    }
+}
+
+static char *arena_strdup(struct arena *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = arena_alloc(a, n);
+
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+void snapshot_bases_free(struct snapshot_bases *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        free(b->v[i].locs);
+    free(b->v);
+    b->v = NULL;
+    b->n = b->cap = 0;
+}
+
+Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
+{
+    Ljmp__SessionInfo *i = arena_alloc(a, sizeof(*i));
+
+    if (i == NULL)
+        return NULL;
+    ljmp__session_info__init(i);
+    i->has_id = i->has_pid = i->has_uid = i->has_gid = 1;
+    i->id = s->id;
+    i->pid = (uint32_t)s->pid;
+    i->uid = (uint32_t)s->uid;
+    i->gid = (uint32_t)s->gid;
+    i->cmdline = s->cmdline;
+    i->has_process_start_ms = i->has_session_start_ms = 1;
+    i->process_start_ms = s->process_start_ms;
+    i->session_start_ms = s->start_ms;
+    i->has_session_end_ms = s->end_ms != 0;
+    i->session_end_ms = s->end_ms;
+    i->has_state = 1;
+    i->state = s->state;
+    if (s->reason[0] != '\0')
+        i->reason = (char *)s->reason;
+    i->has_error_offset = s->error_offset != 0;
+    i->error_offset = s->error_offset;
+    i->vm_version = (char *)s->vm_version;
+    i->has_vm_flavour = 1;
+    i->vm_flavour = s->vm_flavour;
+    i->has_trailer_seen = 1;
+    i->trailer_seen = s->trailer_len == LJMP_TRAILER_SIZE;
+    if (i->trailer_seen) {
+        i->has_trailer_events = i->has_trailer_stream_bytes = 1;
+        i->trailer_events = s->trailer_events;
+        i->trailer_stream_bytes = s->trailer_bytes;
+    }
+    i->has_recording = 1;
+    i->recording = s->rec != NULL;
+    return i;
+}
+
+static void fill_totals(Ljmp__Totals *t, const struct lm_totals *c,
+                        uint64_t stream_bytes)
+{
+    ljmp__totals__init(t);
+    t->has_alloc_events = t->has_realloc_events = t->has_free_events = 1;
+    t->has_symtab_events = t->has_alloc_bytes = t->has_freed_bytes = 1;
+    t->has_live_bytes = t->has_live_blocks = t->has_stream_bytes = 1;
+    t->alloc_events = c->alloc_events;
+    t->realloc_events = c->realloc_events;
+    t->free_events = c->free_events;
+    t->symtab_events = c->symtab_events;
+    t->alloc_bytes = c->alloc_bytes;
+    t->freed_bytes = c->freed_bytes;
+    t->live_bytes = c->live_bytes;
+    t->live_blocks = c->live_blocks;
+    t->stream_bytes = stream_bytes;
+}
+
+Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s)
+{
+    Ljmp__Totals *t = arena_alloc(a, sizeof(*t));
+
+    if (t == NULL)
+        return NULL;
+    fill_totals(t, &s->prof.state.totals, s->stream_bytes);
+    t->has_locations = t->has_memory_bytes = 1;
+    t->locations = s->prof.state.nlocs;
+    t->memory_bytes = lm_state_memory(&s->prof.state);
+    return t;
+}
+
+Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv)
+{
+    Ljmp__DaemonCounters *d = arena_alloc(a, sizeof(*d));
+
+    if (d == NULL)
+        return NULL;
+    ljmp__daemon_counters__init(d);
+#define PUT_COUNTER(name)                                                      \
+    d->has_##name = 1;                                                         \
+    d->name = srv->counters.name;
+    SERVER_COUNTERS(PUT_COUNTER)
+#undef PUT_COUNTER
+    d->has_subscribers = d->has_sessions_live = d->has_sessions_kept = 1;
+    d->subscribers = srv->nsubscribers;
+    d->sessions_live = srv->nlive;
+    d->sessions_kept = srv->nended;
+    d->has_uptime_ms = 1;
+    d->uptime_ms = now_ms() - srv->start_ms;
+    return d;
+}
+
+int snapshot_matches(const struct session *s, const struct snapshot_opts *o)
+{
+    if (!session_visible(s, o->uid))
+        return 0;
+    if (o->session_id != 0)
+        return s->id == o->session_id;
+    return o->pid == 0 || (uint32_t)s->pid == o->pid;
+}
+
+/* A location's counters as the wire and the sort keys see them. */
+static struct loc_base loc_now(const struct lm_loc *l)
+{
+    return (struct loc_base){
+        .alloc_events = l->c.alloc_events,
+        .alloc_bytes = l->c.alloc_bytes + l->c.realloc_new_bytes,
+        .realloc_events = l->c.realloc_events,
+        .free_events = l->c.free_events,
+        .free_bytes = l->c.free_bytes + l->c.realloc_old_bytes,
+    };
+}
+
+static struct loc_base loc_delta(const struct loc_base *now,
+                                 const struct session_base *b, uint32_t id)
+{
+    struct loc_base d = *now;
+
+    if (b != NULL && id < b->nlocs) {
+        d.alloc_events -= b->locs[id].alloc_events;
+        d.alloc_bytes -= b->locs[id].alloc_bytes;
+        d.realloc_events -= b->locs[id].realloc_events;
+        d.free_events -= b->locs[id].free_events;
+        d.free_bytes -= b->locs[id].free_bytes;
+    }
+    return d;
+}
+
+static uint64_t sort_value(const struct lm_loc *l, const struct loc_base *now,
+                           const struct loc_base *delta, Ljmp__SortKey key)
+{
+    switch (key) {
+    case LJMP__SORT_KEY__SORT_LIVE_BLOCKS:
+        return l->c.live_blocks;
+    case LJMP__SORT_KEY__SORT_ALLOC_BYTES:
+        return now->alloc_bytes;
+    case LJMP__SORT_KEY__SORT_ALLOC_RATE:
+        return delta->alloc_bytes;
+    case LJMP__SORT_KEY__SORT_EVENT_RATE:
+        return delta->alloc_events + delta->realloc_events + delta->free_events;
+    case LJMP__SORT_KEY__SORT_FREE_BYTES:
+        return now->free_bytes;
+    default:
+        return l->c.live_bytes;
+    }
+}
+
+struct ranked {
+    uint64_t key, tie;
+    uint32_t id;
+};
+
+/* x ranks below y: smaller key, then less allocated, then newer. */
+static int ranks_below(const struct ranked *x, const struct ranked *y)
+{
+    if (x->key != y->key)
+        return x->key < y->key;
+    if (x->tie != y->tie)
+        return x->tie < y->tie;
+    return x->id > y->id;
+}
+
+static void sift_down(struct ranked *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_below(&h[l], &h[m]))
+            m = l;
+        if (r < n && ranks_below(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            return;
+        struct ranked t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static int cmp_ranked_desc(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+
+    return ranks_below(x, y) ? 1 : ranks_below(y, x) ? -1 : 0;
+}
+
+/* The top locations of s: a min-heap of n entries over every location. */
+static size_t select_top(const struct session *s, const struct session_base *b,
+                         Ljmp__SortKey key, struct ranked *heap, size_t top)
+{
+    const struct lm_state *st = &s->prof.state;
+    size_t n = 0;
+
+    for (uint32_t id = 0; id < st->nlocs; id++) {
+        struct loc_base now = loc_now(&st->locs[id]);
+        struct loc_base d = loc_delta(&now, b, id);
+        struct ranked r = {sort_value(&st->locs[id], &now, &d, key),
+                           now.alloc_bytes, id};
+        if (n < top) {
+            heap[n++] = r;
+            if (n == top)
+                for (size_t i = top / 2; i-- > 0;)
+                    sift_down(heap, n, i);
+        } else if (ranks_below(&heap[0], &r)) {
+            heap[0] = r;
+            sift_down(heap, n, 0);
+        }
+    }
+    qsort(heap, n, sizeof(*heap), cmp_ranked_desc);
+    return n;
+}
+
+static double per_second(uint64_t delta, double seconds)
+{
+    return seconds > 0 ? (double)delta / seconds : 0;
+}
+
+static Ljmp__Location *make_location(struct arena *a, const struct session *s,
+                                     const struct session_base *b, uint32_t id,
+                                     double seconds)
+{
+    const struct lm_loc *l = &s->prof.state.locs[id];
+    struct loc_base now = loc_now(l), d = loc_delta(&now, b, id);
+    Ljmp__Location *m = arena_alloc(a, sizeof(*m));
+    char name[512];
+
+    if (m == NULL)
+        return NULL;
+    ljmp__location__init(m);
+    int n = lm_state_loc_name(&s->prof.state, id, name, sizeof(name));
+    if (n >= (int)sizeof(name)) {
+        if ((m->name = arena_alloc(a, (size_t)n + 1)) == NULL)
+            return NULL;
+        lm_state_loc_name(&s->prof.state, id, m->name, (size_t)n + 1);
+    } else if ((m->name = arena_strdup(a, n < 0 ? "?" : name)) == NULL) {
+        return NULL;
+    }
+    m->has_id = 1;
+    m->id = id;
+#define PUT(field, value)                                                      \
+    m->has_##field = 1;                                                        \
+    m->field = (value);
+    PUT(live_bytes, l->c.live_bytes)
+    PUT(live_blocks, l->c.live_blocks)
+    PUT(alloc_events, l->c.alloc_events)
+    PUT(alloc_bytes, l->c.alloc_bytes)
+    PUT(realloc_events, l->c.realloc_events)
+    PUT(realloc_new_bytes, l->c.realloc_new_bytes)
+    PUT(realloc_old_bytes, l->c.realloc_old_bytes)
+    PUT(free_events, l->c.free_events)
+    PUT(free_bytes, l->c.free_bytes)
+    PUT(delta_alloc_events, d.alloc_events)
+    PUT(delta_alloc_bytes, d.alloc_bytes)
+    PUT(delta_realloc_events, d.realloc_events)
+    PUT(delta_free_events, d.free_events)
+    PUT(delta_free_bytes, d.free_bytes)
+    PUT(alloc_bytes_per_s, per_second(d.alloc_bytes, seconds))
+    PUT(events_per_s,
+        per_second(d.alloc_events + d.realloc_events + d.free_events, seconds))
+#undef PUT
+    return m;
+}
+
+static struct session_base *find_base(struct snapshot_bases *bases,
+                                      uint64_t session_id)
+{
+    for (size_t i = 0; i < bases->n; i++)
+        if (bases->v[i].session_id == session_id)
+            return &bases->v[i];
+    return NULL;
+}
+
+/* Moves the subscriber's view of s to now; -1 when out of memory. */
+static int update_base(struct snapshot_bases *bases, struct session_base *b,
+                       const struct session *s, uint64_t now)
+{
+    const struct lm_state *st = &s->prof.state;
+
+    if (b == NULL) {
+        if (bases->n == bases->cap) {
+            size_t cap = bases->cap ? 2 * bases->cap : 4;
+            struct session_base *v = realloc(bases->v, cap * sizeof(*v));
+            if (v == NULL)
+                return -1;
+            bases->v = v;
+            bases->cap = cap;
+        }
+        b = &bases->v[bases->n++];
+        memset(b, 0, sizeof(*b));
+        b->session_id = s->id;
+    }
+    if (b->nlocs < st->nlocs) {
+        struct loc_base *v = realloc(b->locs, st->nlocs * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        b->locs = v;
+    }
+    for (uint32_t id = 0; id < st->nlocs; id++)
+        b->locs[id] = loc_now(&st->locs[id]);
+    b->nlocs = st->nlocs;
+    b->totals = st->totals;
+    b->stream_bytes = s->stream_bytes;
+    b->time_ms = now;
+    b->seen = 1;
+    return 0;
+}
+
+/* Session counters minus the base's, for the snapshot's delta. */
+static Ljmp__Totals *make_delta(struct arena *a, const struct session *s,
+                                const struct session_base *b)
+{
+    Ljmp__Totals *t = arena_alloc(a, sizeof(*t));
+    struct lm_totals d = s->prof.state.totals;
+    uint64_t stream = s->stream_bytes;
+
+    if (t == NULL)
+        return NULL;
+    if (b != NULL) {
+        d.alloc_events -= b->totals.alloc_events;
+        d.realloc_events -= b->totals.realloc_events;
+        d.free_events -= b->totals.free_events;
+        d.symtab_events -= b->totals.symtab_events;
+        d.alloc_bytes -= b->totals.alloc_bytes;
+        d.freed_bytes -= b->totals.freed_bytes;
+        stream -= b->stream_bytes;
+    }
+    /* Live counters are levels, not flows: the delta is the change. */
+    d.live_bytes -= b != NULL ? b->totals.live_bytes : 0;
+    d.live_blocks -= b != NULL ? b->totals.live_blocks : 0;
+    fill_totals(t, &d, stream);
+    t->has_live_bytes = t->has_live_blocks = 0;
+    return t;
+}
+
+static Ljmp__SessionSnapshot *make_session(struct arena *a,
+                                           const struct session *s,
+                                           const struct snapshot_opts *o,
+                                           const struct session_base *b,
+                                           uint64_t now)
+{
+    Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
+    uint64_t end = s->end_ms != 0 && s->end_ms < now ? s->end_ms : now;
+    uint64_t from = b != NULL ? b->time_ms : s->start_ms;
+    double seconds = end > from ? (double)(end - from) / 1000.0 : 0;
+    size_t top = o->top < SNAPSHOT_MAX_TOP ? o->top : SNAPSHOT_MAX_TOP;
+
+    if (ss == NULL)
+        return NULL;
+    ljmp__session_snapshot__init(ss);
+    if ((ss->info = snapshot_info(a, s)) == NULL ||
+        (ss->totals = snapshot_totals(a, s)) == NULL ||
+        (ss->delta = make_delta(a, s, b)) == NULL)
+        return NULL;
+    ss->has_alloc_bytes_per_s = ss->has_events_per_s = 1;
+    ss->alloc_bytes_per_s = per_second(ss->delta->alloc_bytes, seconds);
+    ss->events_per_s =
+        per_second(ss->delta->alloc_events + ss->delta->realloc_events +
+                       ss->delta->free_events,
+                   seconds);
+    if (top == 0)
+        return ss;
+    struct ranked *heap = arena_alloc(a, top * sizeof(*heap));
+    if (heap == NULL)
+        return NULL;
+    size_t n = select_top(s, b, o->sort, heap, top);
+    ss->top = arena_alloc(a, (n ? n : 1) * sizeof(*ss->top));
+    if (ss->top == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if ((ss->top[i] = make_location(a, s, b, heap[i].id, seconds)) == NULL)
+            return NULL;
+    ss->n_top = n;
+    return ss;
+}
+
+Ljmp__Snapshot *snapshot_build(struct arena *a, const struct server *srv,
+                               const struct snapshot_opts *opts,
+                               struct snapshot_bases *bases, uint64_t now)
+{
+    Ljmp__Snapshot *snap = arena_alloc(a, sizeof(*snap));
+    const struct session *s;
+    size_t n = 0;
+
+    if (snap == NULL)
+        return NULL;
+    ljmp__snapshot__init(snap);
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    n += snapshot_matches(s, opts);
+    snap->sessions = arena_alloc(a, (n ? n : 1) * sizeof(*snap->sessions));
+    if (snap->sessions == NULL)
+        return NULL;
+    for (size_t i = 0; bases != NULL && i < bases->n; i++)
+        bases->v[i].seen = 0;
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
+        if (!snapshot_matches(s, opts))
+            continue;
+        struct session_base *b = bases ? find_base(bases, s->id) : NULL;
+        Ljmp__SessionSnapshot *ss = make_session(a, s, opts, b, now);
+        if (ss == NULL)
+            return NULL;
+        snap->sessions[snap->n_sessions++] = ss;
+        if (bases != NULL && update_base(bases, b, s, now) != 0)
+            return NULL;
+    }
+    /* Forget sessions that are gone. */
+    for (size_t i = 0; bases != NULL && i < bases->n;) {
+        if (bases->v[i].seen) {
+            i++;
+            continue;
+        }
+        free(bases->v[i].locs);
+        bases->v[i] = bases->v[--bases->n];
+    }
+    snap->has_time_ms = 1;
+    snap->time_ms = now;
+    if ((snap->daemon = snapshot_daemon(a, srv)) == NULL)
+        return NULL;
+    return snap;
+}

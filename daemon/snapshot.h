@@ -1,0 +1,66 @@
+/* Snapshot messages of sessions: totals, the top locations by a key, and
+ * deltas and rates against what a subscriber saw last. */
+#ifndef LJMPD_SNAPSHOT_H
+#define LJMPD_SNAPSHOT_H
+
+#include "ljmpd.h"
+
+/* Messages are built in an arena and freed at once after packing. */
+struct arena {
+    struct arena_block *head;
+};
+
+void *arena_alloc(struct arena *a, size_t n);
+void arena_free(struct arena *a);
+
+/* What a subscriber saw of one session at its previous snapshot. */
+struct loc_base {
+    uint64_t alloc_events, alloc_bytes, realloc_events, free_events, free_bytes;
+};
+
+struct session_base {
+    uint64_t session_id;
+    uint64_t time_ms;
+    struct lm_totals totals;
+    uint64_t stream_bytes;
+    struct loc_base *locs;
+    uint32_t nlocs;
+    int seen; /* matched by the latest snapshot */
+};
+
+struct snapshot_bases {
+    struct session_base *v;
+    size_t n, cap;
+};
+
+void snapshot_bases_free(struct snapshot_bases *b);
+
+struct snapshot_opts {
+    uint32_t pid;        /* 0: any */
+    uint64_t session_id; /* 0: any */
+    uint32_t top;        /* locations per session */
+    Ljmp__SortKey sort;
+    uid_t uid; /* whose sessions the caller may see */
+};
+
+#define SNAPSHOT_MAX_TOP 1000
+
+Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s);
+Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s);
+Ljmp__DaemonCounters *snapshot_daemon(struct arena *a,
+                                      const struct server *srv);
+
+/*
+ * The sessions that match opts, newest last, each with its top locations.
+ * bases (NULL for a one-shot snapshot) holds what the subscriber saw
+ * before; it is updated to now.  Without a base, deltas and rates run from
+ * the session's start.  Returns NULL when out of memory.
+ */
+Ljmp__Snapshot *snapshot_build(struct arena *a, const struct server *srv,
+                               const struct snapshot_opts *opts,
+                               struct snapshot_bases *bases, uint64_t now);
+
+/* Whether a session matches the selector parts of opts. */
+int snapshot_matches(const struct session *s, const struct snapshot_opts *o);
+
+#endif
