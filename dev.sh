@@ -47,13 +47,12 @@ install_deps() {
     --no-install-recommends "${missing[@]}"
 }
 
-# build DIR [cmake options...]: configure once, then build incrementally.
+# build DIR [cmake options...]: configure (cheap when nothing changed, and
+# options given here always win over a tree's cache), build incrementally.
 build() {
   local dir=$1
   shift
-  if [ ! -f "$dir/CMakeCache.txt" ]; then
-    cmake -S . -B "$dir" -DLJMP_WERROR=ON "$@" >/dev/null
-  fi
+  cmake -S . -B "$dir" -DLJMP_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS" >/dev/null
 }
 
@@ -78,7 +77,8 @@ run_tests() {
   build build
   (cd build && ctest --output-on-failure)
   log "build (clang, ASan + UBSan, libFuzzer) and ctest: unit tests + fuzz run"
-  CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF
+  CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF \
+    -DLJMP_VM_BIN="$PWD/build/luajit-patch/work/src/luajit"
   (cd build-san && ctest --output-on-failure)
 }
 

@@ -11,7 +11,8 @@ static enum log_level max_level = LOG_INFO;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void
+log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
     struct timespec ts;
     struct tm tm;

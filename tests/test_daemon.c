@@ -1,0 +1,834 @@
+/* Integration tests: the real patched VM streaming to the real ljmpd on
+ * private sockets, queried over the control wire and through ljmpctl. */
+#define _GNU_SOURCE
+#include <CUnit/Basic.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "ljmp_ingest.h"
+#include "lm_encoder.h"
+#include "test_support.h"
+
+static pid_t daemon_pid = -1;
+static char ingest_path[108], control_path[108];
+
+static uint64_t ms_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+    nanosleep(&ts, NULL);
+}
+
+static int connect_unix(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Starts ljmpd on the suite's private sockets with extra options (a NULL
+ * terminated list); waits until it answers. */
+static int start_daemon(const char *const *extra)
+{
+    const char *argv[32] = {LJMPD_PATH, "-i",         ingest_path,
+                            "-c",       control_path, "-v"};
+    int n = 6;
+    char log[160];
+
+    for (; extra != NULL && *extra != NULL && n < 31; extra++)
+        argv[n++] = *extra;
+    argv[n] = NULL;
+    snprintf(log, sizeof(log), "%s/ljmpd.log", test_dir);
+    if ((daemon_pid = fork()) == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, STDERR_FILENO);
+        execv(argv[0], (char **)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        int fd = connect_unix(control_path);
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        sleep_ms(10);
+    }
+    return -1;
+}
+
+/* SIGTERM, and ljmpd's exit status (-1 if it died of a signal). */
+static int stop_daemon(void)
+{
+    int st;
+
+    if (daemon_pid <= 0)
+        return -1;
+    kill(daemon_pid, SIGTERM);
+    waitpid(daemon_pid, &st, 0);
+    daemon_pid = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup(void)
+{
+    if (test_dir_make("daemon") != 0)
+        return -1;
+    snprintf(ingest_path, sizeof(ingest_path), "%s/ingest.sock", test_dir);
+    snprintf(control_path, sizeof(control_path), "%s/control.sock", test_dir);
+    conn_set_socket_path(control_path);
+    setenv("LJMP_CONTROL", control_path, 1);
+    /* The VMs' attach agent must not reach a system ljmpd. */
+    setenv("LJMP_INGEST", ingest_path, 1);
+    return 0;
+}
+
+static int teardown(void)
+{
+    stop_daemon();
+    if (getenv("KEEP_TEST_DIR") == NULL)
+        return test_dir_remove();
+    return 0;
+}
+
+/* A running VM: started on a script, optionally held at a gate until
+ * vm_release so that its pid is known before it streams. */
+struct vm {
+    pid_t pid;
+    int gate;
+};
+
+static struct vm vm_start(const char *script, const char *arg1,
+                          const char *arg2, int stream, int gated)
+{
+    struct vm vm = {-1, -1};
+    char path[256], out[160];
+    int gate[2] = {-1, -1};
+
+    snprintf(path, sizeof(path), "%s/%s", VM_SCRIPTS, script);
+    snprintf(out, sizeof(out), "%s/%s.%d.out", test_dir, script, (int)getpid());
+    if (gated && pipe(gate) != 0)
+        return vm;
+    if ((vm.pid = fork()) == 0) {
+        char b;
+        if (gated) {
+            close(gate[1]);
+            if (read(gate[0], &b, 1) != 1)
+                _exit(126);
+        }
+        if (stream)
+            setenv("LJMP_SOCKET", ingest_path, 1);
+        char name[200];
+        snprintf(name, sizeof(name), "%s/vm-%d.out", test_dir, (int)getpid());
+        int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, STDOUT_FILENO);
+        execl(LUAJIT_BIN, LUAJIT_BIN, path, arg1, arg2, (char *)NULL);
+        _exit(127);
+    }
+    if (gated) {
+        close(gate[0]);
+        vm.gate = gate[1];
+    }
+    return vm;
+}
+
+static void vm_release(struct vm *vm)
+{
+    if (vm->gate >= 0) {
+        CU_ASSERT_EQUAL(write(vm->gate, "go", 1), 1);
+        close(vm->gate);
+        vm->gate = -1;
+    }
+}
+
+/* The VM's exit status (-1 if killed), within timeout_ms (else killed). */
+static int vm_wait(struct vm *vm, unsigned timeout_ms)
+{
+    uint64_t end = ms_now() + timeout_ms;
+    int st;
+
+    while (waitpid(vm->pid, &st, WNOHANG) == 0) {
+        if (ms_now() > end) {
+            kill(vm->pid, SIGKILL);
+            waitpid(vm->pid, &st, 0);
+            return -2;
+        }
+        sleep_ms(10);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *vm_output(const struct vm *vm)
+{
+    char name[64];
+
+    snprintf(name, sizeof(name), "vm-%d.out", (int)vm->pid);
+    return test_slurp(name);
+}
+
+/* ---- The control wire ---------------------------------------------- */
+
+static Ljmp__Response *call(Ljmp__Request *req)
+{
+    struct conn c;
+    Ljmp__Response *resp = NULL;
+
+    if (conn_open(&c) == 0) {
+        resp = conn_call(&c, req, -1);
+        conn_close(&c);
+    }
+    return resp;
+}
+
+static Ljmp__Response *list_sessions(void)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+
+    req.body_case = LJMP__REQUEST__BODY_LIST;
+    req.list = &lr;
+    return call(&req);
+}
+
+static Ljmp__Response *snapshot_of(pid_t pid, uint32_t top)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SnapshotRequest sr = LJMP__SNAPSHOT_REQUEST__INIT;
+    Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = pid != 0;
+    sel.pid = (uint32_t)pid;
+    o.sessions = &sel;
+    o.has_top = 1;
+    o.top = top;
+    sr.options = &o;
+    req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
+    req.snapshot = &sr;
+    return call(&req);
+}
+
+/* The newest session of pid in a list or snapshot response. */
+static const Ljmp__SessionSnapshot *session_in(const Ljmp__Response *r,
+                                               pid_t pid)
+{
+    Ljmp__SessionSnapshot **v = NULL;
+    size_t n = 0;
+
+    if (r == NULL)
+        return NULL;
+    if (r->body_case == LJMP__RESPONSE__BODY_LIST)
+        v = r->list->sessions, n = r->list->n_sessions;
+    else if (r->body_case == LJMP__RESPONSE__BODY_SNAPSHOT)
+        v = r->snapshot->sessions, n = r->snapshot->n_sessions;
+    for (size_t i = n; i-- > 0;)
+        if (v[i]->info->pid == (uint32_t)pid)
+            return v[i];
+    return NULL;
+}
+
+/* Waits for pid's session to leave the streaming state (or, with
+ * want_events, to have that many events); the list response, or NULL. */
+static Ljmp__Response *wait_session(pid_t pid, int finished,
+                                    uint64_t want_events, unsigned timeout_ms)
+{
+    uint64_t end = ms_now() + timeout_ms;
+
+    while (ms_now() < end) {
+        Ljmp__Response *r = list_sessions();
+        const Ljmp__SessionSnapshot *s = session_in(r, pid);
+        if (s != NULL) {
+            const Ljmp__Totals *t = s->totals;
+            uint64_t events =
+                t->alloc_events + t->realloc_events + t->free_events;
+            if (finished ? s->info->state != LJMP__SESSION_STATE__STREAMING
+                         : events >= want_events)
+                return r;
+        }
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        sleep_ms(20);
+    }
+    return NULL;
+}
+
+static const Ljmp__Location *location_named(const Ljmp__SessionSnapshot *s,
+                                            const char *name)
+{
+    for (size_t i = 0; s != NULL && i < s->n_top; i++)
+        if (strcmp(s->top[i]->name, name) == 0)
+            return s->top[i];
+    return NULL;
+}
+
+/* "@<script path>:<line of the marker>", the name of a site. */
+static void site_name(char *out, size_t len, const char *script,
+                      const char *marker)
+{
+    char path[256], line[512];
+    FILE *f;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "%s/%s", VM_SCRIPTS, script);
+    snprintf(out, len, "(no %s in %s)", marker, script);
+    if ((f = fopen(path, "r")) == NULL)
+        return;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n++;
+        if (strstr(line, marker) != NULL) {
+            snprintf(out, len, "@%s:%d", path, n);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* Runs ljmpctl with args (a shell fragment), stdout into test_dir/out. */
+static int ljmpctl(const char *args, const char *out)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd), "%s %s >'%s/%s' 2>>'%s/ljmpctl.err'",
+             LJMPCTL_PATH, args, test_dir, out, test_dir);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- Tests -------------------------------------------------------------- */
+
+static int daemon_up(void)
+{
+    return daemon_pid > 0 && kill(daemon_pid, 0) == 0;
+}
+
+/*
+ * One script with LJMP_SOCKET, recorded from its first byte: exact counts
+ * at its sites in a snapshot, a complete session whose trailer matches,
+ * and `ljmpctl report PID` equal to the report of the recorded file.
+ */
+static void test_sites_report_and_record(void)
+{
+    char tables[300], garbage[300], args[512];
+    struct vm vm = vm_start("sites.lua", "5000", NULL, 1, 1);
+
+    CU_ASSERT_FATAL(vm.pid > 0);
+    /* The recording is asked for before the VM runs. */
+    snprintf(args, sizeof(args), "record %d -o '%s/sites.bin' --wait 20",
+             (int)vm.pid, test_dir);
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "%s %s 2>'%s/record.err' & echo $! >'%s/rec.pid'", LJMPCTL_PATH,
+             args, test_dir, test_dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    /* Let the request reach ljmpd before the VM streams. */
+    for (int i = 0; i < 200; i++) {
+        char *err = test_slurp("record.err");
+        int waiting = strstr(err, "waiting") != NULL;
+        free(err);
+        if (waiting)
+            break;
+        sleep_ms(10);
+    }
+    vm_release(&vm);
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    const Ljmp__SessionSnapshot *s = session_in(r, vm.pid);
+    CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
+    CU_ASSERT_TRUE(s->info->trailer_seen);
+    CU_ASSERT_EQUAL(s->info->trailer_events, s->totals->alloc_events +
+                                                 s->totals->realloc_events +
+                                                 s->totals->free_events);
+    CU_ASSERT_EQUAL(s->info->trailer_stream_bytes, s->totals->stream_bytes);
+    CU_ASSERT_EQUAL(s->info->uid, getuid());
+    CU_ASSERT_PTR_NOT_NULL(strstr(s->info->cmdline, "sites.lua 5000"));
+    ljmp__response__free_unpacked(r, NULL);
+
+    r = snapshot_of(vm.pid, 1000);
+    s = session_in(r, vm.pid);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    site_name(tables, sizeof(tables), "sites.lua", "SITE tables");
+    site_name(garbage, sizeof(garbage), "sites.lua", "SITE garbage");
+    const Ljmp__Location *lt = location_named(s, tables);
+    const Ljmp__Location *lg = location_named(s, garbage);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lg);
+    CU_ASSERT_EQUAL(lt->alloc_events, 5000);
+    CU_ASSERT_EQUAL(lt->live_blocks, 5000);
+    CU_ASSERT_EQUAL(lt->live_bytes, lt->alloc_bytes);
+    CU_ASSERT_EQUAL(lg->alloc_events, 10000);
+    CU_ASSERT_TRUE(lg->live_blocks < 10000);
+    ljmp__response__free_unpacked(r, NULL);
+
+    /* The recording ended with the session: the same bytes, so the same
+     * report, live and offline. */
+    for (int i = 0; i < 500; i++) {
+        char *err = test_slurp("record.err");
+        int done = strstr(err, "bytes in") != NULL;
+        free(err);
+        if (done)
+            break;
+        sleep_ms(10);
+    }
+    char *err = test_slurp("record.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "complete"));
+    free(err);
+    snprintf(args, sizeof(args), "report %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "live.txt"), 0);
+    snprintf(args, sizeof(args), "report '%s/sites.bin'", test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "file.txt"), 0);
+    char *live = test_slurp("live.txt"), *file = test_slurp("file.txt");
+    CU_ASSERT_TRUE(strlen(live) > 100);
+    CU_ASSERT_STRING_EQUAL(live, file);
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, tables));
+    free(live);
+    free(file);
+    CU_ASSERT_TRUE(daemon_up());
+}
+
+/* Two VMs streaming at once: two complete sessions, each with its own
+ * counts. */
+static void test_two_vms(void)
+{
+    struct vm a = vm_start("sites.lua", "3000", NULL, 1, 0);
+    struct vm b = vm_start("sites.lua", "7000", NULL, 1, 0);
+    char tables[300];
+
+    site_name(tables, sizeof(tables), "sites.lua", "SITE tables");
+    CU_ASSERT_EQUAL(vm_wait(&a, 20000), 0);
+    CU_ASSERT_EQUAL(vm_wait(&b, 20000), 0);
+    struct vm *vms[] = {&a, &b};
+    uint64_t want[] = {3000, 7000};
+    for (int i = 0; i < 2; i++) {
+        Ljmp__Response *r = wait_session(vms[i]->pid, 1, 0, 5000);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        ljmp__response__free_unpacked(r, NULL);
+        r = snapshot_of(vms[i]->pid, 50);
+        const Ljmp__SessionSnapshot *s = session_in(r, vms[i]->pid);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
+        const Ljmp__Location *l = location_named(s, tables);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+        CU_ASSERT_EQUAL(l->alloc_events, want[i]);
+        ljmp__response__free_unpacked(r, NULL);
+    }
+}
+
+/* A subscriber that subscribes and then never reads, with a small
+ * receive buffer. */
+static int stalled_subscriber(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 4096;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+    Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
+    size_t len;
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", control_path);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        return -1;
+    o.has_top = 1;
+    o.top = 1000;
+    sr.options = &o;
+    sr.has_interval_ms = 1;
+    sr.interval_ms = 50;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    uint8_t *frame = ljmp_wire_pack(&req.base, &len);
+    ssize_t w = write(fd, frame, len);
+    free(frame);
+    return w == (ssize_t)len ? fd : -1;
+}
+
+static uint64_t daemon_counter_dropped(void)
+{
+    Ljmp__Response *r = list_sessions();
+    uint64_t v = r && r->list->daemon ? r->list->daemon->snapshots_dropped : 0;
+
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return v;
+}
+
+/*
+ * 50 subscribers get snapshots while a VM streams; one more never reads:
+ * its snapshots are dropped (and counted), the VM's session still
+ * completes with every byte.
+ */
+static void test_many_subscribers_and_a_stalled_one(void)
+{
+    enum { NSUB = 50 };
+    struct conn subs[NSUB];
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+    char stop[200];
+    int stalled = stalled_subscriber();
+
+    CU_ASSERT_TRUE_FATAL(stalled >= 0);
+    sr.has_interval_ms = 1;
+    sr.interval_ms = 100;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    for (int i = 0; i < NSUB; i++) {
+        CU_ASSERT_EQUAL_FATAL(conn_open(&subs[i]), 0);
+        CU_ASSERT_NOT_EQUAL(conn_send(&subs[i], &req, -1), 0);
+    }
+    snprintf(stop, sizeof(stop), "%s/busy.stop", test_dir);
+    unlink(stop);
+    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 200000, 10000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    /* Streaming goes on until the stalled subscriber has lost snapshots. */
+    for (int i = 0; i < 500 && daemon_counter_dropped() == 0; i++)
+        sleep_ms(20);
+    CU_ASSERT_TRUE(daemon_counter_dropped() > 0);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(session_in(r, vm.pid)->info->state,
+                    LJMP__SESSION_STATE__COMPLETE);
+    ljmp__response__free_unpacked(r, NULL);
+    char *out = vm_output(&vm);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "stop\ttrue"));
+    free(out);
+    /* Every reading subscriber saw this VM's session in its snapshots. */
+    int saw = 0;
+    for (int i = 0; i < NSUB; i++) {
+        int found = 0;
+        for (int k = 0; k < 100 && !found; k++) {
+            Ljmp__Response *s = conn_recv(&subs[i], 5000);
+            if (s == NULL)
+                break;
+            found = session_in(s, vm.pid) != NULL;
+            ljmp__response__free_unpacked(s, NULL);
+        }
+        saw += found;
+        conn_close(&subs[i]);
+    }
+    CU_ASSERT_EQUAL(saw, NSUB);
+    close(stalled);
+    CU_ASSERT_TRUE(daemon_up());
+}
+
+/* A VM killed mid-stream leaves a truncated session with its state. */
+static void test_vm_killed(void)
+{
+    char stop[200], args[64];
+
+    snprintf(stop, sizeof(stop), "%s/never.stop", test_dir);
+    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 50000, 10000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    kill(vm.pid, SIGKILL);
+    CU_ASSERT_EQUAL(vm_wait(&vm, 5000), -1);
+    r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    const Ljmp__SessionSnapshot *s = session_in(r, vm.pid);
+    CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__TRUNCATED);
+    CU_ASSERT_PTR_NOT_NULL(s->info->reason);
+    CU_ASSERT_TRUE(s->totals->alloc_events >= 50000);
+    CU_ASSERT_TRUE(s->totals->live_blocks > 0);
+    ljmp__response__free_unpacked(r, NULL);
+    /* Its report is still there; the exit status says it is truncated. */
+    snprintf(args, sizeof(args), "report %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "killed.txt"), 2);
+    char *text = test_slurp("killed.txt");
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "HEAP SUMMARY:"));
+    free(text);
+}
+
+/* The id of pid's newest session, 0 if none. */
+static uint64_t newest_session_id(pid_t pid)
+{
+    Ljmp__Response *r = list_sessions();
+    const Ljmp__SessionSnapshot *s = session_in(r, pid);
+    uint64_t id = s != NULL ? s->info->id : 0;
+
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return id;
+}
+
+/* Raw bytes on the ingest socket, then hang up; the session's reason. */
+static char *ingest_raw(const void *data, size_t len, Ljmp__SessionState *st)
+{
+    uint64_t before = newest_session_id(getpid());
+    int fd = connect_unix(ingest_path);
+    char *reason = NULL;
+
+    if (fd < 0)
+        return NULL;
+    CU_ASSERT_EQUAL(write(fd, data, len), (ssize_t)len);
+    shutdown(fd, SHUT_WR);
+    for (int i = 0; i < 500 && reason == NULL; i++) {
+        Ljmp__Response *r = list_sessions();
+        const Ljmp__SessionSnapshot *s = session_in(r, getpid());
+        if (s != NULL && s->info->id > before &&
+            s->info->state != LJMP__SESSION_STATE__STREAMING) {
+            *st = s->info->state;
+            reason = strdup(s->info->reason ? s->info->reason : "");
+        }
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        if (reason == NULL)
+            sleep_ms(10);
+    }
+    close(fd);
+    return reason;
+}
+
+/* Garbage and oversized items on the ingest socket end that session only,
+ * with an error that says what and where. */
+static void test_bad_ingest(void)
+{
+    Ljmp__SessionState st = 0;
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    struct lm_buf b = {0};
+
+    char *why = ingest_raw("GET / HTTP/1.0\r\n\r\n", 18, &st);
+    CU_ASSERT_EQUAL(st, LJMP__SESSION_STATE__FAILED);
+    CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "no hello") : NULL);
+    free(why);
+
+    /* A malformed stream after a good hello: the offset is kept. */
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_buf_byte(&b, 0x7f); /* no such event header */
+    why = ingest_raw(b.data, b.len, &st);
+    CU_ASSERT_EQUAL(st, LJMP__SESSION_STATE__FAILED);
+    CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "malformed stream at offset")
+                               : NULL);
+    free(why);
+
+    /* An oversized name: refused at its length, not buffered. */
+    b.len = 0;
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_buf_byte(&b, 0); /* SYMTAB_LFUNC */
+    lm_buf_uleb(&b, 0x1000);
+    lm_buf_uleb(&b, (uint64_t)1 << 40); /* chunk name length */
+    why = ingest_raw(b.data, b.len, &st);
+    CU_ASSERT_EQUAL(st, LJMP__SESSION_STATE__FAILED);
+    CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "limit") : NULL);
+    free(why);
+
+    /* The stream cut mid-event: truncated. */
+    b.len = 0;
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
+    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x2000, 64);
+    why = ingest_raw(b.data, b.len - 1, &st);
+    CU_ASSERT_EQUAL(st, LJMP__SESSION_STATE__TRUNCATED);
+    free(why);
+    lm_buf_free(&b);
+    CU_ASSERT_TRUE(daemon_up());
+
+    Ljmp__Response *r = list_sessions();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_TRUE(r->list->daemon->sessions_rejected >= 1);
+    CU_ASSERT_TRUE(r->list->daemon->sessions_malformed >= 2);
+    ljmp__response__free_unpacked(r, NULL);
+}
+
+/* Sends raw bytes on a control connection; the daemon's answer. */
+static Ljmp__Response *control_raw(const void *data, size_t len, int *closed)
+{
+    struct conn c;
+
+    if (conn_open(&c) != 0)
+        return NULL;
+    CU_ASSERT_EQUAL(write(c.fd, data, len), (ssize_t)len);
+    Ljmp__Response *r = conn_recv(&c, 5000);
+    char b;
+    *closed = read(c.fd, &b, 1) == 0;
+    conn_close(&c);
+    return r;
+}
+
+/* Garbage, oversized frames and unknown versions on the control socket:
+ * a clear error, that client closed, the daemon goes on. */
+static void test_bad_control(void)
+{
+    uint8_t big[4],
+        junk[12] = {8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    int closed = 0;
+
+    ljmp_wire_put_len(big, 0xfffffff0u);
+    Ljmp__Response *r = control_raw(big, sizeof(big), &closed);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->error->code, LJMP__ERROR_CODE__ERR_BAD_REQUEST);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->error->message, "over the limit"));
+    CU_ASSERT_TRUE(closed);
+    ljmp__response__free_unpacked(r, NULL);
+
+    r = control_raw(junk, sizeof(junk), &closed);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->error->code, LJMP__ERROR_CODE__ERR_BAD_REQUEST);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->error->message, "not a Request"));
+    CU_ASSERT_TRUE(closed);
+    ljmp__response__free_unpacked(r, NULL);
+
+    /* Another protocol version: refused, the connection stays usable. */
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    struct conn c;
+    size_t len;
+    req.body_case = LJMP__REQUEST__BODY_LIST;
+    req.list = &lr;
+    req.has_version = 1;
+    req.version = 99;
+    uint8_t *frame = ljmp_wire_pack(&req.base, &len);
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    CU_ASSERT_EQUAL(write(c.fd, frame, len), (ssize_t)len);
+    free(frame);
+    r = conn_recv(&c, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->error->code, LJMP__ERROR_CODE__ERR_VERSION);
+    ljmp__response__free_unpacked(r, NULL);
+    r = conn_call(&c, &req, -1); /* conn_call sets the right version */
+    CU_ASSERT_PTR_NOT_NULL(r);
+    CU_ASSERT_EQUAL(r ? r->body_case : 0, LJMP__RESPONSE__BODY_LIST);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    conn_close(&c);
+
+    r = list_sessions();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_TRUE(r->list->daemon->control_rejected >= 2);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_TRUE(daemon_up());
+}
+
+/* ljmpctl's answers without a daemon, and for a pid with no session. */
+static void test_client_errors(void)
+{
+    CU_ASSERT_EQUAL(ljmpctl("report 1", "nosession.txt"), 5);
+    char *err = test_slurp("ljmpctl.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no session of pid 1"));
+    free(err);
+    CU_ASSERT_EQUAL(ljmpctl("-s /nonexistent/ljmp.sock list", "x.txt"), 4);
+    err = test_slurp("ljmpctl.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "ljmpd is not running at "
+                                       "/nonexistent/ljmp.sock"));
+    free(err);
+}
+
+/* The daemon killed mid-stream: the VM goes on and says why profiling
+ * stopped.  (Runs last: it takes the daemon down.) */
+static void test_daemon_killed(void)
+{
+    char stop[200];
+
+    snprintf(stop, sizeof(stop), "%s/busy2.stop", test_dir);
+    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 20000, 10000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    kill(daemon_pid, SIGKILL);
+    waitpid(daemon_pid, NULL, 0);
+    daemon_pid = -1;
+    sleep_ms(200);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    char *out = vm_output(&vm);
+    /* status() tells the write error; the script ran to its end. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "rounds"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "status\tfalse"));
+    free(out);
+}
+
+/* A clean stop: SIGTERM tells subscribers goodbye and exits 0. */
+static void test_clean_shutdown(void)
+{
+    struct conn c;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    Ljmp__Response *r = conn_call(&c, &req, -1);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    kill(daemon_pid, SIGTERM);
+    int bye = 0;
+    while ((r = conn_recv(&c, 5000)) != NULL) {
+        bye |= r->goodbye;
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    CU_ASSERT_TRUE(bye);
+    conn_close(&c);
+    int st;
+    waitpid(daemon_pid, &st, 0);
+    daemon_pid = -1;
+    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_NOT_EQUAL(access(control_path, F_OK), 0);
+    /* Restarted on the same paths for the tests that follow. */
+    CU_ASSERT_EQUAL(start_daemon(NULL), 0);
+}
+
+int main(void)
+{
+    static const char *const extra[] = {"--queue", "4096", NULL};
+    CU_pSuite s;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    s = CU_add_suite("daemon", NULL, teardown);
+    if (setup() != 0 || start_daemon(extra) != 0) {
+        fprintf(stderr, "cannot start ljmpd\n");
+        return 1;
+    }
+    CU_add_test(s, "sites, report and record", test_sites_report_and_record);
+    CU_add_test(s, "two VMs at once", test_two_vms);
+    CU_add_test(s, "50 subscribers and a stalled one",
+                test_many_subscribers_and_a_stalled_one);
+    CU_add_test(s, "VM killed mid-stream", test_vm_killed);
+    CU_add_test(s, "bad ingest", test_bad_ingest);
+    CU_add_test(s, "bad control", test_bad_control);
+    CU_add_test(s, "client errors", test_client_errors);
+    CU_add_test(s, "clean shutdown", test_clean_shutdown);
+    CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
+    return test_run_all();
+}
