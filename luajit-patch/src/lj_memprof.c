@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lj_obj.h"
 #include "lj_debug.h"
@@ -33,6 +34,18 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 #define MEMPROF_BUFSZ (256 * 1024)
 #define MEMPROF_ITEM_MAX 72
 
+/* A live reader should not wait for a slow allocator to fill the buffer:
+** every MEMPROF_CLOCK_EVERY events the clock is read (a coarse clock, a
+** few ns through the vDSO), and what waited longer than MEMPROF_STALE_NS
+** is flushed.  A VM that does not allocate at all has nothing to show. */
+#define MEMPROF_CLOCK_EVERY 64
+#define MEMPROF_STALE_NS (100 * 1000000ull)
+#ifdef CLOCK_MONOTONIC_COARSE
+#define MEMPROF_CLOCK CLOCK_MONOTONIC_COARSE
+#else
+#define MEMPROF_CLOCK CLOCK_MONOTONIC
+#endif
+
 /* -- State --------------------------------------------------------------- */
 
 /*
@@ -51,11 +64,19 @@ typedef struct Memprof {
   int last_err;  /* How the last stream ended, for readers after it. */
   volatile int moving;  /* The Lua stack is being reallocated. */
   uint64_t events, stream_bytes;
+  uint64_t flushed_ns;  /* When the buffer was last written out. */
 } Memprof;
 
 static Memprof memprof;
 
 /* -- Encoding ------------------------------------------------------------ */
+
+static uint64_t mp_clock_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(MEMPROF_CLOCK, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void mp_flush(Memprof *mp)
 {
@@ -65,6 +86,12 @@ static void mp_flush(Memprof *mp)
     else mp->stream_bytes += mp->pos;
   }
   mp->pos = 0;
+  mp->flushed_ns = mp_clock_ns();
+}
+
+static void mp_flush_if_stale(Memprof *mp)
+{
+  if (mp_clock_ns() - mp->flushed_ns >= MEMPROF_STALE_NS) mp_flush(mp);
 }
 
 static void mp_reserve(Memprof *mp, size_t n)
@@ -348,6 +375,7 @@ static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
     }
     mp->pos = (size_t)(p - mp->buf);
   }
+  if ((mp->events & (MEMPROF_CLOCK_EVERY - 1)) == 0) mp_flush_if_stale(mp);
   return nptr;
 }
 

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# ljmpd under load: VMS patched VMs running SCRIPT stream into ljmpd while
+# SUBS clients subscribe; prints ingest rate, daemon CPU, snapshot latency,
+# daemon memory per live block, and the VMs' speed against a plain drain.
+# See bench/README.md.  Usage: VMS=2 SUBS=10 bench/daemon.sh [SCRIPT]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build >/dev/null
+cmake --build build -j "$(nproc)" >/dev/null
+script=$(realpath "${1:-bench/vm/alloc_loop.lua}")
+exec build/bench/ljmpd-bench --ljmpd build/daemon/ljmpd \
+  --luajit build/luajit-patch/work/src/luajit --script "$script" \
+  --probe "$PWD/bench/vm/probe.lua" --hold "$PWD/bench/vm/hold.lua" \
+  --drain build/bench/ljmp-bench --vms "${VMS:-1}" --subs "${SUBS:-1}" \
+  --interval "${INTERVAL:-1000}" --hold-blocks "${HOLD:-1000000}"
