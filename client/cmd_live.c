@@ -252,6 +252,8 @@ static void print_list(const Ljmp__SessionList *l)
     for (size_t i = 0; i < l->n_sessions; i++) {
         const Ljmp__SessionInfo *s = l->sessions[i]->info;
         const Ljmp__Totals *t = l->sessions[i]->totals;
+        if (s == NULL || t == NULL)
+            continue;
         printf("%-7llu %-8u %-6u %-10s %12llu %14llu %10llu  ",
                (unsigned long long)s->id, s->pid, s->uid, state_of(s),
                (unsigned long long)events_of(t),
@@ -305,6 +307,9 @@ static void print_session_block(const Ljmp__SessionSnapshot *ss)
 {
     const Ljmp__SessionInfo *s = ss->info;
     const Ljmp__Totals *t = ss->totals;
+
+    if (s == NULL || t == NULL)
+        return;
 
     printf("session %llu, pid %u (%s): %s%s%s\n", (unsigned long long)s->id,
            s->pid, s->cmdline ? s->cmdline : "", state_of(s),
@@ -411,6 +416,8 @@ static void print_watch_lines(const Ljmp__Snapshot *snap)
     for (size_t i = 0; i < snap->n_sessions; i++) {
         const Ljmp__SessionSnapshot *ss = snap->sessions[i];
         const Ljmp__Totals *t = ss->totals;
+        if (ss->info == NULL || t == NULL)
+            continue;
         printf("seq=%llu time_ms=%llu session=%llu pid=%u state=%s "
                "events=%llu alloc_bytes=%llu freed_bytes=%llu live_bytes=%llu "
                "live_blocks=%llu events_per_s=%.0f alloc_bytes_per_s=%.0f "
@@ -568,7 +575,8 @@ static const char record_help[] =
     "      --force         overwrite FILE if it exists\n"
     "      --no-wait       return once recording has begun\n";
 
-static int record_wait(struct conn *c, const struct live_args *a)
+static int record_wait(struct conn *c, const struct live_args *a,
+                       uint64_t *bytes)
 {
     for (;;) {
         Ljmp__Response *resp = conn_recv(c, -1);
@@ -598,6 +606,7 @@ static int record_wait(struct conn *c, const struct live_args *a)
             }
         } else {
             rc = EXIT_OK;
+            *bytes = st->bytes_written;
             if (st->error != NULL) {
                 fprintf(stderr, "ljmpctl record: %s\n", st->error);
                 rc = st->session_id == 0 ? EXIT_REFUSED : EXIT_TRUNCATED;
@@ -655,9 +664,14 @@ static int cmd_record(int argc, char **argv)
         close(fd);
         return EXIT_NO_DAEMON;
     }
-    rc = conn_send(&c, &req, fd) == 0 ? EXIT_NO_DAEMON : record_wait(&c, &a);
+    uint64_t bytes = 0;
+    rc = conn_send(&c, &req, fd) == 0 ? EXIT_NO_DAEMON
+                                      : record_wait(&c, &a, &bytes);
     close(fd);
     conn_close(&c);
+    /* Refused before anything was written: no empty file left behind. */
+    if (rc != EXIT_OK && bytes == 0 && !a.force)
+        unlink(a.output);
     return rc;
 }
 

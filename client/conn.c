@@ -117,7 +117,8 @@ uint64_t conn_send(struct conn *c, Ljmp__Request *req, int fd)
     req->version = LJMP_WIRE_VERSION;
     req->id = c->next_id++;
     if ((frame = ljmp_wire_pack(&req->base, &len)) == NULL) {
-        fprintf(stderr, "ljmpctl: out of memory\n");
+        fprintf(stderr, "ljmpctl: the request is over the frame limit, or "
+                        "out of memory\n");
         return 0;
     }
     int rc = send_all(c, frame, len, fd);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,10 @@
 #include "snapshot.h"
 
 #define MIN_INTERVAL_MS 50
+/* Record requests waiting for their process: each holds a descriptor. */
+#define MAX_PENDING_PER_PEER 4
+#define MAX_PENDING          64
+#define MAX_RECORD_WAIT_MS   (3600u * 1000)
 
 struct subscription {
     struct peer *peer;
@@ -293,10 +298,12 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
         no_session(p, req->id, r->session);
         return;
     }
-    if ((f = open_memstream(&text, &len)) == NULL ||
-        lm_report_write(f, &s->prof.state, &opts) != 0 || fclose(f) != 0) {
-        if (f != NULL && text == NULL)
-            fclose(f);
+    int failed = (f = open_memstream(&text, &len)) == NULL;
+    if (!failed) {
+        failed = lm_report_write(f, &s->prof.state, &opts) != 0;
+        failed |= fclose(f) != 0;
+    }
+    if (failed) {
         free(text);
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
                         "out of memory writing the report of session %llu",
@@ -357,13 +364,70 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
     return 0;
 }
 
+/* The record descriptor: a regular file open for writing (the daemon
+ * writes it in its loop, so it must never block). */
+static int check_record_fd(int fd, char *why, size_t len)
+{
+    struct stat st;
+    int flags = fcntl(fd, F_GETFL);
+
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, len, "record writes only to a regular file");
+        return -1;
+    }
+    if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
+        snprintf(why, len, "the record file is not open for writing");
+        return -1;
+    }
+    return 0;
+}
+
+/* Queues rec for pid's next session; an error code, or 0. */
+static int wait_for_pid(struct peer *p, const Ljmp__RecordRequest *r,
+                        struct recording *rec, char *why, size_t len)
+{
+    struct server *srv = p->srv;
+    int code;
+
+    if (r->wait_ms == 0) {
+        snprintf(why, len,
+                 "pid %u is not starting a stream to this ljmpd; give a "
+                 "wait time to record its next session",
+                 r->pid);
+        return LJMP__ERROR_CODE__ERR_NO_SESSION;
+    }
+    if (p->npending >= MAX_PENDING_PER_PEER || srv->npending >= MAX_PENDING) {
+        snprintf(why, len,
+                 "too many record requests waiting (%u here, %u in "
+                 "all)",
+                 p->npending, srv->npending);
+        return LJMP__ERROR_CODE__ERR_BAD_REQUEST;
+    }
+    if ((code = may_watch_pid(p->uid, r->pid, why, len)) != 0)
+        return code;
+    struct pending_record *pr = calloc(1, sizeof(*pr));
+    if (pr == NULL) {
+        snprintf(why, len, "out of memory");
+        return LJMP__ERROR_CODE__ERR_INTERNAL;
+    }
+    pr->pid = (pid_t)r->pid;
+    pr->uid = p->uid;
+    pr->deadline_ms =
+        now_ms() +
+        (r->wait_ms < MAX_RECORD_WAIT_MS ? r->wait_ms : MAX_RECORD_WAIT_MS);
+    pr->rec = rec;
+    TAILQ_INSERT_TAIL(&srv->pending_records, pr, link);
+    p->npending++;
+    srv->npending++;
+    return 0;
+}
+
 static void do_record(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__RecordRequest *r = req->record;
-    struct server *srv = p->srv;
     Ljmp__Selector sel = LJMP__SELECTOR__INIT;
     struct recording *rec;
-    char why[160];
+    char why[192];
     int code;
 
     if (p->passed_fd < 0) {
@@ -377,6 +441,11 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
                         "record needs a pid");
         return;
     }
+    if (check_record_fd(p->passed_fd, why, sizeof(why)) != 0) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
+                        why);
+        return;
+    }
     if ((rec = calloc(1, sizeof(*rec))) == NULL) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
                         "out of memory");
@@ -388,45 +457,46 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     sel.has_pid = 1;
     sel.pid = r->pid;
     struct session *s = select_session(p, &sel);
-    if (s != NULL && s->phase != SESSION_ENDED) {
-        if (session_record(s, rec) != 0) {
-            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED, "%s",
-                            rec->error);
-            free(rec);
-            return;
-        }
+    if (s != NULL && session_recordable(s)) {
+        session_record(s, rec);
         p->passed_fd = -1;
         send_record_status(rec, s->id);
         log_info("session %llu: recording for pid %d",
                  (unsigned long long)s->id, (int)p->pid);
         return;
     }
-    if (r->wait_ms == 0) {
-        free(rec);
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
-                        "pid %u is not streaming to this ljmpd; give a wait "
-                        "time to record its next session",
-                        r->pid);
-        return;
-    }
-    if ((code = may_watch_pid(p->uid, r->pid, why, sizeof(why))) != 0) {
+    if ((code = wait_for_pid(p, r, rec, why, sizeof(why))) != 0) {
         free(rec);
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;
     }
-    struct pending_record *pr = calloc(1, sizeof(*pr));
-    if (pr == NULL) {
-        free(rec);
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                        "out of memory");
-        return;
-    }
     p->passed_fd = -1;
-    pr->pid = (pid_t)r->pid;
-    pr->deadline_ms = now_ms() + r->wait_ms;
-    pr->rec = rec;
-    TAILQ_INSERT_TAIL(&srv->pending_records, pr, link);
     send_record_status(rec, 0);
+}
+
+static void drop_pending(struct server *srv, struct pending_record *pr)
+{
+    TAILQ_REMOVE(&srv->pending_records, pr, link);
+    srv->npending--;
+    if (pr->rec->waiter != NULL)
+        pr->rec->waiter->npending--;
+    free(pr);
+}
+
+void control_peer_gone(struct peer *p)
+{
+    struct server *srv = p->srv;
+    struct pending_record *pr, *next;
+
+    for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
+        next = TAILQ_NEXT(pr, link);
+        if (pr->rec->waiter != p)
+            continue;
+        struct recording *rec = pr->rec;
+        rec->waiter = NULL;
+        drop_pending(srv, pr);
+        recording_finish(rec, NULL);
+    }
 }
 
 void control_session_started(struct server *srv, struct session *s)
@@ -435,17 +505,18 @@ void control_session_started(struct server *srv, struct session *s)
 
     for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
         next = TAILQ_NEXT(pr, link);
-        if (pr->pid != s->pid)
+        /* The pid may have been reused by someone else's process. */
+        if (pr->pid != s->pid || !session_visible(s, pr->uid))
             continue;
-        TAILQ_REMOVE(&srv->pending_records, pr, link);
-        if (session_record(s, pr->rec) == 0) {
-            send_record_status(pr->rec, s->id);
+        struct recording *rec = pr->rec;
+        drop_pending(srv, pr);
+        if (session_record(s, rec) == 0) {
+            send_record_status(rec, s->id);
             log_info("session %llu: recording from the start",
                      (unsigned long long)s->id);
         } else {
-            recording_finish(pr->rec, s);
+            recording_finish(rec, s);
         }
-        free(pr);
     }
 }
 
@@ -457,13 +528,13 @@ void control_expire_records(struct server *srv, uint64_t now)
         next = TAILQ_NEXT(pr, link);
         if (now < pr->deadline_ms && !srv->stopping)
             continue;
-        TAILQ_REMOVE(&srv->pending_records, pr, link);
-        snprintf(pr->rec->error, sizeof(pr->rec->error),
-                 "pid %d did not stream %s", (int)pr->pid,
+        struct recording *rec = pr->rec;
+        snprintf(rec->error, sizeof(rec->error), "pid %d did not stream %s",
+                 (int)pr->pid,
                  srv->stopping ? "before ljmpd stopped"
                                : "within the wait time");
-        recording_finish(pr->rec, NULL);
-        free(pr);
+        drop_pending(srv, pr);
+        recording_finish(rec, NULL);
     }
 }
 

@@ -17,12 +17,33 @@
 #include "ljmpd.h"
 #include "log.h"
 
-uint64_t now_ms(void)
+static uint64_t clock_ms(clockid_t clock)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Durations (retention, rates, deadlines) run on the monotonic clock: a
+ * wall clock stepped back must not evict every session at once. */
+uint64_t now_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+/* Unix time of a monotonic instant, for people: offset fixed at start. */
+uint64_t wall_ms(uint64_t mono)
+{
+    static int64_t offset;
+    static int known;
+
+    if (!known) {
+        offset = (int64_t)clock_ms(CLOCK_REALTIME) -
+                 (int64_t)clock_ms(CLOCK_MONOTONIC);
+        known = 1;
+    }
+    return mono != 0 ? (uint64_t)((int64_t)mono + offset) : 0;
 }
 
 static const char usage_text[] =
@@ -45,9 +66,11 @@ static const char usage_text[] =
     "      --max-clients N      control connections at once (256)\n"
     "      --read-budget BYTES  ingest bytes per session per loop turn\n"
     "                           (262144): fairness between busy VMs\n"
-    "      --queue BYTES        a client's unsent output before its\n"
-    "                           snapshots are coalesced (1048576)\n"
-    "      --max-locations N    allocation sites per session (4194304)\n"
+    "      --hello-timeout MS   a new VM connection's hello must come within\n"
+    "                           this time (5000)\n"
+    "      --queue BYTES        a client's unsent output before its snapshots\n"
+    "                           are coalesced and its requests wait (1048576)\n"
+    "      --max-locations N    allocation sites per session (1048576)\n"
     "      --max-string BYTES   longest symbol name accepted (1048576)\n"
     "  -v, --verbose            more log (repeat for debug)\n"
     "  -q, --quiet              errors and warnings only\n"
@@ -65,6 +88,7 @@ enum {
     OPT_MAX_CLIENTS,
     OPT_READ_BUDGET,
     OPT_QUEUE,
+    OPT_HELLO_TIMEOUT,
     OPT_MAX_LOCATIONS,
     OPT_MAX_STRING,
 };
@@ -80,6 +104,7 @@ static const struct option long_options[] = {
     {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
     {"read-budget", required_argument, NULL, OPT_READ_BUDGET},
     {"queue", required_argument, NULL, OPT_QUEUE},
+    {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
     {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
     {"max-string", required_argument, NULL, OPT_MAX_STRING},
     {"verbose", no_argument, NULL, 'v'},
@@ -130,7 +155,8 @@ static void parse_options(struct config *cfg, int argc, char **argv)
     cfg->max_peers = 256;
     cfg->read_budget = 256 << 10;
     cfg->peer_queue = 1 << 20;
-    cfg->max_locations = LM_DEFAULT_MAX_LOCATIONS;
+    cfg->hello_timeout_ms = 5000;
+    cfg->max_locations = 1u << 20;
     cfg->max_string = LM_DEFAULT_MAX_STRING;
     while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
         switch (c) {
@@ -165,6 +191,10 @@ static void parse_options(struct config *cfg, int argc, char **argv)
         case OPT_READ_BUDGET:
             cfg->read_budget =
                 number_arg("read-budget", optarg, 10, 4096, 64u << 20);
+            break;
+        case OPT_HELLO_TIMEOUT:
+            cfg->hello_timeout_ms =
+                number_arg("hello-timeout", optarg, 10, 10, 3600000);
             break;
         case OPT_QUEUE:
             cfg->peer_queue = number_arg("queue", optarg, 10, 0, 1u << 30);
@@ -391,6 +421,7 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->peers);
     TAILQ_INIT(&srv->pending_records);
     srv->start_ms = now_ms();
+    wall_ms(srv->start_ms);
     if ((srv->rbuf = malloc(srv->cfg.read_budget)) == NULL ||
         (srv->base = event_base_new()) == NULL)
         return -1;

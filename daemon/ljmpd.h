@@ -23,6 +23,7 @@ struct config {
     unsigned max_sessions;              /* streaming at once */
     unsigned max_peers;                 /* control connections at once */
     size_t read_budget;                 /* ingest bytes per callback */
+    unsigned hello_timeout_ms;          /* for a new ingest peer's hello */
     size_t peer_queue;                  /* control output bytes before drops */
     uint32_t max_locations;             /* per session */
     size_t max_string;                  /* per session */
@@ -66,7 +67,7 @@ struct recording {
     int from_start;
     struct peer *waiter; /* told when it ends; NULL once gone */
     uint64_t request_id;
-    char error[160];
+    char error[320];
 };
 
 struct session {
@@ -112,8 +113,10 @@ struct peer {
     uid_t uid;
     struct event *rev, *wev;
     struct evbuffer *in, *out;
-    int passed_fd; /* a descriptor sent with the last request, or -1 */
-    int closing;   /* flush what is queued, then close */
+    int passed_fd;     /* a descriptor sent with the last request, or -1 */
+    int closing;       /* flush what is queued, then close */
+    int throttled;     /* not reading: too much output queued */
+    unsigned npending; /* its record requests waiting for a process */
     struct subscription *sub;
 };
 
@@ -121,6 +124,7 @@ struct peer {
 struct pending_record {
     TAILQ_ENTRY(pending_record) link;
     pid_t pid;
+    uid_t uid; /* who asked: checked again when the session comes */
     uint64_t deadline_ms;
     struct recording *rec;
 };
@@ -138,7 +142,7 @@ struct server {
     struct session_list sessions; /* oldest first */
     struct peer_list peers;
     struct pending_record_list pending_records;
-    unsigned nlive, nended, npeers, nsubscribers;
+    unsigned nlive, nended, npeers, nsubscribers, npending;
     uint64_t next_session_id, next_peer_id;
     uint64_t start_ms;
     struct server_counters counters;
@@ -147,6 +151,7 @@ struct server {
 };
 
 uint64_t now_ms(void);
+uint64_t wall_ms(uint64_t mono);
 
 /* session.c */
 void session_accept(struct server *srv, int fd);
@@ -154,6 +159,8 @@ void session_free(struct session *s);
 /* Ends a streaming session: closes its connection, keeps its state. */
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...) __attribute__((format(printf, 3, 4)));
+/* Whether s can be recorded from its first stream byte. */
+int session_recordable(const struct session *s);
 int session_record(struct session *s, struct recording *rec);
 void recording_finish(struct recording *rec, const struct session *s);
 int session_visible(const struct session *s, uid_t uid);
@@ -173,5 +180,7 @@ void control_dispatch(struct peer *p, const Ljmp__Request *req);
 void control_subscription_free(struct subscription *sub);
 void control_expire_records(struct server *srv, uint64_t now);
 void control_session_started(struct server *srv, struct session *s);
+/* Drops what the peer left waiting (record requests). */
+void control_peer_gone(struct peer *p);
 
 #endif

@@ -13,6 +13,8 @@
 #include "log.h"
 
 #define PEER_READ_SIZE 65536
+/* Requests handled per callback: one client cannot hold the loop. */
+#define PEER_FRAMES_PER_CALL 16
 
 static void peer_read(evutil_socket_t fd, short what, void *arg);
 static void peer_write(evutil_socket_t fd, short what, void *arg);
@@ -80,15 +82,13 @@ void peer_free(struct peer *p)
 {
     struct server *srv = p->srv;
     struct session *s;
-    struct pending_record *pr;
 
-    /* Recordings outlive the client that asked for them. */
+    /* Recordings under way outlive the client that asked for them; the
+     * ones still waiting for their process go with it. */
     TAILQ_FOREACH(s, &srv->sessions, link)
     if (s->rec != NULL && s->rec->waiter == p)
         s->rec->waiter = NULL;
-    TAILQ_FOREACH(pr, &srv->pending_records, link)
-    if (pr->rec->waiter == p)
-        pr->rec->waiter = NULL;
+    control_peer_gone(p);
     if (p->sub != NULL)
         control_subscription_free(p->sub);
     TAILQ_REMOVE(&srv->peers, p, link);
@@ -109,6 +109,8 @@ static void peer_close_after_flush(struct peer *p)
 {
     p->closing = 1;
     event_del(p->rev);
+    if (p->sub != NULL)
+        control_subscription_free(p->sub);
     if (evbuffer_get_length(p->out) == 0)
         peer_free(p);
 }
@@ -140,6 +142,12 @@ int peer_send(struct peer *p, const Ljmp__Response *resp)
     v.iov_len = LJMP_WIRE_HEADER + n;
     evbuffer_commit_space(p->out, &v, 1);
     event_add(p->wev, NULL);
+    /* A client that does not read its answers gets no more until it
+     * does: the queue stays bounded. */
+    if (!p->throttled && evbuffer_get_length(p->out) > p->srv->cfg.peer_queue) {
+        p->throttled = 1;
+        event_del(p->rev);
+    }
     return 0;
 }
 
@@ -192,13 +200,13 @@ static void take_passed_fds(struct peer *p, struct msghdr *msg)
     }
 }
 
-/* Dispatches every whole frame in the input; 0, or -1 when the peer was
- * rejected. */
-static int peer_frames(struct peer *p)
+/* Dispatches up to max whole frames of the input; 0, 1 if whole frames
+ * are left, or -1 when the peer was rejected. */
+static int peer_frames(struct peer *p, int max)
 {
     uint8_t hdr[LJMP_WIRE_HEADER];
 
-    while (!p->closing &&
+    while (!p->closing && !p->throttled &&
            evbuffer_copyout(p->in, hdr, sizeof(hdr)) == sizeof(hdr)) {
         uint32_t len = ljmp_wire_get_len(hdr);
         char why[128];
@@ -211,7 +219,13 @@ static int peer_frames(struct peer *p)
         }
         if (evbuffer_get_length(p->in) < LJMP_WIRE_HEADER + (size_t)len)
             break;
+        if (max-- == 0)
+            return 1;
         uint8_t *frame = evbuffer_pullup(p->in, LJMP_WIRE_HEADER + len);
+        if (frame == NULL) {
+            peer_reject(p, "out of memory reading a request");
+            return -1;
+        }
         Ljmp__Request *req =
             ljmp__request__unpack(NULL, len, frame + LJMP_WIRE_HEADER);
         evbuffer_drain(p->in, LJMP_WIRE_HEADER + len);
@@ -232,40 +246,61 @@ static int peer_frames(struct peer *p)
     return 0;
 }
 
-static void peer_read(evutil_socket_t fd, short what, void *arg)
+/* Reads what the socket has (with any descriptor passed), unless a whole
+ * request is waiting already. */
+static ssize_t peer_recv(struct peer *p)
 {
-    struct peer *p = arg;
     struct evbuffer_iovec v;
     union {
         char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } ctl;
     struct msghdr msg = {0};
-    ssize_t n;
 
-    (void)what;
     if (evbuffer_reserve_space(p->in, PEER_READ_SIZE, &v, 1) < 1) {
-        peer_free(p);
-        return;
+        errno = ENOMEM;
+        return -1;
     }
     struct iovec iov = {v.iov_base, PEER_READ_SIZE};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = ctl.buf;
     msg.msg_controllen = sizeof(ctl.buf);
-    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
-    if (n <= 0) {
-        peer_free(p);
+    ssize_t n = recvmsg(p->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n > 0) {
+        take_passed_fds(p, &msg);
+        v.iov_len = (size_t)n;
+        evbuffer_commit_space(p->in, &v, 1);
+    }
+    return n;
+}
+
+static void peer_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct peer *p = arg;
+    ssize_t n = 1;
+
+    (void)fd;
+    (void)what;
+    if (evbuffer_get_length(p->in) <=
+        LJMP_WIRE_HEADER + LJMP_WIRE_MAX_REQUEST) {
+        n = peer_recv(p);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            n = 1;
+        if (n < 0) {
+            peer_free(p);
+            return;
+        }
+    }
+    if (n == 0) {
+        /* The client is done sending: answer what it asked, then close. */
+        if (peer_frames(p, INT32_MAX) == 0 && !p->closing)
+            peer_close_after_flush(p);
         return;
     }
-    take_passed_fds(p, &msg);
-    v.iov_len = (size_t)n;
-    evbuffer_commit_space(p->in, &v, 1);
-    if (peer_frames(p) != 0)
-        return;
-    /* A descriptor without a whole request waits for the rest of it. */
+    /* More whole requests than this turn's share: the rest next turn. */
+    if (peer_frames(p, PEER_FRAMES_PER_CALL) == 1)
+        event_active(p->rev, EV_READ, 0);
 }
 
 static void peer_write(evutil_socket_t fd, short what, void *arg)
@@ -279,8 +314,16 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
     }
     if (evbuffer_get_length(p->out) == 0) {
         event_del(p->wev);
-        if (p->closing)
+        if (p->closing) {
             peer_free(p);
+            return;
+        }
+    }
+    if (p->throttled && !p->closing &&
+        evbuffer_get_length(p->out) <= p->srv->cfg.peer_queue) {
+        p->throttled = 0;
+        event_add(p->rev, NULL);
+        event_active(p->rev, EV_READ, 0); /* requests read before */
     }
 }
 

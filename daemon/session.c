@@ -112,7 +112,10 @@ void session_accept(struct server *srv, int fd)
     s->cmdline = read_cmdline(s->pid);
     s->process_start_ms = read_process_start_ms(s->pid);
     s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
-    if (s->cmdline == NULL || s->ev == NULL || event_add(s->ev, NULL) != 0) {
+    struct timeval hello_tv = {srv->cfg.hello_timeout_ms / 1000,
+                               (srv->cfg.hello_timeout_ms % 1000) * 1000};
+    if (s->cmdline == NULL || s->ev == NULL ||
+        event_add(s->ev, &hello_tv) != 0) {
         if (s->ev != NULL)
             event_free(s->ev);
         free(s->cmdline);
@@ -146,6 +149,37 @@ void session_free(struct session *s)
     lm_profile_free(&s->prof);
     free(s->cmdline);
     free(s);
+}
+
+/*
+ * A peer that never became a session (no hello, or a bad one): logged,
+ * counted and forgotten, so that it cannot push real sessions out of the
+ * retained ones.  s is freed.
+ */
+__attribute__((format(printf, 2, 3))) static void
+session_reject(struct session *s, const char *fmt, ...)
+{
+    struct server *srv = s->srv;
+    char why[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    log_warn("ingest: pid %d uid %d rejected: %s", (int)s->pid, (int)s->uid,
+             why);
+    srv->counters.sessions_rejected++;
+    srv->nlive--;
+    TAILQ_REMOVE(&srv->sessions, s, link);
+    if (s->rec != NULL) {
+        snprintf(s->rec->error, sizeof(s->rec->error),
+                 "pid %d connected without a valid hello: %s", (int)s->pid,
+                 why);
+        struct recording *rec = s->rec;
+        s->rec = NULL;
+        recording_finish(rec, NULL);
+    }
+    session_free(s);
 }
 
 int session_visible(const struct session *s, uid_t uid)
@@ -217,9 +251,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     struct server *srv = s->srv;
     va_list ap;
 
-    enum session_phase was = s->phase;
-
-    if (was == SESSION_ENDED)
+    if (s->phase == SESSION_ENDED)
         return;
     s->phase = SESSION_ENDED;
     s->state = state;
@@ -243,9 +275,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
         srv->counters.sessions_truncated++;
         break;
     default:
-        /* A peer without a hello was counted as rejected. */
-        if (was != SESSION_HELLO)
-            srv->counters.sessions_malformed++;
+        srv->counters.sessions_malformed++;
         break;
     }
     log_msg(state == LJMP__SESSION_STATE__COMPLETE ? LOG_INFO : LOG_WARN,
@@ -272,16 +302,17 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
     memcpy(s->hello + s->hello_len, p, take);
     s->hello_len += take;
     if (s->hello_len >= 4 && memcmp(s->hello, LJMP_HELLO_MAGIC, 4) != 0) {
-        s->srv->counters.sessions_rejected++;
-        session_end(s, LJMP__SESSION_STATE__FAILED,
-                    "not an ljmp ingest stream (no hello)");
+        session_reject(s, "not an ljmp ingest stream (no hello)");
         return -1;
     }
     if (s->hello_len >= 5 && s->hello[4] != LJMP_INGEST_VERSION) {
-        s->srv->counters.sessions_rejected++;
-        session_end(s, LJMP__SESSION_STATE__FAILED,
-                    "ingest protocol version %u; this ljmpd speaks %u",
-                    s->hello[4], LJMP_INGEST_VERSION);
+        session_reject(s, "ingest protocol version %u; this ljmpd speaks %u",
+                       s->hello[4], LJMP_INGEST_VERSION);
+        return -1;
+    }
+    if (now_ms() - s->start_ms > s->srv->cfg.hello_timeout_ms) {
+        session_reject(s, "no whole hello within %u ms",
+                       s->srv->cfg.hello_timeout_ms);
         return -1;
     }
     if (s->hello_len == 7 && s->hello[6] > 0)
@@ -291,6 +322,7 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         memcpy(s->vm_version, s->hello + 7, s->hello[6]);
         s->vm_version[s->hello[6]] = '\0';
         s->phase = SESSION_STREAM;
+        event_add(s->ev, NULL); /* no more hello deadline */
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
         control_session_started(s->srv, s);
@@ -400,15 +432,18 @@ static void session_hangup(struct session *s, const char *why)
 {
     switch (s->phase) {
     case SESSION_HELLO:
-        s->srv->counters.sessions_rejected++;
-        session_end(s, LJMP__SESSION_STATE__FAILED,
-                    "connection %s before a whole hello (%zu bytes)", why,
-                    s->hello_len);
+        session_reject(s, "connection %s before a whole hello (%zu bytes)", why,
+                       s->hello_len);
         break;
     case SESSION_STREAM:
-        lm_decoder_finish(&s->prof.dec);
-        session_end(s, LJMP__SESSION_STATE__TRUNCATED, "connection %s: %s", why,
-                    s->prof.dec.errmsg);
+        if (lm_decoder_finish(&s->prof.dec) == LM_ERROR) {
+            s->error_offset = s->prof.dec.err_offset;
+            session_end(s, LJMP__SESSION_STATE__FAILED, "connection %s: %s",
+                        why, s->prof.dec.errmsg);
+        } else {
+            session_end(s, LJMP__SESSION_STATE__TRUNCATED, "connection %s: %s",
+                        why, s->prof.dec.errmsg);
+        }
         break;
     case SESSION_TRAILER:
         session_end(s, LJMP__SESSION_STATE__TRUNCATED,
@@ -432,7 +467,12 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
     struct server *srv = s->srv;
     ssize_t n;
 
-    (void)what;
+    if (what & EV_TIMEOUT) {
+        if (s->phase == SESSION_HELLO)
+            session_reject(s, "no hello within %u ms",
+                           srv->cfg.hello_timeout_ms);
+        return;
+    }
     n = read(fd, srv->rbuf, srv->cfg.read_budget);
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN)
@@ -448,6 +488,12 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
     session_take(s, srv->rbuf, (size_t)n);
 }
 
+int session_recordable(const struct session *s)
+{
+    return (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM) &&
+           s->stream_bytes == 0 && s->rec == NULL;
+}
+
 /* Starts recording into rec; 0, or -1 with rec->error set. */
 int session_record(struct session *s, struct recording *rec)
 {
@@ -457,7 +503,7 @@ int session_record(struct session *s, struct recording *rec)
                  (unsigned long long)s->id);
         return -1;
     }
-    if (s->phase != SESSION_STREAM || s->stream_bytes > 0) {
+    if (!session_recordable(s)) {
         snprintf(rec->error, sizeof(rec->error),
                  "session %llu is past its start (%llu bytes); recording "
                  "from the middle of a stream is not supported",

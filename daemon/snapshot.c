@@ -76,9 +76,9 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
     i->cmdline = s->cmdline;
     i->has_process_start_ms = i->has_session_start_ms = 1;
     i->process_start_ms = s->process_start_ms;
-    i->session_start_ms = s->start_ms;
+    i->session_start_ms = wall_ms(s->start_ms);
     i->has_session_end_ms = s->end_ms != 0;
-    i->session_end_ms = s->end_ms;
+    i->session_end_ms = wall_ms(s->end_ms);
     i->has_state = 1;
     i->state = s->state;
     if (s->reason[0] != '\0')
@@ -475,7 +475,7 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, const struct server *srv,
         bases->v[i] = bases->v[--bases->n];
     }
     snap->has_time_ms = 1;
-    snap->time_ms = now;
+    snap->time_ms = wall_ms(now);
     if ((snap->daemon = snapshot_daemon(a, srv)) == NULL)
         return NULL;
     return snap;
