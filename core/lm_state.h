@@ -93,7 +93,13 @@ struct lm_totals {
 
 struct lm_state_limits {
     uint32_t max_locations; /* 0 for the default */
+    /* Records are applied without the prefetch pipeline while the heap map
+     * and locations take fewer bytes than this (they fit in the caches):
+     * 0 for the default (1 MiB); tests force either path. */
+    uint64_t direct_bytes;
 };
+
+#define LM_DEFAULT_DIRECT_BYTES (1u << 20)
 
 #define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
 #define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override keys: 24 bits */
@@ -104,6 +110,7 @@ struct lm_state {
 
     struct lm_loc *locs;
     uint32_t nlocs, locs_cap, max_locs;
+    uint64_t direct_bytes;
     struct lm_hindex loc_index; /* current locations by key */
     uint32_t last_loc;          /* one-entry cache of the location index */
     uint64_t last_hash;

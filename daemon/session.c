@@ -104,7 +104,7 @@ void session_accept(struct server *srv, int fd)
     s->start_ms = now_ms();
     s->state = LJMP__SESSION_STATE__STREAMING;
     struct lm_limits limits = {srv->cfg.max_string, srv->cfg.max_string + 64};
-    struct lm_state_limits state_limits = {srv->cfg.max_locations};
+    struct lm_state_limits state_limits = {srv->cfg.max_locations, 0};
     if (lm_profile_init(&s->prof, &limits, &state_limits) != 0) {
         free(s);
         goto oom;

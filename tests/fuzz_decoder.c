@@ -13,15 +13,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct lm_limits limits = {4096, 4096 + 64};
-    struct lm_state_limits state_limits = {1 << 16};
+    struct lm_state_limits state_limits = {1 << 16, 0};
     struct lm_profile p;
     enum lm_status st = LM_NEED_MORE;
     size_t chunk, off = 1;
 
     if (size < 1)
         return 0;
-    /* The first byte picks the chunk size: 1..255, or 0 for all at once. */
+    /* The first byte picks the chunk size: 1..255, or 0 for all at once;
+     * its lowest bit, the path records take through the state (direct, or
+     * the prefetch pipeline), which must agree. */
     chunk = data[0] ? data[0] : size;
+    state_limits.direct_bytes = data[0] & 1 ? 1 : UINT64_MAX;
     if (lm_profile_init(&p, &limits, &state_limits) != 0)
         return 0;
     while (off < size && st == LM_NEED_MORE) {

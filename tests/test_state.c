@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_report.h"
 #include "test_util.h"
 
 static void run(struct lm_profile *p, struct lm_buf *b, enum lm_status want)
@@ -511,6 +512,95 @@ static void test_heap_map_churn(void)
     lm_heap_free(&m);
 }
 
+/* A stream of random events over many sites, symbols among them. */
+static void random_stream(struct lm_buf *b, uint64_t seed, int nevents)
+{
+    enum { SITES = 3000, SLOTS = 100000 };
+    static uint64_t live[SLOTS];
+    uint64_t r = seed, next = 0x10000;
+
+    memset(live, 0, sizeof(live));
+    lm_enc_begin(b, LM_REV_R3);
+    for (int i = 0; i < 64; i++)
+        lm_enc_sym_lfunc(b, 0x1000 + 16 * (uint64_t)i,
+                         i & 1 ? "@a.lua" : "@b.lua", (uint64_t)i);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    for (int i = 0; i < nevents; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint64_t x = r >> 16;
+        struct lm_loc_ref loc = {0};
+        int site = (int)(x % SITES);
+        if (site % 7 == 0) {
+            loc.source = LM_SRC_CFUNC;
+            loc.addr = 0x500000 + (uint64_t)site;
+        } else if (site % 11 == 0) {
+            loc.source = LM_SRC_INTERNAL;
+        } else {
+            loc.source = LM_SRC_LFUNC;
+            loc.addr = 0x1000 + 16 * (uint64_t)(site % 64);
+            loc.line = (uint64_t)site;
+        }
+        int k = (int)((x >> 20) % SLOTS);
+        uint64_t size = 16 + (x >> 40) % 200;
+        if (i % 5000 == 4999)
+            lm_enc_event_lfunc(b, 0x1000 + 16 * (uint64_t)(x % 64), "@c.lua",
+                               (uint64_t)i);
+        else if (live[k] == 0) {
+            live[k] = next += 256;
+            lm_enc_alloc(b, LM_REV_R3, &loc, live[k], size);
+        } else if (x & 0x100000000ULL) {
+            lm_enc_free(b, LM_REV_R3, &loc, live[k], size);
+            live[k] = 0;
+        } else {
+            uint64_t n = next += 256;
+            lm_enc_realloc(b, LM_REV_R3, &loc, live[k], size, n, size + 8);
+            live[k] = n;
+        }
+    }
+    lm_enc_epilogue(b);
+}
+
+static char *report_text(const struct lm_state *s)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct lm_report_opts opts = {0, 0, 0};
+
+    CU_ASSERT_EQUAL(lm_report_write(f, s, &opts), 0);
+    fclose(f);
+    return text;
+}
+
+/* The direct path and the prefetch pipeline build the same state. */
+static void test_direct_and_pipelined_agree(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile direct, piped;
+    struct lm_state_limits always = {0, UINT64_MAX}, never = {0, 1};
+
+    random_stream(&b, 42, 400000);
+    CU_ASSERT_FATAL(!b.oom);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&direct, NULL, &always), 0);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&piped, NULL, &never), 0);
+    CU_ASSERT_EQUAL(feed_chunked(&direct, b.data, b.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL(feed_chunked(&piped, b.data, b.len, 4096), LM_DONE);
+    CU_ASSERT_TRUE(direct.state.totals.live_blocks > 50000);
+    CU_ASSERT_EQUAL(memcmp(&direct.state.totals, &piped.state.totals,
+                           sizeof(struct lm_totals)),
+                    0);
+    CU_ASSERT_EQUAL(direct.state.nlocs, piped.state.nlocs);
+    char *a = report_text(&direct.state), *c = report_text(&piped.state);
+    CU_ASSERT_TRUE(strlen(a) > 1000);
+    CU_ASSERT_STRING_EQUAL(a, c);
+    free(a);
+    free(c);
+    lm_profile_free(&direct);
+    lm_profile_free(&piped);
+    lm_buf_free(&b);
+}
+
 void register_state_tests(void)
 {
     CU_pSuite s = CU_add_suite("state", NULL, NULL);
@@ -533,4 +623,6 @@ void register_state_tests(void)
     CU_add_test(s, "heap map under crafted collisions",
                 test_heap_map_collisions);
     CU_add_test(s, "heap map under steady churn", test_heap_map_churn);
+    CU_add_test(s, "direct and pipelined paths agree",
+                test_direct_and_pipelined_agree);
 }
