@@ -560,14 +560,19 @@ int live_report(const char *pid_arg, int leak_only, int human_readable,
 static const char record_help[] =
     "usage: ljmpctl record PID -o FILE [OPTIONS]\n"
     "\n"
-    "Records PID's memprof stream into FILE, byte for byte, as ljmpd\n"
-    "receives it: `ljmpctl report FILE` and Tarantool's parser read it.\n"
-    "ljmpctl opens FILE (so it is yours) and hands it to ljmpd.  PID must\n"
-    "not have begun its stream yet: give --wait and start the process's\n"
-    "profiling (LJMP_SOCKET, misc.memprof.start{socket=...}, or attach)\n"
-    "within that time.  Waits until the session ends, then says how it\n"
-    "ended; with --no-wait it returns once recording has begun, and ljmpd\n"
-    "closes FILE when the session ends.\n"
+    "Records PID's memprof stream into FILE as ljmpd receives it:\n"
+    "`ljmpctl report FILE` and Tarantool's parser read it.  ljmpctl opens\n"
+    "FILE (so it is yours) and hands it to ljmpd.\n"
+    "\n"
+    "A process that is streaming is recorded from now: the file starts with\n"
+    "the symbols ljmpd knows, and blocks allocated before are not in it.\n"
+    "To record a whole session, byte for byte, ask before it starts: give\n"
+    "--wait and start the process's profiling (LJMP_SOCKET,\n"
+    "misc.memprof.start{socket=...}, or attach) within that time.\n"
+    "\n"
+    "Waits until the session ends, then says how it ended; with --no-wait\n"
+    "it returns once recording has begun, and ljmpd closes FILE when the\n"
+    "session ends.\n"
     "\n"
     "Options:\n"
     "  -o, --output FILE   where to record (required)\n"
@@ -597,9 +602,10 @@ static int record_wait(struct conn *c, const struct live_args *a,
                     a->wait_s, a->pid);
         } else if (!st->done) {
             fprintf(stderr,
-                    "ljmpctl record: recording session %llu of pid "
-                    "%u into %s\n",
-                    (unsigned long long)st->session_id, a->pid, a->output);
+                    "ljmpctl record: recording session %llu of pid %u into "
+                    "%s, %s\n",
+                    (unsigned long long)st->session_id, a->pid, a->output,
+                    st->from_start ? "from its start" : "from now on");
             if (a->no_wait) {
                 ljmp__response__free_unpacked(resp, NULL);
                 return EXIT_OK;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lm_format.h"
+#include "lm_symtab.h"
 
 void lm_buf_free(struct lm_buf *b)
 {
@@ -77,10 +78,10 @@ void lm_enc_symtab_prologue(struct lm_buf *b, uint8_t ljs_version)
 }
 
 static void sym_lfunc_body(struct lm_buf *b, uint64_t addr, const char *chunk,
-                           uint64_t firstline)
+                           size_t len, uint64_t firstline)
 {
     lm_buf_uleb(b, addr);
-    lm_buf_string(b, chunk, strlen(chunk));
+    lm_buf_string(b, chunk, len);
     lm_buf_uleb(b, firstline);
 }
 
@@ -99,7 +100,7 @@ void lm_enc_sym_lfunc(struct lm_buf *b, uint64_t addr, const char *chunk,
                       uint64_t firstline)
 {
     lm_buf_byte(b, LM_SYM_LFUNC);
-    sym_lfunc_body(b, addr, chunk, firstline);
+    sym_lfunc_body(b, addr, chunk, strlen(chunk), firstline);
 }
 
 void lm_enc_sym_cfunc(struct lm_buf *b, uint64_t addr, const char *name)
@@ -187,7 +188,7 @@ void lm_enc_event_lfunc(struct lm_buf *b, uint64_t addr, const char *chunk,
                         uint64_t firstline)
 {
     event_header(b, LM_EV_SYMTAB, LM_SRC_LFUNC);
-    sym_lfunc_body(b, addr, chunk, firstline);
+    sym_lfunc_body(b, addr, chunk, strlen(chunk), firstline);
 }
 
 void lm_enc_event_cfunc(struct lm_buf *b, uint64_t addr, const char *name)
@@ -221,4 +222,34 @@ void lm_enc_begin(struct lm_buf *b, enum lm_revision rev)
 void lm_enc_begin_events(struct lm_buf *b, enum lm_revision rev)
 {
     lm_enc_events_prologue(b, ljm_of[rev]);
+}
+
+void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
+                      enum lm_revision rev)
+{
+    size_t len;
+
+    for (uint32_t i = 0; i < t->nprotos; i++) {
+        const struct lm_proto *p = &t->protos[i];
+        if (p->chunk == LM_NONE || lm_symtab_proto_current(t, p->addr) != i)
+            continue;
+        const char *chunk = lm_symtab_str(t, p->chunk, &len);
+        lm_buf_byte(b, LM_SYM_LFUNC);
+        sym_lfunc_body(b, p->addr, chunk, len, p->firstline);
+    }
+    for (uint32_t i = 0; i < t->ntraces; i++) {
+        const struct lm_trace *tr = &t->traces[i];
+        if (!tr->known || lm_symtab_trace_current(t, tr->traceno) != i)
+            continue;
+        lm_enc_sym_trace(b, rev, tr->traceno, tr->trace_addr, tr->start_addr,
+                         tr->start_line);
+    }
+    /* In arrival order: a later name for an address wins, as it did.  Only
+     * R3's symbol table has C symbols. */
+    for (uint32_t i = 0; rev == LM_REV_R3 && i < t->ncfuncs; i++) {
+        const char *name = lm_symtab_str(t, t->cfuncs[i].name, &len);
+        lm_buf_byte(b, LM_SYM_V3_CFUNC);
+        lm_buf_uleb(b, t->cfuncs[i].addr);
+        lm_buf_string(b, name, len);
+    }
 }

@@ -29,6 +29,14 @@ void lm_enc_sym_trace(struct lm_buf *b, enum lm_revision rev, uint64_t traceno,
                       uint64_t trace_addr, uint64_t proto, uint64_t line);
 void lm_enc_symtab_end(struct lm_buf *b);
 
+/* The symbols a table holds now, as symtab entries of rev: the current
+ * epoch of each prototype and trace, and (R3) every C symbol in arrival
+ * order.
+ * A reader of them names later events as the table would. */
+struct lm_symtab;
+void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
+                      enum lm_revision rev);
+
 /* The events. */
 void lm_enc_events_prologue(struct lm_buf *b, uint8_t ljm_version);
 void lm_enc_alloc(struct lm_buf *b, enum lm_revision rev,

@@ -457,12 +457,19 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     sel.has_pid = 1;
     sel.pid = r->pid;
     struct session *s = select_session(p, &sel);
-    if (s != NULL && session_recordable(s)) {
-        session_record(s, rec);
+    if (s != NULL &&
+        (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM)) {
+        if (session_record(s, rec) != 0) {
+            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED, "%s",
+                            rec->error);
+            free(rec);
+            return;
+        }
         p->passed_fd = -1;
         send_record_status(rec, s->id);
-        log_info("session %llu: recording for pid %d",
-                 (unsigned long long)s->id, (int)p->pid);
+        log_info("session %llu: recording %s for pid %d",
+                 (unsigned long long)s->id,
+                 rec->from_start ? "from the start" : "from now", (int)p->pid);
         return;
     }
     if ((code = wait_for_pid(p, r, rec, why, sizeof(why))) != 0) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ljmpd.h"
+#include "lm_encoder.h"
 #include "log.h"
 
 /* The process's command line, NULs turned into spaces ("" if unreadable:
@@ -219,12 +220,9 @@ void recording_finish(struct recording *rec, const struct session *s)
     free(rec);
 }
 
-/* Copies stream bytes into the recording; a failed write ends it (the
- * session goes on). */
-static void record_bytes(struct session *s, const uint8_t *p, size_t n)
+/* Writes n bytes into the recording's file; -1 with rec->error set. */
+static int record_write(struct recording *rec, const uint8_t *p, size_t n)
 {
-    struct recording *rec = s->rec;
-
     while (n > 0) {
         ssize_t w = write(rec->fd, p, n);
         if (w < 0 && errno == EINTR)
@@ -233,15 +231,26 @@ static void record_bytes(struct session *s, const uint8_t *p, size_t n)
             snprintf(rec->error, sizeof(rec->error),
                      "writing the recording: %s",
                      w < 0 ? strerror(errno) : "no progress");
-            log_warn("session %llu: %s; recording stopped",
-                     (unsigned long long)s->id, rec->error);
-            s->rec = NULL;
-            recording_finish(rec, s);
-            return;
+            return -1;
         }
         p += w;
         n -= (size_t)w;
         rec->bytes += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Copies stream bytes into the recording; a failed write ends it (the
+ * session goes on). */
+static void record_bytes(struct session *s, const uint8_t *p, size_t n)
+{
+    struct recording *rec = s->rec;
+
+    if (record_write(rec, p, n) != 0) {
+        log_warn("session %llu: %s; recording stopped",
+                 (unsigned long long)s->id, rec->error);
+        s->rec = NULL;
+        recording_finish(rec, s);
     }
 }
 
@@ -494,6 +503,44 @@ int session_recordable(const struct session *s)
            s->stream_bytes == 0 && s->rec == NULL;
 }
 
+/*
+ * Starts a recording in the middle of the stream: a symbol table of what
+ * the session knows now, then the item the decoder holds half-read, then
+ * everything that arrives.  Blocks allocated before are not in the file:
+ * their frees show as frees of unknown blocks.
+ */
+static int record_from_now(struct session *s, struct recording *rec)
+{
+    const struct lm_decoder *d = &s->prof.dec;
+    struct lm_buf b = {0};
+
+    if (s->phase != SESSION_STREAM || d->phase != LM_PH_EVENTS ||
+        s->prof.state.revision != LM_REV_R3) {
+        snprintf(rec->error, sizeof(rec->error),
+                 "session %llu is %s; a recording can start at the start "
+                 "of a stream or among its R3 events",
+                 (unsigned long long)s->id,
+                 s->phase != SESSION_STREAM ? "ending"
+                                            : "reading its symbol table");
+        return -1;
+    }
+    lm_enc_symtab_prologue(&b, d->ljs_version);
+    lm_enc_symtab_of(&b, &s->prof.state.sym, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_events_prologue(&b, d->ljm_version);
+    lm_buf_bytes(&b, d->pend, d->pend_len);
+    if (b.oom) {
+        lm_buf_free(&b);
+        snprintf(rec->error, sizeof(rec->error), "out of memory");
+        return -1;
+    }
+    int rc = record_write(rec, b.data, b.len);
+    lm_buf_free(&b);
+    if (rc == 0)
+        s->rec = rec;
+    return rc;
+}
+
 /* Starts recording into rec; 0, or -1 with rec->error set. */
 int session_record(struct session *s, struct recording *rec)
 {
@@ -503,14 +550,8 @@ int session_record(struct session *s, struct recording *rec)
                  (unsigned long long)s->id);
         return -1;
     }
-    if (!session_recordable(s)) {
-        snprintf(rec->error, sizeof(rec->error),
-                 "session %llu is past its start (%llu bytes); recording "
-                 "from the middle of a stream is not supported",
-                 (unsigned long long)s->id,
-                 (unsigned long long)s->stream_bytes);
-        return -1;
-    }
+    if (!session_recordable(s))
+        return record_from_now(s, rec);
     rec->from_start = 1;
     s->rec = rec;
     return 0;

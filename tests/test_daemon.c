@@ -559,6 +559,47 @@ static void test_many_subscribers_and_a_stalled_one(void)
     CU_ASSERT_TRUE(daemon_up());
 }
 
+/* A session recorded from the middle: a complete file whose report has
+ * the session's sites, with fewer events than the session. */
+static void test_record_mid_stream(void)
+{
+    char stop[200], args[512], busy[300];
+
+    snprintf(stop, sizeof(stop), "%s/mid.stop", test_dir);
+    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 100000, 10000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    snprintf(args, sizeof(args), "record %d -o '%s/mid.bin' --no-wait",
+             (int)vm.pid, test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "mid.out"), 0);
+    sleep_ms(100);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    const Ljmp__SessionSnapshot *s = session_in(r, vm.pid);
+    uint64_t session_allocs = s->totals->alloc_events;
+    CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
+    ljmp__response__free_unpacked(r, NULL);
+    /* The file is closed when the session ends: a whole stream. */
+    snprintf(args, sizeof(args), "report --json '%s/mid.bin'", test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "mid.json"), 0);
+    snprintf(args, sizeof(args), "report '%s/mid.bin'", test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "mid.txt"), 0);
+    char *text = test_slurp("mid.txt"), *json = test_slurp("mid.json");
+    site_name(busy, sizeof(busy), "busy.lua", "SITE busy");
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, busy));
+    char *p = strstr(json, "\"alloc_events\":");
+    unsigned long long file_allocs = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    sscanf(p, "\"alloc_events\":%llu", &file_allocs);
+    CU_ASSERT_TRUE(file_allocs > 0 && file_allocs < session_allocs);
+    free(text);
+    free(json);
+}
+
 /* A VM killed mid-stream leaves a truncated session with its state. */
 static void test_vm_killed(void)
 {
@@ -986,6 +1027,7 @@ int main(void)
     CU_add_test(s, "50 subscribers and a stalled one",
                 test_many_subscribers_and_a_stalled_one);
     CU_add_test(s, "VM killed mid-stream", test_vm_killed);
+    CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "bad control", test_bad_control);
     CU_add_test(s, "request flood", test_request_flood);
