@@ -26,6 +26,8 @@ extern const struct cmd_entry cmd_snapshot_entry;
 extern const struct cmd_entry cmd_watch_entry;
 extern const struct cmd_entry cmd_subscribe_entry;
 extern const struct cmd_entry cmd_record_entry;
+extern const struct cmd_entry cmd_attach_entry;
+extern const struct cmd_entry cmd_detach_entry;
 
 /* `report PID`: the report of a live (or kept) session, from ljmpd. */
 int live_report(const char *pid, int leak_only, int human_readable, int json);

@@ -578,10 +578,10 @@ void control_dispatch(struct peer *p, const Ljmp__Request *req)
         do_record(p, req);
         break;
     case LJMP__REQUEST__BODY_ATTACH:
+        attach_request(p, req);
+        break;
     case LJMP__REQUEST__BODY_DETACH:
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED,
-                        "attach and detach through ljmpd are not built yet; "
-                        "signal the process (see luajit-patch/README.md)");
+        detach_request(p, req);
         break;
     default:
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,

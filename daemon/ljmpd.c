@@ -420,6 +420,7 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->peers);
     TAILQ_INIT(&srv->pending_records);
+    TAILQ_INIT(&srv->ops);
     srv->start_ms = now_ms();
     wall_ms(srv->start_ms);
     if ((srv->rbuf = malloc(srv->cfg.read_budget)) == NULL ||

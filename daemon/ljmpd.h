@@ -132,6 +132,8 @@ struct pending_record {
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
 TAILQ_HEAD(pending_record_list, pending_record);
+struct op_wait;
+TAILQ_HEAD(op_list, op_wait);
 
 struct server {
     struct event_base *base;
@@ -142,6 +144,7 @@ struct server {
     struct session_list sessions; /* oldest first */
     struct peer_list peers;
     struct pending_record_list pending_records;
+    struct op_list ops; /* attach and detach requests waiting for a VM */
     unsigned nlive, nended, npeers, nsubscribers, npending;
     uint64_t next_session_id, next_peer_id;
     uint64_t start_ms;
@@ -174,6 +177,13 @@ void peer_flush_now(struct peer *p);
 void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
                      const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* attach.c */
+void attach_request(struct peer *p, const Ljmp__Request *req);
+void detach_request(struct peer *p, const Ljmp__Request *req);
+void attach_session_started(struct server *srv, struct session *s);
+void attach_session_ended(struct server *srv, const struct session *s);
+void attach_peer_gone(struct peer *p);
 
 /* control.c */
 void control_dispatch(struct peer *p, const Ljmp__Request *req);

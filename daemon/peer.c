@@ -89,6 +89,7 @@ void peer_free(struct peer *p)
     if (s->rec != NULL && s->rec->waiter == p)
         s->rec->waiter = NULL;
     control_peer_gone(p);
+    attach_peer_gone(p);
     if (p->sub != NULL)
         control_subscription_free(p->sub);
     TAILQ_REMOVE(&srv->peers, p, link);

@@ -300,6 +300,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
         s->rec = NULL;
         recording_finish(rec, s);
     }
+    attach_session_ended(srv, s);
 }
 
 /* Takes hello bytes; returns how many, or -1 once the session ended. */
@@ -335,6 +336,7 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
         control_session_started(s->srv, s);
+        attach_session_started(s->srv, s);
     }
     return (ssize_t)take;
 }

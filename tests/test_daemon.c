@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -120,18 +121,19 @@ static int teardown(void)
 struct vm {
     pid_t pid;
     int gate;
+    int in; /* its stdin, held open: a script may wait on it */
 };
 
 static struct vm vm_start(const char *script, const char *arg1,
                           const char *arg2, int stream, int gated)
 {
-    struct vm vm = {-1, -1};
+    struct vm vm = {-1, -1, -1};
     char path[256], out[160];
-    int gate[2] = {-1, -1};
+    int gate[2] = {-1, -1}, in[2];
 
     snprintf(path, sizeof(path), "%s/%s", VM_SCRIPTS, script);
     snprintf(out, sizeof(out), "%s/%s.%d.out", test_dir, script, (int)getpid());
-    if (gated && pipe(gate) != 0)
+    if ((gated && pipe(gate) != 0) || pipe(in) != 0)
         return vm;
     if ((vm.pid = fork()) == 0) {
         char b;
@@ -140,6 +142,8 @@ static struct vm vm_start(const char *script, const char *arg1,
             if (read(gate[0], &b, 1) != 1)
                 _exit(126);
         }
+        dup2(in[0], STDIN_FILENO);
+        close(in[1]);
         if (stream)
             setenv("LJMP_SOCKET", ingest_path, 1);
         char name[200];
@@ -153,6 +157,8 @@ static struct vm vm_start(const char *script, const char *arg1,
         close(gate[0]);
         vm.gate = gate[1];
     }
+    close(in[0]);
+    vm.in = in[1];
     return vm;
 }
 
@@ -175,10 +181,16 @@ static int vm_wait(struct vm *vm, unsigned timeout_ms)
         if (ms_now() > end) {
             kill(vm->pid, SIGKILL);
             waitpid(vm->pid, &st, 0);
-            return -2;
+            st = -2;
+            break;
         }
         sleep_ms(10);
     }
+    if (vm->in >= 0)
+        close(vm->in);
+    vm->in = -1;
+    if (st == -2)
+        return -2;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -305,6 +317,14 @@ static void site_name(char *out, size_t len, const char *script,
         }
     }
     fclose(f);
+}
+
+static void truncate_file(const char *name)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/%s", test_dir, name);
+    fclose(fopen(path, "w"));
 }
 
 /* Runs ljmpctl with args (a shell fragment), stdout into test_dir/out. */
@@ -938,6 +958,129 @@ static void test_record_refusals(void)
     conn_close(&c);
 }
 
+/* Attach and detach a running VM by pid, through ljmpd, as ljmpctl does;
+ * and the answers when it cannot be done. */
+static void test_attach_detach(void)
+{
+    char stop[200], args[256];
+
+    snprintf(stop, sizeof(stop), "%s/attach.stop", test_dir);
+    struct vm vm = vm_start("busy.lua", stop, "30", 0, 0);
+    sleep_ms(200); /* the VM's agent is installed at its start */
+    snprintf(args, sizeof(args), "attach %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "attach.out"), 0);
+    char *out = test_slurp("attach.out");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "attached, session"));
+    free(out);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 10000, 5000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    /* Twice: said, and no second session. */
+    CU_ASSERT_EQUAL(ljmpctl(args, "attach2.out"), 0);
+    out = test_slurp("attach2.out");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "already attached"));
+    free(out);
+    snprintf(args, sizeof(args), "detach %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "detach.out"), 0);
+    out = test_slurp("detach.out");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "detached, session"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "complete"));
+    free(out);
+    /* Detached: not attached any more. */
+    CU_ASSERT_EQUAL(ljmpctl(args, "detach2.out"), 5);
+    /* Attached again, then the program ends while attached: its session
+     * is complete all the same (the VM closes its stream). */
+    snprintf(args, sizeof(args), "attach %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "attach3.out"), 0);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    const Ljmp__SessionSnapshot *s = session_in(r, vm.pid);
+    CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
+    ljmp__response__free_unpacked(r, NULL);
+    snprintf(args, sizeof(args), "detach %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "detach3.out"), 5);
+}
+
+/* The reasons attach gives when it cannot. */
+static void test_attach_refusals(void)
+{
+    char args[256], *err;
+
+    truncate_file("ljmpctl.err");
+    CU_ASSERT_EQUAL(ljmpctl("attach 2147483646", "x.out"), 5);
+    err = test_slurp("ljmpctl.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no such process"));
+    free(err);
+
+    truncate_file("ljmpctl.err");
+    snprintf(args, sizeof(args), "attach %d", (int)getpid());
+    CU_ASSERT_EQUAL(ljmpctl(args, "x.out"), 5);
+    err = test_slurp("ljmpctl.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a patched LuaJIT VM"));
+    free(err);
+
+    /* The agent disabled by the program's environment. */
+    setenv("LJMP_AGENT", "0", 1);
+    struct vm off = vm_start("idle.lua", NULL, NULL, 0, 0);
+    unsetenv("LJMP_AGENT");
+    sleep_ms(200);
+    truncate_file("ljmpctl.err");
+    snprintf(args, sizeof(args), "attach %d", (int)off.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "x.out"), 5);
+    err = test_slurp("ljmpctl.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "disabled its attach agent"));
+    free(err);
+    kill(off.pid, SIGKILL);
+    vm_wait(&off, 1000);
+
+    /* An idle VM runs no Lua: the wait ends, with the reason. */
+    struct vm idle = vm_start("idle.lua", NULL, NULL, 0, 1);
+    vm_release(&idle);
+    sleep_ms(200);
+    truncate_file("ljmpctl.err");
+    snprintf(args, sizeof(args), "attach %d --timeout 300", (int)idle.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "x.out"), 5);
+    err = test_slurp("ljmpctl.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "did not connect within 300 ms"));
+    free(err);
+    kill(idle.pid, SIGKILL);
+    vm_wait(&idle, 1000);
+
+    /* Another user may not attach to root's process (run as nobody). */
+    if (getuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0)
+        return;
+    char probe[512];
+    snprintf(probe, sizeof(probe),
+             "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups "
+             "%s --help >/dev/null 2>&1",
+             LJMPCTL_PATH);
+    if (system(probe) != 0) {
+        /* The build tree is closed to other users (a private checkout). */
+        fprintf(stderr, "\n  (nobody cannot run %s: that check skipped)\n",
+                LJMPCTL_PATH);
+        return;
+    }
+    snprintf(args, sizeof(args), "%s/never2.stop", test_dir);
+    struct vm vm = vm_start("busy.lua", args, "30", 0, 0);
+    sleep_ms(200);
+    truncate_file("ljmpctl.err");
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups "
+             "%s attach %d >/dev/null 2>'%s/nobody.err'",
+             LJMPCTL_PATH, (int)vm.pid, test_dir);
+    int st = system(cmd);
+    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 5);
+    err = test_slurp("nobody.err");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "permission denied"));
+    free(err);
+    kill(vm.pid, SIGKILL);
+    vm_wait(&vm, 1000);
+}
+
 /* ljmpctl's answers without a daemon, and for a pid with no session. */
 static void test_client_errors(void)
 {
@@ -1010,15 +1153,19 @@ static void test_clean_shutdown(void)
 
 int main(void)
 {
-    static const char *const extra[] = {"--queue", "4096", "--hello-timeout",
-                                        "300", NULL};
+    /* The control socket open to all, in a directory others may cross:
+     * the daemon's own checks are what the tests exercise. */
+    static const char *const extra[] = {
+        "--queue", "4096", "--hello-timeout", "300", "--control-mode",
+        "0666",    NULL};
     CU_pSuite s;
 
     signal(SIGPIPE, SIG_IGN);
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     s = CU_add_suite("daemon", NULL, teardown);
-    if (setup() != 0 || start_daemon(extra) != 0) {
+    if (setup() != 0 || chmod(test_dir, 0711) != 0 ||
+        start_daemon(extra) != 0) {
         fprintf(stderr, "cannot start ljmpd\n");
         return 1;
     }
@@ -1033,6 +1180,8 @@ int main(void)
     CU_add_test(s, "request flood", test_request_flood);
     CU_add_test(s, "record refusals", test_record_refusals);
     CU_add_test(s, "client errors", test_client_errors);
+    CU_add_test(s, "attach and detach", test_attach_detach);
+    CU_add_test(s, "attach refusals", test_attach_refusals);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
     return test_run_all();

@@ -1,0 +1,194 @@
+/* `ljmpctl attach PID` and `ljmpctl detach PID`: start and stop a running
+ * program's profile through ljmpd. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "ljmpctl.h"
+
+static const char attach_help[] =
+    "usage: ljmpctl attach PID [--timeout MS]\n"
+    "\n"
+    "Starts profiling a running program: ljmpd checks that you may (root,\n"
+    "or the process's owner) and that it runs a patched LuaJIT VM with its\n"
+    "attach agent, signals it, and waits for its stream.  The VM starts at\n"
+    "its next Lua call, so an idle program (or one inside a long compiled\n"
+    "loop) starts late; the wait is --timeout (5000 ms; at most 60000).\n"
+    "The VM connects to $LJMP_INGEST as it has it in its environment, else\n"
+    "to the default ingest socket: ljmpd must listen there.\n"
+    "\n"
+    "Prints the new session.  Attaching to a process that streams already\n"
+    "says so and succeeds.  Exit status 5 with the reason when it cannot:\n"
+    "no such process, permission denied, not a patched VM, agent disabled\n"
+    "(LJMP_AGENT=0), or no Lua code ran within the timeout.\n";
+
+static const char detach_help[] =
+    "usage: ljmpctl detach PID [--timeout MS]\n"
+    "\n"
+    "Stops profiling PID: ljmpd signals its VM, which ends the stream at its\n"
+    "next Lua call with its own totals; ljmpd answers once the session has\n"
+    "ended and says whether those totals matched (complete).  The session\n"
+    "stays queryable (`ljmpctl report PID`).  Exit status 5 when PID is not\n"
+    "attached or did not stop within --timeout (5000 ms).\n";
+
+static int parse(const char *cmd, const char *help, int argc, char **argv,
+                 uint32_t *pid, uint32_t *timeout_ms)
+{
+    static const struct option longopts[] = {
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    char *end;
+    int c;
+
+    *timeout_ms = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (errno || *end || end == optarg || v > 60000) {
+                fprintf(stderr, "ljmpctl %s: --timeout wants ms up to 60000\n",
+                        cmd);
+                return -1;
+            }
+            *timeout_ms = (uint32_t)v;
+            break;
+        case 'h':
+            fputs(help, stdout);
+            return 1;
+        default:
+            fprintf(stderr, "try 'ljmpctl %s --help'\n", cmd);
+            return -1;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr,
+                "ljmpctl %s: expected one PID; try 'ljmpctl %s "
+                "--help'\n",
+                cmd, cmd);
+        return -1;
+    }
+    unsigned long v = strtoul(argv[optind], &end, 10);
+    if (*end || end == argv[optind] || v == 0 || v > INT32_MAX) {
+        fprintf(stderr, "ljmpctl %s: '%s' is not a process id\n", cmd,
+                argv[optind]);
+        return -1;
+    }
+    *pid = (uint32_t)v;
+    return 0;
+}
+
+/* Sends the request and waits as long as ljmpd may (its timeout + 5 s). */
+static Ljmp__Response *ask(const char *cmd, Ljmp__Request *req,
+                           uint32_t timeout_ms, struct conn *c, int *rc)
+{
+    Ljmp__Response *resp;
+    uint64_t id;
+
+    if (conn_open(c) != 0) {
+        *rc = EXIT_NO_DAEMON;
+        return NULL;
+    }
+    if ((id = conn_send(c, req, -1)) == 0) {
+        *rc = EXIT_NO_DAEMON;
+        return NULL;
+    }
+    int wait = (int)(timeout_ms ? timeout_ms : 5000) + 5000;
+    while ((resp = conn_recv(c, wait)) != NULL && resp->id != id &&
+           !resp->goodbye)
+        ljmp__response__free_unpacked(resp, NULL);
+    if (resp == NULL) {
+        *rc = EXIT_NO_DAEMON;
+        return NULL;
+    }
+    if ((*rc = conn_error(cmd, resp)) != 0 ||
+        resp->body_case != LJMP__RESPONSE__BODY_SESSION) {
+        if (*rc == 0) {
+            fprintf(stderr, "ljmpctl %s: unexpected answer from ljmpd\n", cmd);
+            *rc = EXIT_NO_DAEMON;
+        }
+        ljmp__response__free_unpacked(resp, NULL);
+        return NULL;
+    }
+    return resp;
+}
+
+static int cmd_attach(int argc, char **argv)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__AttachRequest ar = LJMP__ATTACH_REQUEST__INIT;
+    uint32_t pid, timeout_ms;
+    struct conn c;
+    int rc = parse("attach", attach_help, argc, argv, &pid, &timeout_ms);
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    ar.has_pid = ar.has_timeout_ms = 1;
+    ar.pid = pid;
+    ar.timeout_ms = timeout_ms;
+    req.body_case = LJMP__REQUEST__BODY_ATTACH;
+    req.attach = &ar;
+    Ljmp__Response *resp = ask("attach", &req, timeout_ms, &c, &rc);
+    if (resp != NULL) {
+        const Ljmp__SessionInfo *s = resp->session;
+        printf("pid %u: %s, session %llu (%s)\n", pid,
+               resp->note ? resp->note : "attached", (unsigned long long)s->id,
+               s->vm_version ? s->vm_version : "");
+        ljmp__response__free_unpacked(resp, NULL);
+    }
+    conn_close(&c);
+    return rc;
+}
+
+static int cmd_detach(int argc, char **argv)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__DetachRequest dr = LJMP__DETACH_REQUEST__INIT;
+    uint32_t pid, timeout_ms;
+    struct conn c;
+    int rc = parse("detach", detach_help, argc, argv, &pid, &timeout_ms);
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    dr.has_pid = dr.has_timeout_ms = 1;
+    dr.pid = pid;
+    dr.timeout_ms = timeout_ms;
+    req.body_case = LJMP__REQUEST__BODY_DETACH;
+    req.detach = &dr;
+    Ljmp__Response *resp = ask("detach", &req, timeout_ms, &c, &rc);
+    if (resp != NULL) {
+        const Ljmp__SessionInfo *s = resp->session;
+        printf("pid %u: detached, session %llu %s", pid,
+               (unsigned long long)s->id, ljmp_wire_state_name(s->state));
+        if (s->trailer_seen)
+            printf(" (%llu events, %llu stream bytes, as the VM counted)",
+                   (unsigned long long)s->trailer_events,
+                   (unsigned long long)s->trailer_stream_bytes);
+        else if (s->reason)
+            printf(": %s", s->reason);
+        putchar('\n');
+        if (s->state == LJMP__SESSION_STATE__TRUNCATED)
+            rc = EXIT_TRUNCATED;
+        else if (s->state == LJMP__SESSION_STATE__FAILED)
+            rc = EXIT_MALFORMED;
+        ljmp__response__free_unpacked(resp, NULL);
+    }
+    conn_close(&c);
+    return rc;
+}
+
+const struct cmd_entry cmd_attach_entry = {
+    "attach",    "PID [--timeout MS]", "start profiling a running program",
+    attach_help, cmd_attach,
+};
+
+const struct cmd_entry cmd_detach_entry = {
+    "detach",    "PID [--timeout MS]", "stop profiling it; the session is kept",
+    detach_help, cmd_detach,
+};

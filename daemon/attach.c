@@ -1,0 +1,342 @@
+/* Attach and detach by pid: checks, the signal to the VM's agent, and the
+ * bounded wait for its stream to begin or end. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+#include "snapshot.h"
+
+#define DEFAULT_WAIT_MS 5000
+#define MAX_WAIT_MS     60000
+
+/* A request waiting for a VM: attach waits for its hello, detach for the
+ * end of its session. */
+struct op_wait {
+    TAILQ_ENTRY(op_wait) link;
+    struct server *srv;
+    int detach;
+    pid_t pid;
+    uint64_t session_id; /* detach: the session that must end */
+    struct peer *peer;
+    uint64_t request_id;
+    unsigned wait_ms;
+    struct event *timer;
+};
+
+/* What /proc says about a process, for the checks. */
+struct proc_facts {
+    uid_t uid;     /* real uid */
+    int signal;    /* the agent's signal number, from its environment */
+    int agent_off; /* LJMP_AGENT=0 */
+    int env_known; /* the environment could be read */
+    char ingest[108];
+    unsigned long long caught; /* SigCgt */
+    unsigned long long ignored;
+};
+
+static int read_status(pid_t pid, struct proc_facts *f)
+{
+    char path[64], line[256];
+    FILE *fp;
+    int have = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if ((fp = fopen(path, "re")) == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), fp) != NULL) {
+        unsigned u;
+        if (sscanf(line, "Uid: %u", &u) == 1)
+            f->uid = (uid_t)u, have |= 1;
+        else if (sscanf(line, "SigCgt: %llx", &f->caught) == 1)
+            have |= 2;
+        else if (sscanf(line, "SigIgn: %llx", &f->ignored) == 1)
+            have |= 4;
+    }
+    fclose(fp);
+    return have == 7 ? 0 : -1;
+}
+
+/* LJMP_AGENT, LJMP_SIGNAL and LJMP_INGEST from the process's environment
+ * (readable by its owner and root). */
+static void read_environ(pid_t pid, struct proc_facts *f)
+{
+    char path[64];
+    static char buf[65536];
+    ssize_t n;
+    int fd;
+
+    f->signal = SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET;
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n < 0)
+        return;
+    buf[n] = '\0';
+    f->env_known = 1;
+    for (char *v = buf; v < buf + n; v += strlen(v) + 1) {
+        if (strcmp(v, "LJMP_AGENT=0") == 0)
+            f->agent_off = 1;
+        else if (strncmp(v, "LJMP_SIGNAL=", 12) == 0)
+            f->signal = SIGRTMIN + atoi(v + 12);
+        else if (strncmp(v, "LJMP_INGEST=", 12) == 0)
+            snprintf(f->ingest, sizeof(f->ingest), "%s", v + 12);
+    }
+}
+
+static int sig_bit(unsigned long long mask, int sig)
+{
+    return sig >= 1 && sig <= 64 && (mask >> (sig - 1) & 1);
+}
+
+/*
+ * Whether the caller may attach to pid and pid can be attached: 0, or an
+ * error code with the reason in why.
+ */
+static int check_target(const struct peer *p, pid_t pid, struct proc_facts *f,
+                        char *why, size_t len)
+{
+    memset(f, 0, sizeof(*f));
+    if (pid <= 0 || read_status(pid, f) != 0) {
+        snprintf(why, len, "no such process: %d", (int)pid);
+        return LJMP__ERROR_CODE__ERR_NO_SESSION;
+    }
+    if (p->uid != 0 && p->uid != f->uid) {
+        snprintf(why, len,
+                 "permission denied: pid %d belongs to uid %u, and you are "
+                 "uid %u (only its owner or root may attach)",
+                 (int)pid, (unsigned)f->uid, (unsigned)p->uid);
+        return LJMP__ERROR_CODE__ERR_PERMISSION;
+    }
+    read_environ(pid, f);
+    if (f->agent_off) {
+        snprintf(why, len,
+                 "pid %d disabled its attach agent (LJMP_AGENT=0 in its "
+                 "environment)",
+                 (int)pid);
+        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
+    }
+    if (f->signal < SIGRTMIN || f->signal > SIGRTMAX ||
+        !sig_bit(f->caught, f->signal)) {
+        snprintf(why, len,
+                 "pid %d is not a patched LuaJIT VM with its attach agent "
+                 "(it does not handle signal %d%s)",
+                 (int)pid, f->signal,
+                 sig_bit(f->ignored, f->signal) ? "; its VM has closed" : "");
+        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
+    }
+    if (f->ingest[0] != '\0' &&
+        strcmp(f->ingest, p->srv->cfg.ingest_path) != 0) {
+        snprintf(why, len,
+                 "pid %d would connect to %s (its LJMP_INGEST), not to "
+                 "this ljmpd's %s",
+                 (int)pid, f->ingest, p->srv->cfg.ingest_path);
+        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
+    }
+    return 0;
+}
+
+static void respond_session(struct peer *p, uint64_t id,
+                            const struct session *s, const char *note)
+{
+    struct arena a = {0};
+    Ljmp__Response resp = LJMP__RESPONSE__INIT;
+
+    resp.has_version = resp.has_id = 1;
+    resp.version = LJMP_WIRE_VERSION;
+    resp.id = id;
+    resp.body_case = LJMP__RESPONSE__BODY_SESSION;
+    resp.session = snapshot_info(&a, s);
+    resp.note = (char *)note;
+    if (resp.session != NULL)
+        peer_send(p, &resp);
+    else
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL, "out of memory");
+    arena_free(&a);
+}
+
+static void op_free(struct op_wait *w)
+{
+    TAILQ_REMOVE(&w->srv->ops, w, link);
+    event_free(w->timer);
+    free(w);
+}
+
+static void op_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct op_wait *w = arg;
+
+    (void)fd;
+    (void)what;
+    if (w->detach)
+        peer_send_error(w->peer, w->request_id, LJMP__ERROR_CODE__ERR_TIMEOUT,
+                        "pid %d did not end its stream within %u ms: no Lua "
+                        "code ran (the VM stops at its next Lua call); it "
+                        "is still streaming",
+                        (int)w->pid, w->wait_ms);
+    else
+        peer_send_error(w->peer, w->request_id, LJMP__ERROR_CODE__ERR_TIMEOUT,
+                        "pid %d did not connect within %u ms: no Lua code "
+                        "ran (an idle VM starts at its next Lua call); it "
+                        "will start then",
+                        (int)w->pid, w->wait_ms);
+    op_free(w);
+}
+
+static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
+                       uint64_t session_id, unsigned wait_ms)
+{
+    struct op_wait *w = calloc(1, sizeof(*w));
+    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+
+    if (w == NULL)
+        return -1;
+    w->timer = evtimer_new(p->srv->base, op_timeout, w);
+    if (w->timer == NULL) {
+        free(w);
+        return -1;
+    }
+    w->srv = p->srv;
+    w->detach = detach;
+    w->pid = pid;
+    w->session_id = session_id;
+    w->peer = p;
+    w->request_id = id;
+    w->wait_ms = wait_ms;
+    TAILQ_INSERT_TAIL(&p->srv->ops, w, link);
+    evtimer_add(w->timer, &tv);
+    return 0;
+}
+
+/* The newest session of pid that is still streaming, or NULL. */
+static struct session *streaming_session(struct server *srv, pid_t pid)
+{
+    struct session *s, *found = NULL;
+
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    if (s->pid == pid && s->phase != SESSION_ENDED)
+        found = s;
+    return found;
+}
+
+static unsigned wait_of(int has, uint32_t ms)
+{
+    if (!has || ms == 0)
+        return DEFAULT_WAIT_MS;
+    return ms < MAX_WAIT_MS ? ms : MAX_WAIT_MS;
+}
+
+static int send_request(struct peer *p, uint64_t id, pid_t pid, int sig,
+                        int request)
+{
+    union sigval v = {.sival_int = request};
+
+    if (sigqueue(pid, sig, v) == 0)
+        return 0;
+    peer_send_error(p, id,
+                    errno == EPERM ? LJMP__ERROR_CODE__ERR_PERMISSION
+                                   : LJMP__ERROR_CODE__ERR_NO_SESSION,
+                    "cannot signal pid %d: %s%s", (int)pid, strerror(errno),
+                    errno == EPERM ? " (ljmpd runs as another user)" : "");
+    return -1;
+}
+
+void attach_request(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__AttachRequest *r = req->attach;
+    pid_t pid = r->has_pid ? (pid_t)r->pid : 0;
+    struct proc_facts f;
+    char why[384];
+    int code = check_target(p, pid, &f, why, sizeof(why));
+    struct session *s;
+
+    if (code != 0) {
+        peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
+        return;
+    }
+    if ((s = streaming_session(p->srv, pid)) != NULL) {
+        respond_session(p, req->id, s, "already attached");
+        return;
+    }
+    if (send_request(p, req->id, pid, f.signal, LJMP_REQ_ATTACH) != 0)
+        return;
+    log_info("attach: pid %d signalled for uid %u", (int)pid, (unsigned)p->uid);
+    if (op_wait_for(p, req->id, 0, pid, 0,
+                    wait_of(r->has_timeout_ms, r->timeout_ms)) != 0)
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory");
+}
+
+void detach_request(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__DetachRequest *r = req->detach;
+    pid_t pid = r->has_pid ? (pid_t)r->pid : 0;
+    struct proc_facts f;
+    char why[384];
+    struct session *s = streaming_session(p->srv, pid);
+
+    if (s == NULL || !session_visible(s, p->uid)) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                        "pid %d is not attached: no session of it is "
+                        "streaming to this ljmpd",
+                        (int)pid);
+        return;
+    }
+    int code = check_target(p, pid, &f, why, sizeof(why));
+    if (code != 0) {
+        peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
+        return;
+    }
+    if (send_request(p, req->id, pid, f.signal, LJMP_REQ_DETACH) != 0)
+        return;
+    log_info("detach: pid %d signalled for uid %u", (int)pid, (unsigned)p->uid);
+    if (op_wait_for(p, req->id, 1, pid, s->id,
+                    wait_of(r->has_timeout_ms, r->timeout_ms)) != 0)
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory");
+}
+
+void attach_session_started(struct server *srv, struct session *s)
+{
+    struct op_wait *w, *next;
+
+    for (w = TAILQ_FIRST(&srv->ops); w != NULL; w = next) {
+        next = TAILQ_NEXT(w, link);
+        if (!w->detach && w->pid == s->pid) {
+            respond_session(w->peer, w->request_id, s, NULL);
+            op_free(w);
+        }
+    }
+}
+
+void attach_session_ended(struct server *srv, const struct session *s)
+{
+    struct op_wait *w, *next;
+
+    for (w = TAILQ_FIRST(&srv->ops); w != NULL; w = next) {
+        next = TAILQ_NEXT(w, link);
+        if (w->detach && w->session_id == s->id) {
+            respond_session(w->peer, w->request_id, s, NULL);
+            op_free(w);
+        }
+    }
+}
+
+void attach_peer_gone(struct peer *p)
+{
+    struct op_wait *w, *next;
+
+    for (w = TAILQ_FIRST(&p->srv->ops); w != NULL; w = next) {
+        next = TAILQ_NEXT(w, link);
+        if (w->peer == p)
+            op_free(w);
+    }
+}
