@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "ljmpd.h"
 #include "log.h"
 
@@ -369,6 +371,17 @@ static void evict_sessions(struct server *srv, uint64_t now)
     }
 }
 
+/* What systemctl status shows (a no-op without a service manager). */
+static void notify_status(const struct server *srv)
+{
+    sd_notifyf(0,
+               "STATUS=%u streaming, %u finished kept, %u clients (%u "
+               "subscribed); %llu events ingested, %llu snapshots dropped",
+               srv->nlive, srv->nended, srv->npeers, srv->nsubscribers,
+               (unsigned long long)srv->counters.ingest_events,
+               (unsigned long long)srv->counters.snapshots_dropped);
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct server *srv = arg;
@@ -378,6 +391,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     evict_sessions(srv, now);
     control_expire_records(srv, now);
+    notify_status(srv);
+}
+
+/* The loop is alive: told to the service manager at half its deadline. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    sd_notify(0, "WATCHDOG=1");
 }
 
 /* Clients are told, recordings closed, then the loop ends. */
@@ -391,6 +414,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     if (srv->stopping)
         return;
     log_info("signal %d: stopping", (int)sig);
+    sd_notify(0, "STOPPING=1");
     srv->stopping = 1;
     control_expire_records(srv, now_ms());
     TAILQ_FOREACH(s, &srv->sessions, link)
@@ -412,10 +436,61 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(srv->base, NULL);
 }
 
+/*
+ * Sockets passed by the service manager (ljmpd.socket names them "ingest"
+ * and "control"): 1 if both were, 0 if none was, -1 on a mix-up.
+ */
+static int activated_sockets(struct server *srv, int *ifd, int *cfd)
+{
+    char **names = NULL;
+    int n = sd_listen_fds_with_names(1, &names), rc = 0;
+
+    *ifd = *cfd = -1;
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    /* One socket unit names all its sockets alike: then they come in the
+     * order of its ListenStream= lines, ingest first. */
+    int by_order = n == 2 && strcmp(names[0], names[1]) == 0;
+    for (int i = 0; i < n; i++) {
+        int fd = SD_LISTEN_FDS_START + i;
+        if (by_order) {
+            *(i == 0 ? ifd : cfd) = fd;
+        } else if (strcmp(names[i], "ingest") == 0 && *ifd < 0) {
+            *ifd = fd;
+        } else if (strcmp(names[i], "control") == 0 && *cfd < 0) {
+            *cfd = fd;
+        } else {
+            log_warn("socket activation: unexpected socket '%s' closed",
+                     names[i]);
+            close(fd);
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (*ifd < 0 || *cfd < 0) {
+        log_error("socket activation: need sockets named 'ingest' and "
+                  "'control' (FileDescriptorName=)");
+        rc = -1;
+    }
+    /* The paths, for logs and for the attach check of LJMP_INGEST. */
+    int fds[2] = {*ifd, *cfd};
+    char *paths[2] = {srv->cfg.ingest_path, srv->cfg.control_path};
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        struct sockaddr_un sa;
+        socklen_t len = sizeof(sa);
+        memset(&sa, 0, sizeof(sa));
+        if (getsockname(fds[i], (struct sockaddr *)&sa, &len) == 0 &&
+            sa.sun_family == AF_UNIX && sa.sun_path[0] != '\0')
+            snprintf(paths[i], sizeof(srv->cfg.ingest_path), "%s", sa.sun_path);
+        evutil_make_socket_nonblocking(fds[i]);
+    }
+    return rc == 0 ? 1 : -1;
+}
+
 static int server_start(struct server *srv)
 {
     struct timeval second = {1, 0};
-    int ifd, cfd;
+    int ifd, cfd, activated;
 
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->peers);
@@ -426,14 +501,21 @@ static int server_start(struct server *srv)
     if ((srv->rbuf = malloc(srv->cfg.read_budget)) == NULL ||
         (srv->base = event_base_new()) == NULL)
         return -1;
-    if ((ifd = listen_unix(srv->cfg.ingest_path, srv->cfg.ingest_mode)) < 0)
+    if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
-    srv->own_ingest_path = 1;
-    if ((cfd = listen_unix(srv->cfg.control_path, srv->cfg.control_mode)) < 0) {
-        close(ifd);
-        return -1;
+    if (activated) {
+        log_info("sockets from the service manager");
+    } else {
+        if ((ifd = listen_unix(srv->cfg.ingest_path, srv->cfg.ingest_mode)) < 0)
+            return -1;
+        srv->own_ingest_path = 1;
+        if ((cfd = listen_unix(srv->cfg.control_path, srv->cfg.control_mode)) <
+            0) {
+            close(ifd);
+            return -1;
+        }
+        srv->own_control_path = 1;
     }
-    srv->own_control_path = 1;
     srv->ingest = evconnlistener_new(
         srv->base, on_ingest, srv,
         LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, ifd);
@@ -454,6 +536,14 @@ static int server_start(struct server *srv)
     event_add(srv->tick, &second);
     event_add(srv->sigterm, NULL);
     event_add(srv->sigint, NULL);
+    uint64_t usec;
+    if (sd_watchdog_enabled(0, &usec) > 0) {
+        struct timeval half = {(time_t)(usec / 2000000),
+                               (suseconds_t)(usec / 2 % 1000000)};
+        srv->watchdog = event_new(srv->base, -1, EV_PERSIST, on_watchdog, srv);
+        if (srv->watchdog == NULL || event_add(srv->watchdog, &half) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -478,6 +568,8 @@ static void server_free(struct server *srv)
         unlink(srv->cfg.control_path);
     if (srv->tick != NULL)
         event_free(srv->tick);
+    if (srv->watchdog != NULL)
+        event_free(srv->watchdog);
     if (srv->backoff != NULL)
         event_free(srv->backoff);
     if (srv->sigterm != NULL)
@@ -504,6 +596,8 @@ int main(int argc, char **argv)
     }
     log_info("listening: ingest %s, control %s", srv.cfg.ingest_path,
              srv.cfg.control_path);
+    sd_notifyf(0, "READY=1\nMAINPID=%d", (int)getpid());
+    notify_status(&srv);
     rc = event_base_dispatch(srv.base);
     server_free(&srv);
     log_info("stopped");

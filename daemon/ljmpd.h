@@ -140,7 +140,7 @@ struct server {
     struct config cfg;
     struct evconnlistener *ingest, *control;
     int own_ingest_path, own_control_path; /* unlink at exit */
-    struct event *tick, *backoff, *sigterm, *sigint;
+        struct event *tick, *backoff, *sigterm, *sigint, *watchdog;
     struct session_list sessions; /* oldest first */
     struct peer_list peers;
     struct pending_record_list pending_records;

@@ -1,0 +1,191 @@
+/* systemd integration: the units verify, ljmpd runs on sockets passed by
+ * socket activation, and tells a NOTIFY_SOCKET of readiness, status,
+ * watchdog and stopping. */
+#define _GNU_SOURCE
+#include <CUnit/Basic.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+    nanosleep(&ts, NULL);
+}
+
+static int run(const char *cmd)
+{
+    int st = system(cmd);
+
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int connectable(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* The units as installed (with this build's ljmpd) pass verification
+ * without a word. */
+static void test_units_verify(void)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && systemd-analyze verify ljmpd.service ljmpd.socket "
+             "ljmpd-control.socket >'%s/verify.out' 2>&1",
+             UNITS_DIR, test_dir);
+    CU_ASSERT_EQUAL(run(cmd), 0);
+    char *out = test_slurp("verify.out");
+    CU_ASSERT_STRING_EQUAL(out, "");
+    if (out[0] != '\0')
+        fprintf(stderr, "\n%s", out);
+    free(out);
+}
+
+/* ljmpd started by systemd-socket-activate with the two named sockets:
+ * a VM streams into one, ljmpctl asks on the other. */
+static void activation_case(const char *fdnames)
+{
+    char ingest[100], control[100], cmd[1024], log[160];
+
+    snprintf(ingest, sizeof(ingest), "%s/a-ingest.sock", test_dir);
+    snprintf(control, sizeof(control), "%s/a-control.sock", test_dir);
+    snprintf(log, sizeof(log), "%s/activate.log", test_dir);
+    unlink(ingest);
+    unlink(control);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, STDERR_FILENO);
+        execlp("systemd-socket-activate", "systemd-socket-activate", "-l",
+               ingest, "-l", control, fdnames, LJMPD_PATH, "-v", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 300 && !connectable(control); i++)
+        sleep_ms(10);
+    /* The first connection starts ljmpd on the passed sockets. */
+    snprintf(cmd, sizeof(cmd),
+             "LJMP_SOCKET='%s' %s -e 'local t = {} for i = 1, 1000 do t[i] = "
+             "{} end' && %s -s '%s' list >'%s/alist.out' 2>&1",
+             ingest, LUAJIT_BIN, LJMPCTL_PATH, control, test_dir);
+    int rc = -1;
+    for (int i = 0; i < 50 && rc != 0; i++) {
+        rc = run(cmd);
+        if (rc != 0)
+            sleep_ms(100);
+    }
+    CU_ASSERT_EQUAL(rc, 0);
+    char *out = test_slurp("alist.out");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "complete"));
+    free(out);
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char *text = test_slurp("activate.log");
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "sockets from the service manager"));
+    free(text);
+}
+
+static void test_socket_activation(void)
+{
+    activation_case("--fdname=ingest:control");
+}
+
+/* One socket unit names both alike: they are taken in order. */
+static void test_socket_activation_one_unit(void)
+{
+    activation_case("--fdname=ljmpd:ljmpd");
+}
+
+/* Reads datagrams from the notify socket until one contains want. */
+static int notified(int fd, const char *want, int timeout_ms, char *all,
+                    size_t len)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+
+    while (poll(&p, 1, timeout_ms) > 0) {
+        char buf[4096];
+        ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+        if (n <= 0)
+            return 0;
+        buf[n] = '\0';
+        strncat(all, buf, len - strlen(all) - 2);
+        strcat(all, "|");
+        if (strstr(buf, want) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+/* READY with the main pid, STATUS with session counts, WATCHDOG pings at
+ * half the deadline, STOPPING on SIGTERM. */
+static void test_notify(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char ingest[100], control[100], all[8192] = "";
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify.sock", test_dir);
+    CU_ASSERT_EQUAL_FATAL(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    snprintf(ingest, sizeof(ingest), "%s/n-ingest.sock", test_dir);
+    snprintf(control, sizeof(control), "%s/n-control.sock", test_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char me[32];
+        snprintf(me, sizeof(me), "%d", (int)getpid());
+        setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+        setenv("WATCHDOG_USEC", "400000", 1);
+        setenv("WATCHDOG_PID", me, 1);
+        execl(LJMPD_PATH, LJMPD_PATH, "-q", "-i", ingest, "-c", control,
+              (char *)NULL);
+        _exit(127);
+    }
+    char mainpid[32];
+    snprintf(mainpid, sizeof(mainpid), "MAINPID=%d", (int)pid);
+    CU_ASSERT_TRUE(notified(fd, "READY=1", 5000, all, sizeof(all)));
+    CU_ASSERT_PTR_NOT_NULL(strstr(all, mainpid));
+    CU_ASSERT_TRUE(notified(fd, "STATUS=0 streaming", 3000, all, sizeof(all)));
+    CU_ASSERT_TRUE(notified(fd, "WATCHDOG=1", 1000, all, sizeof(all)));
+    kill(pid, SIGTERM);
+    CU_ASSERT_TRUE(notified(fd, "STOPPING=1", 3000, all, sizeof(all)));
+    int st;
+    waitpid(pid, &st, 0);
+    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(fd);
+}
+
+int main(void)
+{
+    CU_pSuite s;
+
+    if (CU_initialize_registry() != CUE_SUCCESS || test_dir_make("systemd"))
+        return 1;
+    s = CU_add_suite("systemd", NULL, NULL);
+    CU_add_test(s, "units verify", test_units_verify);
+    CU_add_test(s, "socket activation", test_socket_activation);
+    CU_add_test(s, "socket activation, one unit",
+                test_socket_activation_one_unit);
+    CU_add_test(s, "notify socket", test_notify);
+    int rc = test_run_all();
+    test_dir_remove();
+    return rc;
+}
