@@ -28,6 +28,7 @@ extern const struct cmd_entry cmd_subscribe_entry;
 extern const struct cmd_entry cmd_record_entry;
 extern const struct cmd_entry cmd_attach_entry;
 extern const struct cmd_entry cmd_detach_entry;
+extern const struct cmd_entry cmd_top_entry;
 
 /* `report PID`: the report of a live (or kept) session, from ljmpd. */
 int live_report(const char *pid, int leak_only, int human_readable, int json);

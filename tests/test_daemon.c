@@ -1081,6 +1081,85 @@ static void test_attach_refusals(void)
     vm_wait(&vm, 1000);
 }
 
+/* tmux with a private server: 0 on success. */
+static int tmux(const char *args, const char *out)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd), "tmux -S '%s/tmux.sock' %s >'%s/%s' 2>&1",
+             test_dir, args, test_dir, out ? out : "tmux.out");
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Captures the pane until it shows want (3 s at most). */
+static int screen_shows(const char *want)
+{
+    for (int i = 0; i < 60; i++) {
+        if (tmux("capture-pane -p", "screen.txt") == 0) {
+            char *text = test_slurp("screen.txt");
+            int found = strstr(text, want) != NULL;
+            free(text);
+            if (found)
+                return 1;
+        }
+        sleep_ms(50);
+    }
+    char *text = test_slurp("screen.txt");
+    fprintf(stderr, "\nscreen without '%s':\n%s\n", want, text);
+    free(text);
+    return 0;
+}
+
+/* `ljmpctl top` in a real terminal: the hotspot, a sort key switched by
+ * its key, q to quit; and its plain form. */
+static void test_top(void)
+{
+    char stop[200], args[512], site[300];
+
+    if (system("command -v tmux >/dev/null") != 0) {
+        fprintf(stderr, "\n  (no tmux: top's terminal check skipped)\n");
+        return;
+    }
+    snprintf(stop, sizeof(stop), "%s/top.stop", test_dir);
+    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 10000, 5000);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    /* The busy loop is compiled: its site is the trace started at the
+     * loop, named after busy.lua's line. */
+    snprintf(site, sizeof(site), "@%s/busy.lua:", VM_SCRIPTS);
+    snprintf(args, sizeof(args), "top %d --once -n 5", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "top.txt"), 0);
+    char *text = test_slurp("top.txt");
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "LOCATION"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, site));
+    free(text);
+
+    snprintf(args, sizeof(args),
+             "new-session -d -x 160 -y 40 \"TERM=xterm %s -s '%s' top %d "
+             "--interval 200\"",
+             LJMPCTL_PATH, control_path, (int)vm.pid);
+    CU_ASSERT_EQUAL_FATAL(tmux(args, NULL), 0);
+    CU_ASSERT_TRUE(screen_shows("sort: live bytes"));
+    CU_ASSERT_TRUE(screen_shows(site));
+    CU_ASSERT_TRUE(screen_shows("LIVE"));
+    CU_ASSERT_EQUAL(tmux("send-keys r", NULL), 0);
+    CU_ASSERT_TRUE(screen_shows("sort: alloc rate"));
+    CU_ASSERT_EQUAL(tmux("send-keys b", NULL), 0);
+    CU_ASSERT_TRUE(screen_shows("sort: live blocks"));
+    CU_ASSERT_EQUAL(tmux("send-keys q", NULL), 0);
+    int gone = 0;
+    for (int i = 0; i < 40 && !gone; i++) {
+        gone = tmux("has-session", NULL) != 0;
+        sleep_ms(50);
+    }
+    CU_ASSERT_TRUE(gone);
+    if (!gone)
+        tmux("kill-server", NULL);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+}
+
 /* ljmpctl's answers without a daemon, and for a pid with no session. */
 static void test_client_errors(void)
 {
@@ -1182,6 +1261,7 @@ int main(void)
     CU_add_test(s, "client errors", test_client_errors);
     CU_add_test(s, "attach and detach", test_attach_detach);
     CU_add_test(s, "attach refusals", test_attach_refusals);
+    CU_add_test(s, "top in a terminal", test_top);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
     return test_run_all();

@@ -1,0 +1,447 @@
+/* `ljmpctl top [PID]`: a live, top-like view of allocation hotspots, full
+ * screen (ncurses) on a terminal, plain blocks otherwise. */
+#define _GNU_SOURCE
+#include <curses.h>
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "ljmpctl.h"
+
+static const char top_help[] =
+    "usage: ljmpctl top [PID] [OPTIONS]\n"
+    "\n"
+    "Shows, live, where programs allocate and hold memory: for each session\n"
+    "(or PID's newest), its totals and rates, then its allocation sites by\n"
+    "the sort key: live bytes and blocks held now, bytes allocated per\n"
+    "second and events per second over the last interval, frees.\n"
+    "\n"
+    "On a terminal, a full-screen table refreshed every interval.  Keys:\n"
+    "  l live bytes   b live blocks   a allocated bytes   r alloc rate\n"
+    "  e event rate   f freed bytes   s next key          q quit\n"
+    "Otherwise (or with --once), one plain block per snapshot.\n"
+    "\n"
+    "Options:\n"
+    "      --once         one snapshot, then exit\n"
+    "  -n, --top N        sites per session (default: what fits, or 20)\n"
+    "      --interval MS  refresh interval (1000; at least 50)\n"
+    "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
+    "                     alloc-rate, event-rate, free-bytes\n"
+    "      --session ID   one session, by the id `ljmpctl list` shows\n";
+
+static const struct sort_key {
+    const char *name, *title;
+    int key;
+    Ljmp__SortKey value;
+} sort_keys[] = {
+    {"live-bytes", "live bytes", 'l', LJMP__SORT_KEY__SORT_LIVE_BYTES},
+    {"live-blocks", "live blocks", 'b', LJMP__SORT_KEY__SORT_LIVE_BLOCKS},
+    {"alloc-bytes", "allocated bytes", 'a', LJMP__SORT_KEY__SORT_ALLOC_BYTES},
+    {"alloc-rate", "alloc rate", 'r', LJMP__SORT_KEY__SORT_ALLOC_RATE},
+    {"event-rate", "event rate", 'e', LJMP__SORT_KEY__SORT_EVENT_RATE},
+    {"free-bytes", "freed bytes", 'f', LJMP__SORT_KEY__SORT_FREE_BYTES},
+};
+#define NSORT (sizeof(sort_keys) / sizeof(sort_keys[0]))
+
+struct top_args {
+    uint32_t pid, top, interval_ms;
+    uint64_t session;
+    size_t sort; /* index in sort_keys */
+    int once;
+};
+
+static int parse_top(int argc, char **argv, struct top_args *a)
+{
+    enum { OPT_ONCE = 256, OPT_INTERVAL, OPT_SORT, OPT_SESSION };
+    static const struct option longopts[] = {
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"top", required_argument, NULL, 'n'},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"sort", required_argument, NULL, OPT_SORT},
+        {"session", required_argument, NULL, OPT_SESSION},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    char *end;
+    int c;
+
+    memset(a, 0, sizeof(*a));
+    a->interval_ms = 1000;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
+        unsigned long long v = 0;
+        if (optarg != NULL && c != OPT_SORT) {
+            errno = 0;
+            v = strtoull(optarg, &end, 10);
+            if (errno || *end || end == optarg) {
+                fprintf(stderr, "ljmpctl top: '%s' is not a number\n", optarg);
+                return -1;
+            }
+        }
+        switch (c) {
+        case OPT_ONCE:
+            a->once = 1;
+            break;
+        case 'n':
+            a->top = v > 1000 ? 1000 : (uint32_t)v;
+            break;
+        case OPT_INTERVAL:
+            if (v < 50 || v > 86400000) {
+                fputs("ljmpctl top: --interval wants 50 to 86400000 ms\n",
+                      stderr);
+                return -1;
+            }
+            a->interval_ms = (uint32_t)v;
+            break;
+        case OPT_SESSION:
+            a->session = v;
+            break;
+        case OPT_SORT: {
+            size_t i;
+            for (i = 0; i < NSORT && strcmp(sort_keys[i].name, optarg); i++)
+                ;
+            if (i == NSORT) {
+                fprintf(stderr,
+                        "ljmpctl top: unknown sort key '%s'; see "
+                        "'ljmpctl top --help'\n",
+                        optarg);
+                return -1;
+            }
+            a->sort = i;
+            break;
+        }
+        case 'h':
+            fputs(top_help, stdout);
+            return 1;
+        default:
+            fputs("try 'ljmpctl top --help'\n", stderr);
+            return -1;
+        }
+    }
+    if (argc - optind > 1) {
+        fputs("ljmpctl top: expected at most one PID\n", stderr);
+        return -1;
+    }
+    if (optind < argc) {
+        unsigned long v = strtoul(argv[optind], &end, 10);
+        if (*end || end == argv[optind] || v == 0 || v > INT32_MAX) {
+            fprintf(stderr, "ljmpctl top: '%s' is not a process id\n",
+                    argv[optind]);
+            return -1;
+        }
+        a->pid = (uint32_t)v;
+    }
+    return 0;
+}
+
+static uint64_t subscribe(struct conn *c, const struct top_args *a,
+                          uint32_t top)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+    Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = a->pid != 0;
+    sel.pid = a->pid;
+    sel.has_session_id = a->session != 0;
+    sel.session_id = a->session;
+    o.sessions = &sel;
+    o.has_top = o.has_sort = 1;
+    o.top = top;
+    o.sort = sort_keys[a->sort].value;
+    sr.options = &o;
+    sr.has_interval_ms = 1;
+    sr.interval_ms = a->interval_ms;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    return conn_send(c, &req, -1);
+}
+
+/* Bytes with a binary unit, in 7 columns or fewer. */
+static const char *human(char *buf, size_t len, double v)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%.0f B", v);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+static uint64_t events_of(const Ljmp__Totals *t)
+{
+    return t->alloc_events + t->realloc_events + t->free_events;
+}
+
+/* The lines of a session's header, the same on a screen and in a block. */
+static void session_header(char *l1, char *l2, size_t len,
+                           const Ljmp__SessionSnapshot *ss)
+{
+    const Ljmp__SessionInfo *s = ss->info;
+    const Ljmp__Totals *t = ss->totals;
+    char a[16], f[16], lv[16], rate[16];
+
+    snprintf(l1, len, "pid %u  session %llu  %s%s%s  %s", s->pid,
+             (unsigned long long)s->id, ljmp_wire_state_name(s->state),
+             s->reason && s->state != LJMP__SESSION_STATE__STREAMING ? ": "
+                                                                     : "",
+             s->reason && s->state != LJMP__SESSION_STATE__STREAMING ? s->reason
+                                                                     : "",
+             s->cmdline ? s->cmdline : "");
+    snprintf(l2, len,
+             "events %llu (%.0f/s)  allocated %s (%s/s)  freed %s  live %s "
+             "in %llu blocks",
+             (unsigned long long)events_of(t), ss->events_per_s,
+             human(a, sizeof(a), (double)t->alloc_bytes),
+             human(rate, sizeof(rate), ss->alloc_bytes_per_s),
+             human(f, sizeof(f), (double)t->freed_bytes),
+             human(lv, sizeof(lv), (double)t->live_bytes),
+             (unsigned long long)t->live_blocks);
+}
+
+static void daemon_line(char *out, size_t len, const Ljmp__Snapshot *snap)
+{
+    const Ljmp__DaemonCounters *d = snap->daemon;
+
+    if (d == NULL) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out, len,
+             "ljmpd: %u streaming, %u kept, %u subscribers; snapshots "
+             "dropped %llu (this view %llu); rejected %llu, malformed %llu",
+             d->sessions_live, d->sessions_kept, d->subscribers,
+             (unsigned long long)d->snapshots_dropped,
+             (unsigned long long)snap->dropped,
+             (unsigned long long)d->sessions_rejected,
+             (unsigned long long)d->sessions_malformed);
+}
+
+#define ROW_FORMAT "%10s %9s %10s %10s %9s %9s  %s"
+
+static void row_text(char *out, size_t len, const Ljmp__Location *l)
+{
+    char lb[16], ab[16], rate[16], blocks[24], ev[24], frees[24];
+
+    snprintf(blocks, sizeof(blocks), "%llu",
+             (unsigned long long)l->live_blocks);
+    snprintf(ev, sizeof(ev), "%.0f", l->events_per_s);
+    snprintf(frees, sizeof(frees), "%llu", (unsigned long long)l->free_events);
+    snprintf(
+        out, len, ROW_FORMAT, human(lb, sizeof(lb), (double)l->live_bytes),
+        blocks,
+        human(ab, sizeof(ab), (double)(l->alloc_bytes + l->realloc_new_bytes)),
+        human(rate, sizeof(rate), l->alloc_bytes_per_s), ev, frees, l->name);
+}
+
+static void row_title(char *out, size_t len)
+{
+    snprintf(out, len, ROW_FORMAT, "LIVE", "BLOCKS", "ALLOCATED", "ALLOC/S",
+             "EVENTS/S", "FREES", "LOCATION");
+}
+
+/* One snapshot as plain text: for pipes, files and --once. */
+static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
+{
+    char l1[1024], l2[1024];
+    time_t now = (time_t)(snap->time_ms / 1000);
+    struct tm tm;
+    char when[32];
+
+    localtime_r(&now, &tm);
+    strftime(when, sizeof(when), "%H:%M:%S", &tm);
+    printf("ljmpctl top  %s  sort: %s\n", when, sort_keys[a->sort].title);
+    for (size_t i = 0; i < snap->n_sessions; i++) {
+        const Ljmp__SessionSnapshot *ss = snap->sessions[i];
+        if (ss->info == NULL || ss->totals == NULL)
+            continue;
+        session_header(l1, l2, sizeof(l1), ss);
+        printf("\n%s\n%s\n", l1, l2);
+        row_title(l1, sizeof(l1));
+        printf("%s\n", l1);
+        for (size_t j = 0; j < ss->n_top; j++) {
+            row_text(l1, sizeof(l1), ss->top[j]);
+            printf("%s\n", l1);
+        }
+    }
+    if (snap->n_sessions == 0)
+        printf("\nno sessions%s\n", a->pid ? " of that pid yet" : " yet");
+    daemon_line(l1, sizeof(l1), snap);
+    printf("\n%s\n\n", l1);
+    fflush(stdout);
+}
+
+/* One snapshot on the screen: each session's header and as many of its
+ * rows as fit. */
+static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
+{
+    char line[1024], l2[1024];
+    int rows = LINES, y = 0;
+
+    erase();
+    time_t now = (time_t)(snap->time_ms / 1000);
+    struct tm tm;
+    char when[32];
+    localtime_r(&now, &tm);
+    strftime(when, sizeof(when), "%H:%M:%S", &tm);
+    attron(A_BOLD);
+    mvprintw(y++, 0,
+             "ljmpctl top  %s  sort: %-16s keys: l b a r e f s, q quits", when,
+             sort_keys[a->sort].title);
+    attroff(A_BOLD);
+    daemon_line(line, sizeof(line), snap);
+    mvaddnstr(y++, 0, line, COLS);
+    if (snap->n_sessions == 0)
+        mvprintw(y + 1, 0, "no sessions%s",
+                 a->pid ? " of that pid yet" : " yet");
+    size_t left = snap->n_sessions;
+    for (size_t i = 0; i < snap->n_sessions && y < rows - 3; i++, left--) {
+        const Ljmp__SessionSnapshot *ss = snap->sessions[i];
+        if (ss->info == NULL || ss->totals == NULL)
+            continue;
+        session_header(line, l2, sizeof(line), ss);
+        y++;
+        attron(A_BOLD);
+        mvaddnstr(y++, 0, line, COLS);
+        attroff(A_BOLD);
+        mvaddnstr(y++, 0, l2, COLS);
+        row_title(line, sizeof(line));
+        attron(A_REVERSE);
+        mvaddnstr(y++, 0, line, COLS);
+        attroff(A_REVERSE);
+        /* Share what is left of the screen among the sessions left. */
+        int room = (rows - y) / (int)left - (left > 1 ? 4 : 0);
+        for (size_t j = 0; j < ss->n_top && room-- > 0 && y < rows; j++) {
+            row_text(line, sizeof(line), ss->top[j]);
+            mvaddnstr(y++, 0, line, COLS);
+        }
+    }
+    refresh();
+}
+
+static int key_to_sort(int ch, size_t current)
+{
+    if (ch == 's')
+        return (int)((current + 1) % NSORT);
+    for (size_t i = 0; i < NSORT; i++)
+        if (sort_keys[i].key == ch)
+            return (int)i;
+    return -1;
+}
+
+static int run_screen(struct conn *c, struct top_args *a)
+{
+    uint32_t top = a->top ? a->top : 200;
+    int rc = EXIT_OK;
+
+    if (subscribe(c, a, top) == 0)
+        return EXIT_NO_DAEMON;
+    initscr();
+    cbreak();
+    noecho();
+    curs_set(0);
+    keypad(stdscr, TRUE);
+    nodelay(stdscr, TRUE);
+    for (;;) {
+        struct pollfd p[2] = {{c->fd, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents & POLLIN) {
+            int ch, quit = 0;
+            while ((ch = getch()) != ERR) {
+                int s = key_to_sort(ch, a->sort);
+                if (ch == 'q' || ch == 'Q') {
+                    quit = 1;
+                    break;
+                }
+                if (s >= 0 && (size_t)s != a->sort) {
+                    /* A new subscription replaces the old: the next
+                     * snapshot comes at once, sorted anew. */
+                    a->sort = (size_t)s;
+                    if (subscribe(c, a, top) == 0) {
+                        quit = 1;
+                        rc = EXIT_NO_DAEMON;
+                    }
+                }
+            }
+            if (quit)
+                break;
+        }
+        if (p[0].revents & (POLLIN | POLLHUP)) {
+            Ljmp__Response *resp = conn_recv(c, 5000);
+            if (resp == NULL || resp->goodbye || resp->error != NULL) {
+                endwin();
+                if (resp != NULL)
+                    rc = conn_error("top", resp);
+                else
+                    rc = EXIT_NO_DAEMON;
+                if (resp != NULL)
+                    ljmp__response__free_unpacked(resp, NULL);
+                return rc;
+            }
+            if (resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT)
+                draw(resp->snapshot, a);
+            ljmp__response__free_unpacked(resp, NULL);
+        }
+    }
+    endwin();
+    return rc;
+}
+
+static int run_plain(struct conn *c, const struct top_args *a)
+{
+    if (subscribe(c, a, a->top ? a->top : 20) == 0)
+        return EXIT_NO_DAEMON;
+    for (;;) {
+        Ljmp__Response *resp = conn_recv(c, -1);
+        int rc;
+        if (resp == NULL)
+            return EXIT_NO_DAEMON;
+        if ((rc = conn_error("top", resp)) != 0) {
+            ljmp__response__free_unpacked(resp, NULL);
+            return rc;
+        }
+        int shown = resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT;
+        if (shown)
+            print_block(resp->snapshot, a);
+        ljmp__response__free_unpacked(resp, NULL);
+        if (shown && a->once)
+            return EXIT_OK;
+    }
+}
+
+static int cmd_top(int argc, char **argv)
+{
+    struct top_args a;
+    struct conn c;
+    int rc = parse_top(argc, argv, &a);
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (conn_open(&c) != 0)
+        return EXIT_NO_DAEMON;
+    if (!a.once && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO))
+        rc = run_screen(&c, &a);
+    else
+        rc = run_plain(&c, &a);
+    conn_close(&c);
+    return rc;
+}
+
+const struct cmd_entry cmd_top_entry = {
+    "top",    "[PID] [OPTIONS]", "live view of allocation hotspots",
+    top_help, cmd_top,
+};
