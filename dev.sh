@@ -56,19 +56,48 @@ build() {
   cmake --build "$dir" -j "$JOBS" >/dev/null
 }
 
+# The live demo: ljmpd on private sockets, a pretend server on the patched
+# VM, attached by pid, watched with `ljmpctl top`, detached, reported.
 demo() {
   install_deps
   build build
-  local stream=build/demo.bin
-  log "profiling examples/demo.lua on the patched LuaJIT into $stream"
-  build/luajit-patch/work/src/luajit \
-    -e "assert(misc.memprof.start('$stream'))" examples/demo.lua
-  log "ljmpctl report --human-readable $stream"
-  build/client/ljmpctl report --human-readable "$stream" >build/demo.txt
-  head -n 12 build/demo.txt
+  local dir lj=build/luajit-patch/work/src/luajit ctl=build/client/ljmpctl
+  dir=$(mktemp -d /tmp/ljmp-demo-XXXXXX)
+  local ljmpd_pid='' app_pid=''
+  # shellcheck disable=SC2064
+  trap "kill \${app_pid:-} \${ljmpd_pid:-} 2>/dev/null; rm -rf '$dir'" EXIT
+  log "starting ljmpd on private sockets in $dir (log: build/demo-ljmpd.log)"
+  build/daemon/ljmpd -i "$dir/ingest.sock" -c "$dir/control.sock" \
+    2>build/demo-ljmpd.log &
+  ljmpd_pid=$!
+  export LJMP_CONTROL=$dir/control.sock
+  for _ in $(seq 50); do [ -S "$LJMP_CONTROL" ] && break; sleep 0.1; done
+  # The JIT off, so every allocation is named by its line (with it on,
+  # allocations in compiled code are named after the trace that holds them).
+  log "starting examples/server.lua on the patched LuaJIT (not profiled yet)"
+  LJMP_INGEST=$dir/ingest.sock "$lj" -joff examples/server.lua 60 "$dir/stop" \
+    >build/demo-server.log &
+  app_pid=$!
+  sleep 1
+  log "ljmpctl attach $app_pid"
+  "$ctl" attach "$app_pid"
+  log "ljmpctl top $app_pid, five snapshots a second apart"
+  "$ctl" top "$app_pid" --count 5 -n 12
+  log "ljmpctl detach $app_pid"
+  "$ctl" detach "$app_pid"
+  local pid=$app_pid
+  touch "$dir/stop"
+  wait "$app_pid" || true
+  app_pid=''
+  log "ljmpctl report --human-readable $pid (the session is kept after the"
+  log "program ended; full report in build/demo.txt)"
+  "$ctl" report --human-readable "$pid" >build/demo.txt
+  head -n 14 build/demo.txt
   echo "..."
-  sed -n '/^HEAP SUMMARY:/,$p' build/demo.txt | head -n 12
-  log "full report in build/demo.txt"
+  sed -n '/^HEAP SUMMARY:/,$p' build/demo.txt | head -n 10
+  kill "$ljmpd_pid"
+  wait "$ljmpd_pid" || true
+  ljmpd_pid=''
 }
 
 run_tests() {

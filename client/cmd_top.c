@@ -29,6 +29,7 @@ static const char top_help[] =
     "\n"
     "Options:\n"
     "      --once         one snapshot, then exit\n"
+    "      --count N      N snapshots, then exit\n"
     "  -n, --top N        sites per session (default: what fits, or 20)\n"
     "      --interval MS  refresh interval (1000; at least 50)\n"
     "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
@@ -54,13 +55,15 @@ struct top_args {
     uint64_t session;
     size_t sort; /* index in sort_keys */
     int once;
+    uint64_t count; /* snapshots to show, 0: until q or the end */
 };
 
 static int parse_top(int argc, char **argv, struct top_args *a)
 {
-    enum { OPT_ONCE = 256, OPT_INTERVAL, OPT_SORT, OPT_SESSION };
+    enum { OPT_ONCE = 256, OPT_INTERVAL, OPT_SORT, OPT_SESSION, OPT_COUNT };
     static const struct option longopts[] = {
         {"once", no_argument, NULL, OPT_ONCE},
+        {"count", required_argument, NULL, OPT_COUNT},
         {"top", required_argument, NULL, 'n'},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"sort", required_argument, NULL, OPT_SORT},
@@ -87,6 +90,9 @@ static int parse_top(int argc, char **argv, struct top_args *a)
         switch (c) {
         case OPT_ONCE:
             a->once = 1;
+            break;
+        case OPT_COUNT:
+            a->count = v;
             break;
         case 'n':
             a->top = v > 1000 ? 1000 : (uint32_t)v;
@@ -392,16 +398,19 @@ static int run_screen(struct conn *c, struct top_args *a)
                     ljmp__response__free_unpacked(resp, NULL);
                 return rc;
             }
-            if (resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT)
+            int drawn = resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT;
+            if (drawn)
                 draw(resp->snapshot, a);
             ljmp__response__free_unpacked(resp, NULL);
+            if (drawn && a->count != 0 && --a->count == 0)
+                break;
         }
     }
     endwin();
     return rc;
 }
 
-static int run_plain(struct conn *c, const struct top_args *a)
+static int run_plain(struct conn *c, struct top_args *a)
 {
     if (subscribe(c, a, a->top ? a->top : 20) == 0)
         return EXIT_NO_DAEMON;
@@ -418,7 +427,7 @@ static int run_plain(struct conn *c, const struct top_args *a)
         if (shown)
             print_block(resp->snapshot, a);
         ljmp__response__free_unpacked(resp, NULL);
-        if (shown && a->once)
+        if (shown && (a->once || (a->count != 0 && --a->count == 0)))
             return EXIT_OK;
     }
 }
