@@ -12,6 +12,7 @@
 
 #include "ljmp_ingest.h"
 #include "ljmp_wire.h"
+#include "lm_groups.h"
 #include "lm_state.h"
 
 struct config {
@@ -92,7 +93,8 @@ struct session {
     uint64_t trailer_events, trailer_bytes;
 
     struct lm_profile prof;
-    uint64_t stream_bytes; /* fed to the decoder */
+    struct lm_groups groups; /* its locations by name, for views */
+    uint64_t stream_bytes;   /* fed to the decoder */
 
     Ljmp__SessionState state;
     char reason[256];
@@ -140,7 +142,7 @@ struct server {
     struct config cfg;
     struct evconnlistener *ingest, *control;
     int own_ingest_path, own_control_path; /* unlink at exit */
-        struct event *tick, *backoff, *sigterm, *sigint, *watchdog;
+    struct event *tick, *backoff, *sigterm, *sigint, *watchdog;
     struct session_list sessions; /* oldest first */
     struct peer_list peers;
     struct pending_record_list pending_records;

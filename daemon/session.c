@@ -110,6 +110,11 @@ void session_accept(struct server *srv, int fd)
         free(s);
         goto oom;
     }
+    if (lm_groups_init(&s->groups) != 0) {
+        lm_profile_free(&s->prof);
+        free(s);
+        goto oom;
+    }
     s->cmdline = read_cmdline(s->pid);
     s->process_start_ms = read_process_start_ms(s->pid);
     s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
@@ -120,6 +125,7 @@ void session_accept(struct server *srv, int fd)
         if (s->ev != NULL)
             event_free(s->ev);
         free(s->cmdline);
+        lm_groups_free(&s->groups);
         lm_profile_free(&s->prof);
         free(s);
         goto oom;
@@ -147,6 +153,7 @@ void session_free(struct session *s)
         close(s->fd);
     if (s->rec != NULL)
         recording_finish(s->rec, s);
+    lm_groups_free(&s->groups);
     lm_profile_free(&s->prof);
     free(s->cmdline);
     free(s);

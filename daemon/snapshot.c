@@ -42,16 +42,6 @@ void arena_free(struct arena *a)
     }
 }
 
-static char *arena_strdup(struct arena *a, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = arena_alloc(a, n);
-
-    if (p != NULL)
-        memcpy(p, s, n);
-    return p;
-}
-
 void snapshot_bases_free(struct snapshot_bases *b)
 {
     for (size_t i = 0; i < b->n; i++)
@@ -161,39 +151,56 @@ int snapshot_matches(const struct session *s, const struct snapshot_opts *o)
     return o->pid == 0 || (uint32_t)s->pid == o->pid;
 }
 
-/* A location's counters as the wire and the sort keys see them. */
-static struct loc_base loc_now(const struct lm_loc *l)
+/* The rows of a session's view: its locations gathered by name, with
+ * their summed counters. */
+struct rows {
+    const struct lm_groups *groups;
+    struct lm_counters *c; /* per group */
+    uint32_t n;
+};
+
+/* A row's counters as the wire and the sort keys see them. */
+static struct loc_base row_now(const struct lm_counters *c)
 {
     return (struct loc_base){
-        .alloc_events = l->c.alloc_events,
-        .alloc_bytes = l->c.alloc_bytes + l->c.realloc_new_bytes,
-        .realloc_events = l->c.realloc_events,
-        .free_events = l->c.free_events,
-        .free_bytes = l->c.free_bytes + l->c.realloc_old_bytes,
+        .alloc_events = c->alloc_events,
+        .alloc_bytes = c->alloc_bytes + c->realloc_new_bytes,
+        .realloc_events = c->realloc_events,
+        .free_events = c->free_events,
+        .free_bytes = c->free_bytes + c->realloc_old_bytes,
     };
 }
 
-static struct loc_base loc_delta(const struct loc_base *now,
+/* Counters only grow, but a row may lose a location when names change
+ * (a symbol announced late): then its delta is taken as zero. */
+static uint64_t grown(uint64_t now, uint64_t before)
+{
+    return now > before ? now - before : 0;
+}
+
+static struct loc_base row_delta(const struct loc_base *now,
                                  const struct session_base *b, uint32_t id)
 {
     struct loc_base d = *now;
 
     if (b != NULL && id < b->nlocs) {
-        d.alloc_events -= b->locs[id].alloc_events;
-        d.alloc_bytes -= b->locs[id].alloc_bytes;
-        d.realloc_events -= b->locs[id].realloc_events;
-        d.free_events -= b->locs[id].free_events;
-        d.free_bytes -= b->locs[id].free_bytes;
+        d.alloc_events = grown(now->alloc_events, b->locs[id].alloc_events);
+        d.alloc_bytes = grown(now->alloc_bytes, b->locs[id].alloc_bytes);
+        d.realloc_events =
+            grown(now->realloc_events, b->locs[id].realloc_events);
+        d.free_events = grown(now->free_events, b->locs[id].free_events);
+        d.free_bytes = grown(now->free_bytes, b->locs[id].free_bytes);
     }
     return d;
 }
 
-static uint64_t sort_value(const struct lm_loc *l, const struct loc_base *now,
+static uint64_t sort_value(const struct lm_counters *c,
+                           const struct loc_base *now,
                            const struct loc_base *delta, Ljmp__SortKey key)
 {
     switch (key) {
     case LJMP__SORT_KEY__SORT_LIVE_BLOCKS:
-        return l->c.live_blocks;
+        return c->live_blocks;
     case LJMP__SORT_KEY__SORT_ALLOC_BYTES:
         return now->alloc_bytes;
     case LJMP__SORT_KEY__SORT_ALLOC_RATE:
@@ -203,7 +210,7 @@ static uint64_t sort_value(const struct lm_loc *l, const struct loc_base *now,
     case LJMP__SORT_KEY__SORT_FREE_BYTES:
         return now->free_bytes;
     default:
-        return l->c.live_bytes;
+        return c->live_bytes;
     }
 }
 
@@ -246,17 +253,18 @@ static int cmp_ranked_desc(const void *a, const void *b)
     return ranks_below(x, y) ? 1 : ranks_below(y, x) ? -1 : 0;
 }
 
-/* The top locations of s: a min-heap of n entries over every location. */
-static size_t select_top(const struct session *s, const struct session_base *b,
+/* The top rows: a min-heap of `top` entries over every row. */
+static size_t select_top(const struct rows *rows, const struct session_base *b,
                          Ljmp__SortKey key, struct ranked *heap, size_t top)
 {
-    const struct lm_state *st = &s->prof.state;
     size_t n = 0;
 
-    for (uint32_t id = 0; id < st->nlocs; id++) {
-        struct loc_base now = loc_now(&st->locs[id]);
-        struct loc_base d = loc_delta(&now, b, id);
-        struct ranked r = {sort_value(&st->locs[id], &now, &d, key),
+    for (uint32_t id = 0; id < rows->n; id++) {
+        if (rows->groups->v[id].nlocs == 0)
+            continue;
+        struct loc_base now = row_now(&rows->c[id]);
+        struct loc_base d = row_delta(&now, b, id);
+        struct ranked r = {sort_value(&rows->c[id], &now, &d, key),
                            now.alloc_bytes, id};
         if (n < top) {
             heap[n++] = r;
@@ -277,40 +285,32 @@ static double per_second(uint64_t delta, double seconds)
     return seconds > 0 ? (double)delta / seconds : 0;
 }
 
-static Ljmp__Location *make_location(struct arena *a, const struct session *s,
+static Ljmp__Location *make_location(struct arena *a, const struct rows *rows,
                                      const struct session_base *b, uint32_t id,
                                      double seconds)
 {
-    const struct lm_loc *l = &s->prof.state.locs[id];
-    struct loc_base now = loc_now(l), d = loc_delta(&now, b, id);
+    const struct lm_counters *c = &rows->c[id];
+    struct loc_base now = row_now(c), d = row_delta(&now, b, id);
     Ljmp__Location *m = arena_alloc(a, sizeof(*m));
-    char name[512];
 
     if (m == NULL)
         return NULL;
     ljmp__location__init(m);
-    int n = lm_state_loc_name(&s->prof.state, id, name, sizeof(name));
-    if (n >= (int)sizeof(name)) {
-        if ((m->name = arena_alloc(a, (size_t)n + 1)) == NULL)
-            return NULL;
-        lm_state_loc_name(&s->prof.state, id, m->name, (size_t)n + 1);
-    } else if ((m->name = arena_strdup(a, n < 0 ? "?" : name)) == NULL) {
-        return NULL;
-    }
-    m->has_id = 1;
-    m->id = id;
+    m->name = rows->groups->v[id].name;
 #define PUT(field, value)                                                      \
     m->has_##field = 1;                                                        \
     m->field = (value);
-    PUT(live_bytes, l->c.live_bytes)
-    PUT(live_blocks, l->c.live_blocks)
-    PUT(alloc_events, l->c.alloc_events)
-    PUT(alloc_bytes, l->c.alloc_bytes)
-    PUT(realloc_events, l->c.realloc_events)
-    PUT(realloc_new_bytes, l->c.realloc_new_bytes)
-    PUT(realloc_old_bytes, l->c.realloc_old_bytes)
-    PUT(free_events, l->c.free_events)
-    PUT(free_bytes, l->c.free_bytes)
+    PUT(id, id)
+    PUT(sites, rows->groups->v[id].nlocs)
+    PUT(live_bytes, c->live_bytes)
+    PUT(live_blocks, c->live_blocks)
+    PUT(alloc_events, c->alloc_events)
+    PUT(alloc_bytes, c->alloc_bytes)
+    PUT(realloc_events, c->realloc_events)
+    PUT(realloc_new_bytes, c->realloc_new_bytes)
+    PUT(realloc_old_bytes, c->realloc_old_bytes)
+    PUT(free_events, c->free_events)
+    PUT(free_bytes, c->free_bytes)
     PUT(delta_alloc_events, d.alloc_events)
     PUT(delta_alloc_bytes, d.alloc_bytes)
     PUT(delta_realloc_events, d.realloc_events)
@@ -334,10 +334,9 @@ static struct session_base *find_base(struct snapshot_bases *bases,
 
 /* Moves the subscriber's view of s to now; -1 when out of memory. */
 static int update_base(struct snapshot_bases *bases, struct session_base *b,
-                       const struct session *s, uint64_t now)
+                       const struct session *s, const struct rows *rows,
+                       uint64_t now)
 {
-    const struct lm_state *st = &s->prof.state;
-
     if (b == NULL) {
         if (bases->n == bases->cap) {
             size_t cap = bases->cap ? 2 * bases->cap : 4;
@@ -351,16 +350,16 @@ static int update_base(struct snapshot_bases *bases, struct session_base *b,
         memset(b, 0, sizeof(*b));
         b->session_id = s->id;
     }
-    if (b->nlocs < st->nlocs) {
-        struct loc_base *v = realloc(b->locs, st->nlocs * sizeof(*v));
+    if (b->nlocs < rows->n) {
+        struct loc_base *v = realloc(b->locs, rows->n * sizeof(*v));
         if (v == NULL)
             return -1;
         b->locs = v;
     }
-    for (uint32_t id = 0; id < st->nlocs; id++)
-        b->locs[id] = loc_now(&st->locs[id]);
-    b->nlocs = st->nlocs;
-    b->totals = st->totals;
+    for (uint32_t id = 0; id < rows->n; id++)
+        b->locs[id] = row_now(&rows->c[id]);
+    b->nlocs = rows->n;
+    b->totals = s->prof.state.totals;
     b->stream_bytes = s->stream_bytes;
     b->time_ms = now;
     b->seen = 1;
@@ -394,11 +393,10 @@ static Ljmp__Totals *make_delta(struct arena *a, const struct session *s,
     return t;
 }
 
-static Ljmp__SessionSnapshot *make_session(struct arena *a,
-                                           const struct session *s,
+static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
                                            const struct snapshot_opts *o,
                                            const struct session_base *b,
-                                           uint64_t now)
+                                           struct rows *rows, uint64_t now)
 {
     Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
     uint64_t end = s->end_ms != 0 && s->end_ms < now ? s->end_ms : now;
@@ -424,23 +422,38 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a,
     struct ranked *heap = arena_alloc(a, top * sizeof(*heap));
     if (heap == NULL)
         return NULL;
-    size_t n = select_top(s, b, o->sort, heap, top);
+    size_t n = select_top(rows, b, o->sort, heap, top);
     ss->top = arena_alloc(a, (n ? n : 1) * sizeof(*ss->top));
     if (ss->top == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        if ((ss->top[i] = make_location(a, s, b, heap[i].id, seconds)) == NULL)
+        if ((ss->top[i] = make_location(a, rows, b, heap[i].id, seconds)) ==
+            NULL)
             return NULL;
     ss->n_top = n;
     return ss;
 }
 
-Ljmp__Snapshot *snapshot_build(struct arena *a, const struct server *srv,
+/* The session's rows now: names brought up to date, counters summed. */
+static int make_rows(struct arena *a, struct session *s, struct rows *rows)
+{
+    if (lm_groups_update(&s->groups, &s->prof.state) != 0)
+        return -1;
+    rows->groups = &s->groups;
+    rows->n = s->groups.n;
+    rows->c = arena_alloc(a, (rows->n ? rows->n : 1) * sizeof(*rows->c));
+    if (rows->c == NULL)
+        return -1;
+    lm_groups_sum(&s->groups, &s->prof.state, rows->c);
+    return 0;
+}
+
+Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_opts *opts,
                                struct snapshot_bases *bases, uint64_t now)
 {
     Ljmp__Snapshot *snap = arena_alloc(a, sizeof(*snap));
-    const struct session *s;
+    struct session *s;
     size_t n = 0;
 
     if (snap == NULL)
@@ -458,11 +471,14 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, const struct server *srv,
         if (!snapshot_matches(s, opts))
             continue;
         struct session_base *b = bases ? find_base(bases, s->id) : NULL;
-        Ljmp__SessionSnapshot *ss = make_session(a, s, opts, b, now);
+        struct rows rows;
+        if (make_rows(a, s, &rows) != 0)
+            return NULL;
+        Ljmp__SessionSnapshot *ss = make_session(a, s, opts, b, &rows, now);
         if (ss == NULL)
             return NULL;
         snap->sessions[snap->n_sessions++] = ss;
-        if (bases != NULL && update_base(bases, b, s, now) != 0)
+        if (bases != NULL && update_base(bases, b, s, &rows, now) != 0)
             return NULL;
     }
     /* Forget sessions that are gone. */

@@ -13,7 +13,8 @@ struct arena {
 void *arena_alloc(struct arena *a, size_t n);
 void arena_free(struct arena *a);
 
-/* What a subscriber saw of one session at its previous snapshot. */
+/* What a subscriber saw of one session at its previous snapshot, per row
+ * (name group) of the session. */
 struct loc_base {
     uint64_t alloc_events, alloc_bytes, realloc_events, free_events, free_bytes;
 };
@@ -56,7 +57,7 @@ Ljmp__DaemonCounters *snapshot_daemon(struct arena *a,
  * before; it is updated to now.  Without a base, deltas and rates run from
  * the session's start.  Returns NULL when out of memory.
  */
-Ljmp__Snapshot *snapshot_build(struct arena *a, const struct server *srv,
+Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_opts *opts,
                                struct snapshot_bases *bases, uint64_t now);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_groups.h"
 #include "lm_report.h"
 #include "lm_state.h"
 
@@ -52,6 +53,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The live heap must match the heap map exactly. */
     if (p.state.totals.live_blocks != p.state.heap.count)
         abort();
+    /* Name groups (live views) account for every live block. */
+    struct lm_groups g;
+    if (lm_groups_init(&g) == 0) {
+        if (lm_groups_update(&g, &p.state) == 0) {
+            struct lm_counters *sum = calloc(g.n + 1, sizeof(*sum));
+            uint64_t blocks = 0;
+            if (sum != NULL) {
+                lm_groups_sum(&g, &p.state, sum);
+                for (uint32_t i = 0; i < g.n; i++)
+                    blocks += sum[i].live_blocks;
+                if (blocks != p.state.totals.live_blocks)
+                    abort();
+                free(sum);
+            }
+        }
+        lm_groups_free(&g);
+    }
     lm_profile_free(&p);
     return 0;
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_groups.h"
 #include "lm_report.h"
 #include "test_util.h"
 
@@ -512,6 +513,51 @@ static void test_heap_map_churn(void)
     lm_heap_free(&m);
 }
 
+/* Locations printing the same name form one group; groups are updated
+ * incrementally and keep their ids. */
+static void test_name_groups(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_groups g;
+    struct lm_loc_ref at5 = {LM_SRC_LFUNC, 0x100, 5, 0, 0};
+    struct lm_loc_ref at6 = {LM_SRC_LFUNC, 0x100, 6, 0, 0};
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@a.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &at5, 0x1000, 10);
+    /* The module loaded again at the same address: a new epoch. */
+    lm_enc_event_lfunc(&b, 0x100, "@a.lua", 1);
+    lm_enc_alloc(&b, LM_REV_R3, &at5, 0x2000, 20);
+    size_t half = b.len;
+    lm_enc_alloc(&b, LM_REV_R3, &at6, 0x3000, 30);
+    lm_enc_epilogue(&b);
+    CU_ASSERT_FATAL(!b.oom);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&p, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(lm_groups_init(&g), 0);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data, half, 0), LM_NEED_MORE);
+    CU_ASSERT_EQUAL(lm_groups_update(&g, &p.state), 0);
+    CU_ASSERT_EQUAL(p.state.nlocs, 2);
+    CU_ASSERT_EQUAL_FATAL(g.n, 1);
+    CU_ASSERT_STRING_EQUAL(g.v[0].name, "@a.lua:5");
+    CU_ASSERT_EQUAL(g.v[0].nlocs, 2);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data + half, b.len - half, 0), LM_DONE);
+    CU_ASSERT_EQUAL(lm_groups_update(&g, &p.state), 0);
+    CU_ASSERT_EQUAL_FATAL(g.n, 2);
+    CU_ASSERT_STRING_EQUAL(g.v[0].name, "@a.lua:5");
+    CU_ASSERT_STRING_EQUAL(g.v[1].name, "@a.lua:6");
+    struct lm_counters sum[2];
+    lm_groups_sum(&g, &p.state, sum);
+    CU_ASSERT_EQUAL(sum[0].alloc_events, 2);
+    CU_ASSERT_EQUAL(sum[0].live_bytes, 30);
+    CU_ASSERT_EQUAL(sum[1].live_bytes, 30);
+    lm_groups_free(&g);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 /* A stream of random events over many sites, symbols among them. */
 static void random_stream(struct lm_buf *b, uint64_t seed, int nevents)
 {
@@ -623,6 +669,7 @@ void register_state_tests(void)
     CU_add_test(s, "heap map under crafted collisions",
                 test_heap_map_collisions);
     CU_add_test(s, "heap map under steady churn", test_heap_map_churn);
+    CU_add_test(s, "name groups", test_name_groups);
     CU_add_test(s, "direct and pipelined paths agree",
                 test_direct_and_pipelined_agree);
 }

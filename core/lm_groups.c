@@ -1,0 +1,122 @@
+/* Name groups of a state's locations, updated as locations and symbols
+ * arrive. */
+#include "lm_groups.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lm_hash.h"
+
+int lm_groups_init(struct lm_groups *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->symbols = UINT64_MAX;
+    return lm_hindex_init(&g->index);
+}
+
+void lm_groups_free(struct lm_groups *g)
+{
+    for (uint32_t i = 0; i < g->n; i++)
+        free(g->v[i].name);
+    free(g->v);
+    free(g->group_of);
+    lm_hindex_free(&g->index);
+    memset(g, 0, sizeof(*g));
+}
+
+/* The group named name (len bytes), made if new; LM_NONE on OOM. */
+static uint32_t group_named(struct lm_groups *g, const char *name, size_t len)
+{
+    uint64_t h = lm_hash_bytes(name, len);
+    uint32_t id, slot;
+
+    LM_HINDEX_FOREACH(&g->index, h, id, slot)
+    {
+        if (strcmp(g->v[id].name, name) == 0)
+            return id;
+    }
+    if (LM_RESERVE(g->v, g->cap, g->n) != 0)
+        return LM_NONE;
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return LM_NONE;
+    memcpy(copy, name, len + 1);
+    if (lm_hindex_insert(&g->index, h, g->n) != 0) {
+        free(copy);
+        return LM_NONE;
+    }
+    g->v[g->n] = (struct lm_group){copy, 0};
+    return g->n++;
+}
+
+/* The group of location id, by its name; LM_NONE on OOM. */
+static uint32_t group_of_loc(struct lm_groups *g, const struct lm_state *s,
+                             uint32_t id)
+{
+    char buf[512], *name = buf;
+    int n = lm_state_loc_name(s, id, buf, sizeof(buf));
+
+    if (n < 0)
+        return LM_NONE;
+    if ((size_t)n >= sizeof(buf)) {
+        if ((name = malloc((size_t)n + 1)) == NULL)
+            return LM_NONE;
+        lm_state_loc_name(s, id, name, (size_t)n + 1);
+    }
+    uint32_t gid = group_named(g, name, (size_t)n);
+    if (name != buf)
+        free(name);
+    return gid;
+}
+
+int lm_groups_update(struct lm_groups *g, const struct lm_state *s)
+{
+    const struct lm_totals *t = &s->totals;
+    uint64_t symbols = t->lfunc_symbols + t->trace_symbols + t->cfunc_symbols;
+    uint32_t from = g->nlocs;
+
+    if (symbols != g->symbols) {
+        from = 0;
+        for (uint32_t i = 0; i < g->n; i++)
+            g->v[i].nlocs = 0;
+    }
+        if (s->nlocs > g->of_cap) {
+        /* Many locations may appear between two updates. */
+        uint32_t cap = g->of_cap ? g->of_cap : 64;
+        while (cap < s->nlocs)
+            cap *= 2;
+        uint32_t *p = realloc(g->group_of, (size_t)cap * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        g->group_of = p;
+        g->of_cap = cap;
+    }
+    for (uint32_t id = from; id < s->nlocs; id++) {
+        uint32_t gid = group_of_loc(g, s, id);
+        if (gid == LM_NONE) {
+            /* Named up to id; the rest next time (all, to stay exact). */
+            g->nlocs = 0;
+            g->symbols = UINT64_MAX;
+            return -1;
+        }
+        g->group_of[id] = gid;
+        g->v[gid].nlocs++;
+    }
+    g->nlocs = s->nlocs;
+    g->symbols = symbols;
+    return 0;
+}
+
+void lm_groups_sum(const struct lm_groups *g, const struct lm_state *s,
+                   struct lm_counters *out)
+{
+    memset(out, 0, (size_t)g->n * sizeof(*out));
+    for (uint32_t id = 0; id < g->nlocs && id < s->nlocs; id++) {
+        struct lm_counters *o = &out[g->group_of[id]];
+        const struct lm_counters *c = &s->locs[id].c;
+#define LM_SUM_COUNTER(name) o->name += c->name;
+        LM_COUNTERS(LM_SUM_COUNTER)
+#undef LM_SUM_COUNTER
+    }
+}

@@ -1,0 +1,42 @@
+/* Locations gathered by the name they print as: one row per source line
+ * (or trace, or C function) in live views, kept up to date incrementally. */
+#ifndef LM_GROUPS_H
+#define LM_GROUPS_H
+
+#include <stdint.h>
+
+#include "lm_hindex.h"
+#include "lm_state.h"
+
+struct lm_group {
+    char *name;
+    uint32_t nlocs; /* locations named so (0: none now) */
+};
+
+/*
+ * Group ids are stable for the state's life: a name keeps its group.
+ * New locations are named as they appear; when the state has learnt new
+ * symbols, every location is named again (a name may change when its
+ * symbol is announced late), so a group may gain or lose locations.
+ */
+struct lm_groups {
+    uint32_t *group_of; /* per location */
+    uint32_t nlocs, of_cap;
+    struct lm_group *v;
+    uint32_t n, cap;
+    struct lm_hindex index; /* name hash -> group */
+    uint64_t symbols;       /* the state's symbol count when last named */
+};
+
+int lm_groups_init(struct lm_groups *g);
+void lm_groups_free(struct lm_groups *g);
+
+/* Brings g up to date with s; -1 when out of memory (g stays usable, as
+ * of before). */
+int lm_groups_update(struct lm_groups *g, const struct lm_state *s);
+
+/* Sums the counters of each group's locations into out (g->n entries). */
+void lm_groups_sum(const struct lm_groups *g, const struct lm_state *s,
+                   struct lm_counters *out);
+
+#endif
