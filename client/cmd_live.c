@@ -29,17 +29,26 @@ struct live_args {
     int force, no_wait;
 };
 
-static const struct {
-    const char *name;
-    Ljmp__SortKey key;
-} sort_keys[] = {
-    {"live-bytes", LJMP__SORT_KEY__SORT_LIVE_BYTES},
-    {"live-blocks", LJMP__SORT_KEY__SORT_LIVE_BLOCKS},
-    {"alloc-bytes", LJMP__SORT_KEY__SORT_ALLOC_BYTES},
-    {"alloc-rate", LJMP__SORT_KEY__SORT_ALLOC_RATE},
-    {"event-rate", LJMP__SORT_KEY__SORT_EVENT_RATE},
-    {"free-bytes", LJMP__SORT_KEY__SORT_FREE_BYTES},
+const struct sort_key sort_keys[NSORT_KEYS] = {
+    {"live-bytes", "live bytes", 'l', LJMP__SORT_KEY__SORT_LIVE_BYTES},
+    {"live-blocks", "live blocks", 'b', LJMP__SORT_KEY__SORT_LIVE_BLOCKS},
+    {"alloc-bytes", "allocated bytes", 'a', LJMP__SORT_KEY__SORT_ALLOC_BYTES},
+    {"alloc-rate", "alloc rate", 'r', LJMP__SORT_KEY__SORT_ALLOC_RATE},
+    {"event-rate", "event rate", 'e', LJMP__SORT_KEY__SORT_EVENT_RATE},
+    {"free-bytes", "freed bytes", 'f', LJMP__SORT_KEY__SORT_FREE_BYTES},
 };
+
+int sort_key_named(const char *cmd, const char *name)
+{
+    for (int i = 0; i < NSORT_KEYS; i++)
+        if (strcmp(sort_keys[i].name, name) == 0)
+            return i;
+    fprintf(stderr,
+            "ljmpctl %s: unknown sort key '%s' (live-bytes, live-blocks, "
+            "alloc-bytes, alloc-rate, event-rate, free-bytes)\n",
+            cmd, name);
+    return -1;
+}
 
 static int number(const char *cmd, const char *what, const char *arg,
                   unsigned long long max, unsigned long long *out)
@@ -58,16 +67,12 @@ static int number(const char *cmd, const char *what, const char *arg,
 
 static int parse_sort(const char *cmd, const char *arg, Ljmp__SortKey *key)
 {
-    for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++)
-        if (strcmp(sort_keys[i].name, arg) == 0) {
-            *key = sort_keys[i].key;
-            return 0;
-        }
-    fprintf(stderr,
-            "ljmpctl %s: unknown sort key '%s' (live-bytes, live-blocks, "
-            "alloc-bytes, alloc-rate, event-rate, free-bytes)\n",
-            cmd, arg);
-    return -1;
+    int i = sort_key_named(cmd, arg);
+
+    if (i < 0)
+        return -1;
+    *key = sort_keys[i].value;
+    return 0;
 }
 
 /* Parses argv; -1 after a message on stderr, 1 after printing help. */

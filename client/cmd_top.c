@@ -36,19 +36,7 @@ static const char top_help[] =
     "                     alloc-rate, event-rate, free-bytes\n"
     "      --session ID   one session, by the id `ljmpctl list` shows\n";
 
-static const struct sort_key {
-    const char *name, *title;
-    int key;
-    Ljmp__SortKey value;
-} sort_keys[] = {
-    {"live-bytes", "live bytes", 'l', LJMP__SORT_KEY__SORT_LIVE_BYTES},
-    {"live-blocks", "live blocks", 'b', LJMP__SORT_KEY__SORT_LIVE_BLOCKS},
-    {"alloc-bytes", "allocated bytes", 'a', LJMP__SORT_KEY__SORT_ALLOC_BYTES},
-    {"alloc-rate", "alloc rate", 'r', LJMP__SORT_KEY__SORT_ALLOC_RATE},
-    {"event-rate", "event rate", 'e', LJMP__SORT_KEY__SORT_EVENT_RATE},
-    {"free-bytes", "freed bytes", 'f', LJMP__SORT_KEY__SORT_FREE_BYTES},
-};
-#define NSORT (sizeof(sort_keys) / sizeof(sort_keys[0]))
+#define NSORT NSORT_KEYS
 
 struct top_args {
     uint32_t pid, top, interval_ms;

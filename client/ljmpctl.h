@@ -2,6 +2,8 @@
 #ifndef LJMPCTL_H
 #define LJMPCTL_H
 
+#include "ljmp_wire.h"
+
 /* Exit statuses, documented in `ljmpctl --help`. */
 enum {
     EXIT_OK = 0,
@@ -11,6 +13,19 @@ enum {
     EXIT_NO_DAEMON = 4, /* ljmpd is not running, or went away */
     EXIT_REFUSED = 5,   /* ljmpd refused: no such session, permission */
 };
+
+/* The sort keys of live views: option name, title, top's key, wire value. */
+struct sort_key {
+    const char *name, *title;
+    int key;
+    Ljmp__SortKey value;
+};
+
+#define NSORT_KEYS 6
+extern const struct sort_key sort_keys[NSORT_KEYS];
+
+/* Index of the sort key called name, or -1 after a message on stderr. */
+int sort_key_named(const char *cmd, const char *name);
 
 struct cmd_entry {
     const char *name;
