@@ -97,17 +97,10 @@ static int parse_top(int argc, char **argv, struct top_args *a)
             a->session = v;
             break;
         case OPT_SORT: {
-            size_t i;
-            for (i = 0; i < NSORT && strcmp(sort_keys[i].name, optarg); i++)
-                ;
-            if (i == NSORT) {
-                fprintf(stderr,
-                        "ljmpctl top: unknown sort key '%s'; see "
-                        "'ljmpctl top --help'\n",
-                        optarg);
+            int i = sort_key_named("top", optarg);
+            if (i < 0)
                 return -1;
-            }
-            a->sort = i;
+            a->sort = (size_t)i;
             break;
         }
         case 'h':
