@@ -12,4 +12,5 @@ exec build/bench/ljmpd-bench --ljmpd build/daemon/ljmpd \
   --luajit build/luajit-patch/work/src/luajit --script "$script" \
   --probe "$PWD/bench/vm/probe.lua" --hold "$PWD/bench/vm/hold.lua" \
   --drain build/bench/ljmp-bench --vms "${VMS:-1}" --subs "${SUBS:-1}" \
-  --interval "${INTERVAL:-1000}" --hold-blocks "${HOLD:-1000000}"
+  --interval "${INTERVAL:-1000}" --hold-blocks "${HOLD:-1000000}" \
+  --nice "${NICE:--5}"

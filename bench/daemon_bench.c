@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 struct opts {
     const char *ljmpd, *luajit, *script, *probe, *drain, *hold;
     int vms, subs;
+    int nice;
     unsigned interval_ms;
     long hold_blocks;
 };
@@ -112,6 +114,10 @@ static pid_t start_ljmpd(const struct opts *o)
                     "--retain-count", "1000", NULL};
     pid_t pid = spawn(argv, NULL, NULL);
 
+    /* The daemon serves every VM: as a service it runs with more weight
+     * than any one of them (ljmpd.service: Nice=-5). */
+    if (o->nice != 0 && setpriority(PRIO_PROCESS, (id_t)pid, o->nice) != 0)
+        fprintf(stderr, "ljmpd-bench: setpriority: %s\n", strerror(errno));
     wait_for_socket(control);
     return pid;
 }
@@ -506,7 +512,7 @@ static void usage(void)
     fputs("usage: ljmpd-bench --ljmpd PATH --luajit PATH --script LUA "
           "--probe LUA --hold LUA\n"
           "                   --drain LJMP-BENCH [--vms N] [--subs M] "
-          "[--interval MS] [--hold-blocks N]\n",
+          "[--interval MS] [--hold-blocks N] [--nice N]\n",
           stderr);
     exit(2);
 }
@@ -524,6 +530,7 @@ int main(int argc, char **argv)
         {"subs", required_argument, NULL, 'm'},
         {"interval", required_argument, NULL, 'i'},
         {"hold-blocks", required_argument, NULL, 'b'},
+        {"nice", required_argument, NULL, 'N'},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {
@@ -562,6 +569,9 @@ int main(int argc, char **argv)
         case 'b':
             o.hold_blocks = atol(optarg);
             break;
+        case 'N':
+            o.nice = atoi(optarg);
+            break;
         default:
             usage();
         }
@@ -577,8 +587,9 @@ int main(int argc, char **argv)
     snprintf(control, sizeof(control), "%s/control.sock", dir);
     find_mark(o.probe);
 
-    printf("%d VMs running %s, %d subscribers, interval %u ms\n", o.vms,
-           o.script, o.subs, o.interval_ms);
+    printf("%d VMs running %s, %d subscribers, interval %u ms, ljmpd nice "
+           "%d\n",
+           o.vms, o.script, o.subs, o.interval_ms, o.nice);
     double *drain_t = calloc((size_t)o.vms, sizeof(*drain_t));
     drain_phase(&o, drain_t);
     ingest_phase(&o, drain_t);

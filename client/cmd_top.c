@@ -329,14 +329,29 @@ static int key_to_sort(int ch, size_t current)
     return -1;
 }
 
+static int run_plain(struct conn *c, struct top_args *a);
+
 static int run_screen(struct conn *c, struct top_args *a)
 {
     uint32_t top = a->top ? a->top : 200;
     int rc = EXIT_OK;
 
-    if (subscribe(c, a, top) == 0)
+    /* A terminal curses cannot drive: the plain form instead. */
+    SCREEN *screen = newterm(NULL, stdout, stdin);
+    if (screen == NULL) {
+        fprintf(stderr,
+                "ljmpctl top: cannot use this terminal (TERM=%s); "
+                "printing plain snapshots\n",
+                getenv("TERM") ? getenv("TERM") : "");
+        return run_plain(c, a);
+    }
+    if (subscribe(c, a, top) == 0) {
+        endwin();
+        delscreen(screen);
         return EXIT_NO_DAEMON;
-    initscr();
+    }
+    /* Errors are said after the screen is put back, or they are lost. */
+    c->quiet = 1;
     cbreak();
     noecho();
     curs_set(0);
@@ -367,27 +382,42 @@ static int run_screen(struct conn *c, struct top_args *a)
             if (quit)
                 break;
         }
-        if (p[0].revents & (POLLIN | POLLHUP)) {
+        if (!(p[0].revents & (POLLIN | POLLHUP)))
+            continue;
+        /* Every whole snapshot read: only the newest is worth drawing. */
+        Ljmp__Response *last = NULL;
+        do {
             Ljmp__Response *resp = conn_recv(c, 5000);
             if (resp == NULL || resp->goodbye || resp->error != NULL) {
+                if (last != NULL)
+                    ljmp__response__free_unpacked(last, NULL);
                 endwin();
-                if (resp != NULL)
-                    rc = conn_error("top", resp);
-                else
-                    rc = EXIT_NO_DAEMON;
-                if (resp != NULL)
-                    ljmp__response__free_unpacked(resp, NULL);
+                delscreen(screen);
+                if (resp == NULL) {
+                    fprintf(stderr, "ljmpctl top: %s\n", c->err);
+                    return EXIT_NO_DAEMON;
+                }
+                rc = conn_error("top", resp);
+                ljmp__response__free_unpacked(resp, NULL);
                 return rc;
             }
-            int drawn = resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT;
-            if (drawn)
-                draw(resp->snapshot, a);
-            ljmp__response__free_unpacked(resp, NULL);
-            if (drawn && a->count != 0 && --a->count == 0)
+            if (resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT) {
+                if (last != NULL)
+                    ljmp__response__free_unpacked(last, NULL);
+                last = resp;
+            } else {
+                ljmp__response__free_unpacked(resp, NULL);
+            }
+        } while (conn_has_frame(c));
+        if (last != NULL) {
+            draw(last->snapshot, a);
+            ljmp__response__free_unpacked(last, NULL);
+            if (a->count != 0 && --a->count == 0)
                 break;
         }
     }
     endwin();
+    delscreen(screen);
     return rc;
 }
 

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,24 @@ uint64_t conn_send(struct conn *c, Ljmp__Request *req, int fd)
     return req->id;
 }
 
+__attribute__((format(printf, 2, 3))) static void
+conn_fail(struct conn *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    if (!c->quiet)
+        fprintf(stderr, "ljmpctl: %s\n", c->err);
+}
+
+int conn_has_frame(const struct conn *c)
+{
+    return c->len >= LJMP_WIRE_HEADER &&
+           c->len - LJMP_WIRE_HEADER >= ljmp_wire_get_len(c->buf);
+}
+
 /* Reads until the buffer holds want bytes; -1 on EOF, error or timeout. */
 static int fill(struct conn *c, size_t want, int timeout_ms)
 {
@@ -140,7 +159,7 @@ static int fill(struct conn *c, size_t want, int timeout_ms)
             cap *= 2;
         uint8_t *b = realloc(c->buf, cap);
         if (b == NULL) {
-            fprintf(stderr, "ljmpctl: out of memory\n");
+            conn_fail(c, "out of memory");
             return -1;
         }
         c->buf = b;
@@ -152,16 +171,15 @@ static int fill(struct conn *c, size_t want, int timeout_ms)
         if (r < 0 && errno == EINTR)
             continue;
         if (r == 0) {
-            fprintf(stderr, "ljmpctl: no answer from ljmpd within %d ms\n",
-                    timeout_ms);
+            conn_fail(c, "no answer from ljmpd within %d ms", timeout_ms);
             return -1;
         }
         ssize_t n = read(c->fd, c->buf + c->len, c->cap - c->len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            fprintf(stderr, "ljmpctl: ljmpd at %s closed the connection%s%s\n",
-                    c->path, n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+            conn_fail(c, "ljmpd at %s closed the connection%s%s", c->path,
+                      n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
             return -1;
         }
         c->len += (size_t)n;
@@ -175,8 +193,8 @@ Ljmp__Response *conn_recv(struct conn *c, int timeout_ms)
         return NULL;
     uint32_t len = ljmp_wire_get_len(c->buf);
     if (len > LJMP_WIRE_MAX_FRAME) {
-        fprintf(stderr, "ljmpctl: ljmpd sent a %u-byte frame (limit %u)\n", len,
-                LJMP_WIRE_MAX_FRAME);
+        conn_fail(c, "ljmpd sent a %u-byte frame (limit %u)", len,
+                  LJMP_WIRE_MAX_FRAME);
         return NULL;
     }
     if (fill(c, LJMP_WIRE_HEADER + (size_t)len, timeout_ms) != 0)
@@ -186,7 +204,7 @@ Ljmp__Response *conn_recv(struct conn *c, int timeout_ms)
     c->len -= LJMP_WIRE_HEADER + (size_t)len;
     memmove(c->buf, c->buf + LJMP_WIRE_HEADER + len, c->len);
     if (resp == NULL)
-        fprintf(stderr, "ljmpctl: ljmpd sent a malformed response\n");
+        conn_fail(c, "ljmpd sent a malformed response");
     return resp;
 }
 

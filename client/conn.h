@@ -14,6 +14,8 @@ struct conn {
     uint8_t *buf;
     size_t len, cap;
     uint64_t next_id;
+    int quiet;     /* keep errors in err instead of printing them */
+    char err[256]; /* the last error */
 };
 
 /* The control socket's path: -s, else $LJMP_CONTROL, else the default. */
@@ -32,6 +34,9 @@ uint64_t conn_send(struct conn *c, Ljmp__Request *req, int fd);
 /* The next response, or NULL (said on stderr) when the daemon hung up, the
  * frame is malformed, or timeout_ms (-1: none) passed. */
 Ljmp__Response *conn_recv(struct conn *c, int timeout_ms);
+
+/* Whether a whole response is buffered already (conn_recv will not wait). */
+int conn_has_frame(const struct conn *c);
 
 /* Sends req and waits for its response; NULL as for conn_recv. */
 Ljmp__Response *conn_call(struct conn *c, Ljmp__Request *req, int fd);

@@ -229,17 +229,20 @@ void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
 {
     size_t len;
 
+        /* Every announced epoch in arrival order: the last one at an address
+     * is its current one for the reader too, and chunk names appear in
+     * their first order, so aliases get the same numbers. */
     for (uint32_t i = 0; i < t->nprotos; i++) {
         const struct lm_proto *p = &t->protos[i];
-        if (p->chunk == LM_NONE || lm_symtab_proto_current(t, p->addr) != i)
+        if (p->chunk == LM_NONE)
             continue;
         const char *chunk = lm_symtab_str(t, p->chunk, &len);
         lm_buf_byte(b, LM_SYM_LFUNC);
         sym_lfunc_body(b, p->addr, chunk, len, p->firstline);
     }
-    for (uint32_t i = 0; i < t->ntraces; i++) {
+        for (uint32_t i = 0; i < t->ntraces; i++) {
         const struct lm_trace *tr = &t->traces[i];
-        if (!tr->known || lm_symtab_trace_current(t, tr->traceno) != i)
+        if (!tr->known)
             continue;
         lm_enc_sym_trace(b, rev, tr->traceno, tr->trace_addr, tr->start_addr,
                          tr->start_line);

@@ -29,9 +29,10 @@ void lm_enc_sym_trace(struct lm_buf *b, enum lm_revision rev, uint64_t traceno,
                       uint64_t trace_addr, uint64_t proto, uint64_t line);
 void lm_enc_symtab_end(struct lm_buf *b);
 
-/* The symbols a table holds now, as symtab entries of rev: the current
- * epoch of each prototype and trace, and (R3) every C symbol in arrival
- * order.
+/* The symbols a table holds now, as symtab entries of rev: every
+ * announced epoch of each prototype and trace and (R3) every C symbol, in
+ * arrival order, so that a reader ends with the same current symbols and
+ * alias numbers.
  * A reader of them names later events as the table would. */
 struct lm_symtab;
 void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,

@@ -11,7 +11,6 @@
 int lm_groups_init(struct lm_groups *g)
 {
     memset(g, 0, sizeof(*g));
-    g->symbols = UINT64_MAX;
     return lm_hindex_init(&g->index);
 }
 
@@ -72,16 +71,7 @@ static uint32_t group_of_loc(struct lm_groups *g, const struct lm_state *s,
 
 int lm_groups_update(struct lm_groups *g, const struct lm_state *s)
 {
-    const struct lm_totals *t = &s->totals;
-    uint64_t symbols = t->lfunc_symbols + t->trace_symbols + t->cfunc_symbols;
-    uint32_t from = g->nlocs;
-
-    if (symbols != g->symbols) {
-        from = 0;
-        for (uint32_t i = 0; i < g->n; i++)
-            g->v[i].nlocs = 0;
-    }
-        if (s->nlocs > g->of_cap) {
+    if (s->nlocs > g->of_cap) {
         /* Many locations may appear between two updates. */
         uint32_t cap = g->of_cap ? g->of_cap : 64;
         while (cap < s->nlocs)
@@ -92,19 +82,14 @@ int lm_groups_update(struct lm_groups *g, const struct lm_state *s)
         g->group_of = p;
         g->of_cap = cap;
     }
-    for (uint32_t id = from; id < s->nlocs; id++) {
+    for (uint32_t id = g->nlocs; id < s->nlocs; id++) {
         uint32_t gid = group_of_loc(g, s, id);
-        if (gid == LM_NONE) {
-            /* Named up to id; the rest next time (all, to stay exact). */
-            g->nlocs = 0;
-            g->symbols = UINT64_MAX;
+        if (gid == LM_NONE)
             return -1;
-        }
         g->group_of[id] = gid;
         g->v[gid].nlocs++;
+        g->nlocs = id + 1;
     }
-    g->nlocs = s->nlocs;
-    g->symbols = symbols;
     return 0;
 }
 

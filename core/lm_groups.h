@@ -14,10 +14,10 @@ struct lm_group {
 };
 
 /*
- * Group ids are stable for the state's life: a name keeps its group.
- * New locations are named as they appear; when the state has learnt new
- * symbols, every location is named again (a name may change when its
- * symbol is announced late), so a group may gain or lose locations.
+ * Group ids are stable for the state's life: a name keeps its group.  A
+ * location's name is fixed when the location is made (it is bound to a
+ * symbol epoch; a new symbol makes new locations, see lm_state.h), so
+ * only new locations are named at each update.
  */
 struct lm_groups {
     uint32_t *group_of; /* per location */
@@ -25,14 +25,13 @@ struct lm_groups {
     struct lm_group *v;
     uint32_t n, cap;
     struct lm_hindex index; /* name hash -> group */
-    uint64_t symbols;       /* the state's symbol count when last named */
 };
 
 int lm_groups_init(struct lm_groups *g);
 void lm_groups_free(struct lm_groups *g);
 
-/* Brings g up to date with s; -1 when out of memory (g stays usable, as
- * of before). */
+/* Names the locations s made since the last update; -1 when out of
+ * memory (g stays usable; the rest is named next time). */
 int lm_groups_update(struct lm_groups *g, const struct lm_state *s);
 
 /* Sums the counters of each group's locations into out (g->n entries). */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -32,11 +33,12 @@ struct op_wait {
 
 /* What /proc says about a process, for the checks. */
 struct proc_facts {
-    uid_t uid;     /* real uid */
-    int signal;    /* the agent's signal number, from its environment */
-    int agent_off; /* LJMP_AGENT=0 */
-    int env_known; /* the environment could be read */
-    char ingest[108];
+    uid_t uid;        /* real uid */
+    int signal;       /* the agent's signal number, from its environment */
+    int agent_off;    /* LJMP_AGENT=0 */
+    int env_known;    /* the environment could be read */
+    char ingest[108]; /* where its agent connects (as lj_ljmp.c decides) */
+    char xdg[108];    /* its XDG_RUNTIME_DIR */
     unsigned long long caught; /* SigCgt */
     unsigned long long ignored;
 };
@@ -87,8 +89,18 @@ static void read_environ(pid_t pid, struct proc_facts *f)
             f->agent_off = 1;
         else if (strncmp(v, "LJMP_SIGNAL=", 12) == 0)
             f->signal = SIGRTMIN + atoi(v + 12);
-        else if (strncmp(v, "LJMP_INGEST=", 12) == 0)
+        else if (strncmp(v, "LJMP_INGEST=", 12) == 0 && v[12] != '\0')
             snprintf(f->ingest, sizeof(f->ingest), "%s", v + 12);
+        else if (strncmp(v, "XDG_RUNTIME_DIR=", 16) == 0 && v[16] != '\0')
+            snprintf(f->xdg, sizeof(f->xdg), "%s", v + 16);
+    }
+    /* The agent's own rule: $LJMP_INGEST, else the default for its user. */
+    if (f->ingest[0] == '\0') {
+        if (f->uid != 0 && f->xdg[0] != '\0')
+            snprintf(f->ingest, sizeof(f->ingest), "%.80s/ljmp/ingest.sock",
+                     f->xdg);
+        else
+            snprintf(f->ingest, sizeof(f->ingest), "/run/ljmp/ingest.sock");
     }
 }
 
@@ -133,11 +145,10 @@ static int check_target(const struct peer *p, pid_t pid, struct proc_facts *f,
                  sig_bit(f->ignored, f->signal) ? "; its VM has closed" : "");
         return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
     }
-    if (f->ingest[0] != '\0' &&
-        strcmp(f->ingest, p->srv->cfg.ingest_path) != 0) {
+    if (f->env_known && strcmp(f->ingest, p->srv->cfg.ingest_path) != 0) {
         snprintf(why, len,
-                 "pid %d would connect to %s (its LJMP_INGEST), not to "
-                 "this ljmpd's %s",
+                 "pid %d would connect to %s, not to this ljmpd's %s (set "
+                 "LJMP_INGEST in its environment, or run ljmpd there)",
                  (int)pid, f->ingest, p->srv->cfg.ingest_path);
         return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
     }
@@ -163,11 +174,18 @@ static void respond_session(struct peer *p, uint64_t id,
     arena_free(&a);
 }
 
-static void op_free(struct op_wait *w)
+/* Ends a wait; its client may go if it asked for nothing else (unless
+ * the client is being freed: check 0). */
+static void op_free(struct op_wait *w, int check)
 {
+    struct peer *p = w->peer;
+
     TAILQ_REMOVE(&w->srv->ops, w, link);
     event_free(w->timer);
     free(w);
+    p->nops--;
+    if (check)
+        peer_idle_check(p);
 }
 
 static void op_timeout(evutil_socket_t fd, short what, void *arg)
@@ -185,10 +203,11 @@ static void op_timeout(evutil_socket_t fd, short what, void *arg)
     else
         peer_send_error(w->peer, w->request_id, LJMP__ERROR_CODE__ERR_TIMEOUT,
                         "pid %d did not connect within %u ms: no Lua code "
-                        "ran (an idle VM starts at its next Lua call); it "
-                        "will start then",
+                        "ran (an idle VM starts at its next Lua call, and "
+                        "will then), or it is profiling already (to a file, "
+                        "or to another ljmpd), or it could not connect",
                         (int)w->pid, w->wait_ms);
-    op_free(w);
+    op_free(w, 1);
 }
 
 static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
@@ -212,17 +231,19 @@ static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
     w->request_id = id;
     w->wait_ms = wait_ms;
     TAILQ_INSERT_TAIL(&p->srv->ops, w, link);
+    p->nops++;
     evtimer_add(w->timer, &tv);
     return 0;
 }
 
-/* The newest session of pid that is still streaming, or NULL. */
+/* The newest session of pid that is streaming (not ending), or NULL. */
 static struct session *streaming_session(struct server *srv, pid_t pid)
 {
     struct session *s, *found = NULL;
 
     TAILQ_FOREACH(s, &srv->sessions, link)
-    if (s->pid == pid && s->phase != SESSION_ENDED)
+    if (s->pid == pid &&
+        (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM))
         found = s;
     return found;
 }
@@ -234,12 +255,46 @@ static unsigned wait_of(int has, uint32_t ms)
     return ms < MAX_WAIT_MS ? ms : MAX_WAIT_MS;
 }
 
-static int send_request(struct peer *p, uint64_t id, pid_t pid, int sig,
-                        int request)
+/*
+ * A handle on the process before it is checked: if it exits and its pid
+ * is reused meanwhile, the signal goes to the process that was checked
+ * (and fails), never to the newcomer.  -1 where the kernel has no pidfd
+ * (then the pid is signalled directly).
+ */
+static int open_process(pid_t pid)
 {
-    union sigval v = {.sival_int = request};
+#ifdef SYS_pidfd_open
+    return pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+#else
+    (void)pid;
+    return -1;
+#endif
+}
 
-    if (sigqueue(pid, sig, v) == 0)
+static int queue_signal(int pidfd, pid_t pid, int sig, int request)
+{
+#ifdef SYS_pidfd_send_signal
+    if (pidfd >= 0) {
+        siginfo_t info;
+        memset(&info, 0, sizeof(info));
+        info.si_signo = sig;
+        info.si_code = SI_QUEUE;
+        info.si_pid = getpid();
+        info.si_uid = getuid();
+        info.si_value.sival_int = request;
+        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, &info, 0);
+    }
+#else
+    (void)pidfd;
+#endif
+    union sigval v = {.sival_int = request};
+    return sigqueue(pid, sig, v);
+}
+
+static int send_request(struct peer *p, uint64_t id, int pidfd, pid_t pid,
+                        int sig, int request)
+{
+    if (queue_signal(pidfd, pid, sig, request) == 0)
         return 0;
     peer_send_error(p, id,
                     errno == EPERM ? LJMP__ERROR_CODE__ERR_PERMISSION
@@ -255,18 +310,27 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
     pid_t pid = r->has_pid ? (pid_t)r->pid : 0;
     struct proc_facts f;
     char why[384];
+    int pidfd = open_process(pid);
     int code = check_target(p, pid, &f, why, sizeof(why));
     struct session *s;
 
     if (code != 0) {
+        if (pidfd >= 0)
+            close(pidfd);
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;
     }
-    if ((s = streaming_session(p->srv, pid)) != NULL) {
+    if ((s = streaming_session(p->srv, pid)) != NULL &&
+        session_visible(s, p->uid)) {
+        if (pidfd >= 0)
+            close(pidfd);
         respond_session(p, req->id, s, "already attached");
         return;
     }
-    if (send_request(p, req->id, pid, f.signal, LJMP_REQ_ATTACH) != 0)
+    int sent = send_request(p, req->id, pidfd, pid, f.signal, LJMP_REQ_ATTACH);
+    if (pidfd >= 0)
+        close(pidfd);
+    if (sent != 0)
         return;
     log_info("attach: pid %d signalled for uid %u", (int)pid, (unsigned)p->uid);
     if (op_wait_for(p, req->id, 0, pid, 0,
@@ -290,12 +354,18 @@ void detach_request(struct peer *p, const Ljmp__Request *req)
                         (int)pid);
         return;
     }
+    int pidfd = open_process(pid);
     int code = check_target(p, pid, &f, why, sizeof(why));
     if (code != 0) {
+        if (pidfd >= 0)
+            close(pidfd);
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;
     }
-    if (send_request(p, req->id, pid, f.signal, LJMP_REQ_DETACH) != 0)
+    int sent = send_request(p, req->id, pidfd, pid, f.signal, LJMP_REQ_DETACH);
+    if (pidfd >= 0)
+        close(pidfd);
+    if (sent != 0)
         return;
     log_info("detach: pid %d signalled for uid %u", (int)pid, (unsigned)p->uid);
     if (op_wait_for(p, req->id, 1, pid, s->id,
@@ -312,7 +382,7 @@ void attach_session_started(struct server *srv, struct session *s)
         next = TAILQ_NEXT(w, link);
         if (!w->detach && w->pid == s->pid) {
             respond_session(w->peer, w->request_id, s, NULL);
-            op_free(w);
+            op_free(w, 1);
         }
     }
 }
@@ -325,7 +395,7 @@ void attach_session_ended(struct server *srv, const struct session *s)
         next = TAILQ_NEXT(w, link);
         if (w->detach && w->session_id == s->id) {
             respond_session(w->peer, w->request_id, s, NULL);
-            op_free(w);
+            op_free(w, 1);
         }
     }
 }
@@ -337,6 +407,6 @@ void attach_peer_gone(struct peer *p)
     for (w = TAILQ_FIRST(&p->srv->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (w->peer == p)
-            op_free(w);
+            op_free(w, 0);
     }
 }

@@ -481,6 +481,8 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     send_record_status(rec, 0);
 }
 
+/* Unlinks a waiting record request; the caller answers its client, then
+ * lets the client go if it has nothing else waiting (peer_idle_check). */
 static void drop_pending(struct server *srv, struct pending_record *pr)
 {
     TAILQ_REMOVE(&srv->pending_records, pr, link);
@@ -516,6 +518,7 @@ void control_session_started(struct server *srv, struct session *s)
         if (pr->pid != s->pid || !session_visible(s, pr->uid))
             continue;
         struct recording *rec = pr->rec;
+        struct peer *waiter = rec->waiter;
         drop_pending(srv, pr);
         if (session_record(s, rec) == 0) {
             send_record_status(rec, s->id);
@@ -524,6 +527,8 @@ void control_session_started(struct server *srv, struct session *s)
         } else {
             recording_finish(rec, s);
         }
+        if (waiter != NULL)
+            peer_idle_check(waiter);
     }
 }
 
@@ -536,12 +541,15 @@ void control_expire_records(struct server *srv, uint64_t now)
         if (now < pr->deadline_ms && !srv->stopping)
             continue;
         struct recording *rec = pr->rec;
+        struct peer *waiter = rec->waiter;
         snprintf(rec->error, sizeof(rec->error), "pid %d did not stream %s",
                  (int)pr->pid,
                  srv->stopping ? "before ljmpd stopped"
                                : "within the wait time");
         drop_pending(srv, pr);
         recording_finish(rec, NULL);
+        if (waiter != NULL)
+            peer_idle_check(waiter);
     }
 }
 

@@ -67,6 +67,7 @@ struct recording {
     uint64_t bytes;
     int from_start;
     struct peer *waiter; /* told when it ends; NULL once gone */
+    int counted;         /* in the waiter's nrecordings */
     uint64_t request_id;
     char error[320];
 };
@@ -115,10 +116,13 @@ struct peer {
     uid_t uid;
     struct event *rev, *wev;
     struct evbuffer *in, *out;
-    int passed_fd;     /* a descriptor sent with the last request, or -1 */
-    int closing;       /* flush what is queued, then close */
-    int throttled;     /* not reading: too much output queued */
-    unsigned npending; /* its record requests waiting for a process */
+    int passed_fd;        /* a descriptor sent with the last request, or -1 */
+    int closing;          /* flush what is queued, then close */
+    int throttled;        /* not reading: too much output queued */
+    int eof;              /* the client sent all it will: close when idle */
+    unsigned npending;    /* its record requests waiting for a process */
+    unsigned nops;        /* its attach/detach requests waiting for a VM */
+    unsigned nrecordings; /* recordings under way that answer to it */
     struct subscription *sub;
 };
 
@@ -176,6 +180,8 @@ void peer_free(struct peer *p);
 /* Queues a response; -1 (and the peer is closing) when it cannot. */
 int peer_send(struct peer *p, const Ljmp__Response *resp);
 void peer_flush_now(struct peer *p);
+/* A peer that finished sending goes once nothing it asked for is left. */
+void peer_idle_check(struct peer *p);
 void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
                      const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

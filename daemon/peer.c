@@ -294,9 +294,13 @@ static void peer_read(evutil_socket_t fd, short what, void *arg)
         }
     }
     if (n == 0) {
-        /* The client is done sending: answer what it asked, then close. */
-        if (peer_frames(p, INT32_MAX) == 0 && !p->closing)
-            peer_close_after_flush(p);
+        /* The client is done sending: answer what it asked (waiting for
+         * any VM it asked about), then close. */
+        if (peer_frames(p, INT32_MAX) == 0 && !p->closing) {
+            p->eof = 1;
+            event_del(p->rev);
+            peer_idle_check(p);
+        }
         return;
     }
     /* More whole requests than this turn's share: the rest next turn. */
@@ -320,12 +324,19 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
             return;
         }
     }
-    if (p->throttled && !p->closing &&
+    if (p->throttled && !p->closing && !p->eof &&
         evbuffer_get_length(p->out) <= p->srv->cfg.peer_queue) {
         p->throttled = 0;
         event_add(p->rev, NULL);
         event_active(p->rev, EV_READ, 0); /* requests read before */
     }
+}
+
+void peer_idle_check(struct peer *p)
+{
+    if (p->eof && !p->closing && p->nops == 0 && p->npending == 0 &&
+        p->nrecordings == 0)
+        peer_close_after_flush(p);
 }
 
 /* Writes what can be written now, without waiting (shutdown). */

@@ -223,8 +223,21 @@ void recording_finish(struct recording *rec, const struct session *s)
         resp.body_case = LJMP__RESPONSE__BODY_RECORD;
         resp.record = &st;
         peer_send(rec->waiter, &resp);
+        if (rec->counted) {
+            rec->waiter->nrecordings--;
+            peer_idle_check(rec->waiter);
+        }
     }
     free(rec);
+}
+
+/* A recording under way keeps its client's connection open. */
+static void recording_counted(struct recording *rec)
+{
+    if (rec->waiter != NULL) {
+        rec->waiter->nrecordings++;
+        rec->counted = 1;
+    }
 }
 
 /* Writes n bytes into the recording's file; -1 with rec->error set. */
@@ -545,8 +558,10 @@ static int record_from_now(struct session *s, struct recording *rec)
     }
     int rc = record_write(rec, b.data, b.len);
     lm_buf_free(&b);
-    if (rc == 0)
+    if (rc == 0) {
         s->rec = rec;
+        recording_counted(rec);
+    }
     return rc;
 }
 
@@ -563,5 +578,6 @@ int session_record(struct session *s, struct recording *rec)
         return record_from_now(s, rec);
     rec->from_start = 1;
     s->rec = rec;
+    recording_counted(rec);
     return 0;
 }

@@ -11,6 +11,32 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Groups named as locations appeared still match every location's name
+ * (names are fixed at birth) and account for every live block. */
+static void check_groups(struct lm_groups *g, const struct lm_state *s)
+{
+    char name[512];
+    uint64_t blocks = 0;
+
+    if (lm_groups_update(g, s) != 0)
+        abort();
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        lm_state_loc_name(s, i, name, sizeof(name));
+        if (strncmp(name, g->v[g->group_of[i]].name, sizeof(name) - 1) != 0)
+            abort();
+    }
+    struct lm_counters *sum = calloc(g->n + 1, sizeof(*sum));
+    if (sum != NULL) {
+        lm_groups_sum(g, s, sum);
+        for (uint32_t i = 0; i < g->n; i++)
+            blocks += sum[i].live_blocks;
+        if (blocks != s->totals.live_blocks)
+            abort();
+        free(sum);
+    }
+    lm_groups_free(g);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct lm_limits limits = {4096, 4096 + 64};
@@ -28,6 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     state_limits.direct_bytes = data[0] & 1 ? 1 : UINT64_MAX;
     if (lm_profile_init(&p, &limits, &state_limits) != 0)
         return 0;
+    struct lm_groups g;
+    int groups_ok = lm_groups_init(&g) == 0;
     while (off < size && st == LM_NEED_MORE) {
         size_t n = size - off < chunk ? size - off : chunk, used;
         /* A private copy: any read past it is caught by ASan. */
@@ -38,6 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (used > n)
             abort();
         off += n;
+        /* Named as the locations come, like a live view. */
+        if (groups_ok && lm_groups_update(&g, &p.state) != 0)
+            abort();
     }
     lm_decoder_finish(&p.dec);
     /* Names, sorting and overrides must hold for whatever was accepted. */
@@ -53,23 +84,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The live heap must match the heap map exactly. */
     if (p.state.totals.live_blocks != p.state.heap.count)
         abort();
-    /* Name groups (live views) account for every live block. */
-    struct lm_groups g;
-    if (lm_groups_init(&g) == 0) {
-        if (lm_groups_update(&g, &p.state) == 0) {
-            struct lm_counters *sum = calloc(g.n + 1, sizeof(*sum));
-            uint64_t blocks = 0;
-            if (sum != NULL) {
-                lm_groups_sum(&g, &p.state, sum);
-                for (uint32_t i = 0; i < g.n; i++)
-                    blocks += sum[i].live_blocks;
-                if (blocks != p.state.totals.live_blocks)
-                    abort();
-                free(sum);
-            }
-        }
-        lm_groups_free(&g);
-    }
+    /* Name groups (live views), named as locations appeared, still match
+     * every location's name and account for every live block. */
+    if (groups_ok)
+        check_groups(&g, &p.state);
     lm_profile_free(&p);
     return 0;
 }

@@ -1007,6 +1007,7 @@ static void test_attach_detach(void)
 /* The reasons attach gives when it cannot. */
 static void test_attach_refusals(void)
 {
+    Ljmp__Response *r;
     char args[256], *err;
 
     truncate_file("ljmpctl.err");
@@ -1046,6 +1047,26 @@ static void test_attach_refusals(void)
     err = test_slurp("ljmpctl.err");
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "did not connect within 300 ms"));
     free(err);
+    /* A client that sends its request and half-closes still gets the
+     * answer once the wait is over. */
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__AttachRequest ar = LJMP__ATTACH_REQUEST__INIT;
+    struct conn c;
+    ar.has_pid = ar.has_timeout_ms = 1;
+    ar.pid = (uint32_t)idle.pid;
+    ar.timeout_ms = 300;
+    req.body_case = LJMP__REQUEST__BODY_ATTACH;
+    req.attach = &ar;
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    CU_ASSERT_NOT_EQUAL(conn_send(&c, &req, -1), 0);
+    shutdown(c.fd, SHUT_WR);
+    r = conn_recv(&c, 3000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    CU_ASSERT_EQUAL(r && r->error ? r->error->code : 0,
+                    LJMP__ERROR_CODE__ERR_TIMEOUT);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    conn_close(&c);
     kill(idle.pid, SIGKILL);
     vm_wait(&idle, 1000);
 

@@ -558,6 +558,85 @@ static void test_name_groups(void)
     lm_buf_free(&b);
 }
 
+static char *report_text(const struct lm_state *s)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct lm_report_opts opts = {0, 0, 0};
+
+    CU_ASSERT_EQUAL(lm_report_write(f, s, &opts), 0);
+    fclose(f);
+    return text;
+}
+
+/* Names of the state's locations, joined, for comparing two states. */
+static char *loc_names(const struct lm_state *s)
+{
+    char *all = NULL, name[256];
+    size_t len = 0;
+    FILE *f = open_memstream(&all, &len);
+
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        lm_state_loc_name(s, i, name, sizeof(name));
+        fprintf(f, "%s|", name);
+    }
+    fclose(f);
+    return all;
+}
+
+/* The symbol table re-encoded (a recording started mid-stream) names
+ * later events as the original did, alias numbers included, even when
+ * chunks were replaced at their address. */
+static void test_symtab_reencoded(void)
+{
+    struct lm_buf b = {0}, r = {0}, tail = {0};
+    struct lm_profile p, q;
+    struct lm_loc_ref a5 = {LM_SRC_LFUNC, 0x30, 5, 0, 0};
+    struct lm_loc_ref b7 = {LM_SRC_LFUNC, 0x20, 7, 0, 0};
+    struct lm_loc_ref c9 = {LM_SRC_LFUNC, 0x10, 9, 0, 0};
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x10, "local a\nreturn 'A'", 1);
+    lm_enc_sym_lfunc(&b, 0x20, "local b\nreturn 'B'", 1);
+    lm_enc_sym_cfunc(&b, 0x500, "memcpy");
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_event_lfunc(&b, 0x10, "local c\nreturn 'C'", 1);
+    lm_enc_event_lfunc(&b, 0x30, "local a\nreturn 'A'", 1);
+    /* The events after the point where a recording would start. */
+    lm_enc_alloc(&tail, LM_REV_R3, &a5, 0x1000, 16);
+    lm_enc_alloc(&tail, LM_REV_R3, &b7, 0x2000, 16);
+    lm_enc_alloc(&tail, LM_REV_R3, &c9, 0x3000, 16);
+    lm_enc_epilogue(&tail);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&p, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 0), LM_NEED_MORE);
+    /* The recording: symbols now, then the same events. */
+    lm_enc_symtab_prologue(&r, 3);
+    lm_enc_symtab_of(&r, &p.state.sym, LM_REV_R3);
+    lm_enc_symtab_end(&r);
+    lm_enc_events_prologue(&r, 3);
+    lm_buf_bytes(&r, tail.data, tail.len);
+    CU_ASSERT_EQUAL(feed_chunked(&p, tail.data, tail.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&q, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(feed_chunked(&q, r.data, r.len, 0), LM_DONE);
+    char *x = loc_names(&p.state), *y = loc_names(&q.state);
+    CU_ASSERT_STRING_EQUAL(x, y);
+    CU_ASSERT_PTR_NOT_NULL(strstr(x, "function_alias_1:5"));
+    free(x);
+    free(y);
+    x = report_text(&p.state);
+    y = report_text(&q.state);
+    CU_ASSERT_STRING_EQUAL(x, y);
+    free(x);
+    free(y);
+    lm_profile_free(&p);
+    lm_profile_free(&q);
+    lm_buf_free(&b);
+    lm_buf_free(&r);
+    lm_buf_free(&tail);
+}
+
 /* A stream of random events over many sites, symbols among them. */
 static void random_stream(struct lm_buf *b, uint64_t seed, int nevents)
 {
@@ -605,18 +684,6 @@ static void random_stream(struct lm_buf *b, uint64_t seed, int nevents)
         }
     }
     lm_enc_epilogue(b);
-}
-
-static char *report_text(const struct lm_state *s)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    struct lm_report_opts opts = {0, 0, 0};
-
-    CU_ASSERT_EQUAL(lm_report_write(f, s, &opts), 0);
-    fclose(f);
-    return text;
 }
 
 /* The direct path and the prefetch pipeline build the same state. */
@@ -670,6 +737,7 @@ void register_state_tests(void)
                 test_heap_map_collisions);
     CU_add_test(s, "heap map under steady churn", test_heap_map_churn);
     CU_add_test(s, "name groups", test_name_groups);
+    CU_add_test(s, "symbol table re-encoded", test_symtab_reencoded);
     CU_add_test(s, "direct and pipelined paths agree",
                 test_direct_and_pipelined_agree);
 }
