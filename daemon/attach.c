@@ -219,6 +219,8 @@ static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
     if (w == NULL)
         return -1;
     w->timer = evtimer_new(p->srv->base, op_timeout, w);
+    if (w->timer != NULL)
+        event_priority_set(w->timer, PRIO_CONTROL);
     if (w->timer == NULL) {
         free(w);
         return -1;

@@ -207,6 +207,8 @@ static void do_subscribe(struct peer *p, const Ljmp__Request *req)
     }
     sub->timer =
         event_new(p->srv->base, -1, EV_PERSIST, subscription_tick, sub);
+    if (sub->timer != NULL)
+        event_priority_set(sub->timer, PRIO_CONTROL);
     if (sub->timer == NULL) {
         free(sub);
         goto oom;

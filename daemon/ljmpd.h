@@ -159,6 +159,18 @@ struct server {
     int stopping;
 };
 
+/*
+ * Event priorities: clients (requests, snapshots, timers) before ingest,
+ * and the loop looks up from ingest every few callbacks, so that a busy
+ * stream never delays a snapshot by more than that (see server_start).
+ */
+enum {
+    PRIO_CONTROL = 0,
+    PRIO_DEFAULT = 1, /* listeners, signals */
+    PRIO_INGEST = 2,
+    PRIO_LEVELS = 3,
+};
+
 uint64_t now_ms(void);
 uint64_t wall_ms(uint64_t mono);
 

@@ -50,6 +50,10 @@ void peer_accept(struct server *srv, int fd)
     p->out = evbuffer_new();
     p->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, peer_read, p);
     p->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, peer_write, p);
+    if (p->rev != NULL)
+        event_priority_set(p->rev, PRIO_CONTROL);
+    if (p->wev != NULL)
+        event_priority_set(p->wev, PRIO_CONTROL);
     if (p->in == NULL || p->out == NULL || p->rev == NULL || p->wev == NULL ||
         event_add(p->rev, NULL) != 0) {
         if (p->in != NULL)

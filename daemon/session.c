@@ -118,6 +118,8 @@ void session_accept(struct server *srv, int fd)
     s->cmdline = read_cmdline(s->pid);
     s->process_start_ms = read_process_start_ms(s->pid);
     s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
+    if (s->ev != NULL)
+        event_priority_set(s->ev, PRIO_INGEST);
     struct timeval hello_tv = {srv->cfg.hello_timeout_ms / 1000,
                                (srv->cfg.hello_timeout_ms % 1000) * 1000};
     if (s->cmdline == NULL || s->ev == NULL ||
