@@ -11,6 +11,7 @@
 #include <event2/listener.h>
 
 #include "ljmp_ingest.h"
+#include "csyms.h"
 #include "ljmp_wire.h"
 #include "lm_groups.h"
 #include "lm_state.h"
@@ -68,6 +69,7 @@ struct recording {
     int from_start;
     struct peer *waiter; /* told when it ends; NULL once gone */
     int counted;         /* in the waiter's nrecordings */
+    int spliced;         /* from_start: the C symbols are in the file */
     uint64_t request_id;
     char error[320];
 };
@@ -102,6 +104,7 @@ struct session {
     uint64_t error_offset;
 
     struct recording *rec;
+    struct csyms csyms; /* C symbols read from the process's files */
 };
 
 struct subscription;

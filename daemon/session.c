@@ -157,6 +157,7 @@ void session_free(struct session *s)
         recording_finish(s->rec, s);
     lm_groups_free(&s->groups);
     lm_profile_free(&s->prof);
+    csyms_free(&s->csyms);
     free(s->cmdline);
     free(s);
 }
@@ -262,13 +263,28 @@ static int record_write(struct recording *rec, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Copies stream bytes into the recording; a failed write ends it (the
- * session goes on). */
-static void record_bytes(struct session *s, const uint8_t *p, size_t n)
+/*
+ * Copies stream bytes, from stream offset `at`, into the recording; a
+ * failed write ends it (the session goes on).  A recording from the start
+ * gets the C symbols ljmpd read right after the symbol table's prologue,
+ * so that the file names C functions as the live session does.
+ */
+static void record_bytes(struct session *s, uint64_t at, const uint8_t *p,
+                         size_t n)
 {
     struct recording *rec = s->rec;
+    int rc = 0;
 
-    if (record_write(rec, p, n) != 0) {
+    if (rec->from_start && !rec->spliced && at + n >= LM_PROLOGUE_SIZE) {
+        size_t head = at < LM_PROLOGUE_SIZE ? LM_PROLOGUE_SIZE - at : 0;
+        rc = record_write(rec, p, head);
+        if (rc == 0 && s->prof.dec.ljs_version == 3)
+            rc = record_write(rec, s->csyms.entries.data, s->csyms.entries.len);
+        rec->spliced = 1;
+        p += head;
+        n -= head;
+    }
+    if (rc != 0 || record_write(rec, p, n) != 0) {
         log_warn("session %llu: %s; recording stopped",
                  (unsigned long long)s->id, rec->error);
         s->rec = NULL;
@@ -355,6 +371,13 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         s->vm_version[s->hello[6]] = '\0';
         s->phase = SESSION_STREAM;
         event_add(s->ev, NULL); /* no more hello deadline */
+        /* Names for C function addresses, before any location is made
+         * (a location's name is fixed at birth). */
+        uint64_t t0 = now_ms();
+        csyms_load(s->pid, &s->prof.state.sym, &s->csyms);
+        log_debug("session %llu: %u C symbols in %llu ms",
+                  (unsigned long long)s->id, s->csyms.n,
+                  (unsigned long long)(now_ms() - t0));
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
         control_session_started(s->srv, s);
@@ -373,14 +396,14 @@ static uint64_t session_events(const struct session *s)
 /* Feeds stream bytes; returns how many were taken, or -1 once ended. */
 static ssize_t take_stream(struct session *s, const uint8_t *p, size_t n)
 {
-    uint64_t events = session_events(s);
+    uint64_t events = session_events(s), at = s->stream_bytes;
     size_t used = 0;
     enum lm_status st = lm_profile_feed(&s->prof, p, n, &used);
 
     s->stream_bytes += used;
     s->srv->counters.ingest_events += session_events(s) - events;
     if (s->rec != NULL && used > 0)
-        record_bytes(s, p, used);
+        record_bytes(s, at, p, used);
     if (st == LM_ERROR) {
         s->error_offset = s->prof.dec.err_offset;
         session_end(s, LJMP__SESSION_STATE__FAILED,
