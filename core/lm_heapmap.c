@@ -106,6 +106,35 @@ static uint32_t find(const struct lm_heap_shard *s, uint64_t h, uint64_t addr)
     return UINT32_MAX;
 }
 
+/*
+ * Index of addr's slot, or UINT32_MAX with *free_at set to the first free
+ * (empty or deleted) slot of the probe, where insert_new would put it (or
+ * UINT32_MAX if the probe saw none): a put probes once, not twice.
+ */
+static uint32_t find_or_free(const struct lm_heap_shard *s, uint64_t h,
+                             uint64_t addr, uint32_t *free_at)
+{
+    uint32_t i = lm_heap_home(s, h);
+    uint8_t tag = tag_of(h);
+
+    *free_at = UINT32_MAX;
+    for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
+        uint64_t g = group_at(s->ctrl + i);
+        for (uint64_t m = match_tag(g, tag); m != 0; m &= m - 1) {
+            uint32_t j = i + first_byte(m);
+            if (s->slots[j].addr == addr)
+                return j;
+        }
+        uint64_t free = match_free(g);
+        if (free != 0 && *free_at == UINT32_MAX)
+            *free_at = i + first_byte(free);
+        if (match_empty(g) != 0)
+            break;
+        i = next_group(s, i);
+    }
+    return UINT32_MAX;
+}
+
 /* Places an absent block; the shard has a free slot (count < limit). */
 static void insert_new(struct lm_heap_shard *s, uint64_t h,
                        const struct lm_heap_slot *in)
@@ -178,8 +207,10 @@ int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
     struct lm_heap_slot in = {addr, blk.size, blk.loc};
 
+    uint32_t free_at = UINT32_MAX;
+
     if (s->cap != 0) {
-        uint32_t j = find(s, h, addr);
+        uint32_t j = find_or_free(s, h, addr, &free_at);
         if (j != UINT32_MAX) {
             old->size = s->slots[j].size;
             old->loc = s->slots[j].loc;
@@ -187,9 +218,18 @@ int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
             return 1;
         }
     }
-    if (make_room(m, s) != 0)
-        return -1;
-    insert_new(s, h, &in);
+    if (free_at == UINT32_MAX || s->count + s->deleted >= s->limit) {
+        /* The rare path: the shard is rebuilt first. */
+        if (make_room(m, s) != 0)
+            return -1;
+        insert_new(s, h, &in);
+    } else {
+        if (s->ctrl[free_at] == CTRL_DELETED)
+            s->deleted--;
+        s->ctrl[free_at] = tag_of(h);
+        s->slots[free_at] = in;
+        s->count++;
+    }
     m->count++;
     return 0;
 }
