@@ -70,6 +70,8 @@ static const char usage_text[] =
     "                           (262144): fairness between busy VMs\n"
     "      --hello-timeout MS   a new VM connection's hello must come within\n"
     "                           this time (5000)\n"
+    "      --client-idle SECONDS  close a client that asked for nothing\n"
+    "                           in this time and waits for nothing (300)\n"
     "      --queue BYTES        a client's unsent output before its snapshots\n"
     "                           are coalesced and its requests wait (1048576)\n"
     "      --max-locations N    allocation sites per session (1048576)\n"
@@ -91,6 +93,7 @@ enum {
     OPT_READ_BUDGET,
     OPT_QUEUE,
     OPT_HELLO_TIMEOUT,
+    OPT_CLIENT_IDLE,
     OPT_MAX_LOCATIONS,
     OPT_MAX_STRING,
 };
@@ -107,6 +110,7 @@ static const struct option long_options[] = {
     {"read-budget", required_argument, NULL, OPT_READ_BUDGET},
     {"queue", required_argument, NULL, OPT_QUEUE},
     {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
+    {"client-idle", required_argument, NULL, OPT_CLIENT_IDLE},
     {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
     {"max-string", required_argument, NULL, OPT_MAX_STRING},
     {"verbose", no_argument, NULL, 'v'},
@@ -158,6 +162,7 @@ static void parse_options(struct config *cfg, int argc, char **argv)
     cfg->read_budget = 256 << 10;
     cfg->peer_queue = 1 << 20;
     cfg->hello_timeout_ms = 5000;
+    cfg->client_idle_s = 300;
     cfg->max_locations = 1u << 20;
     cfg->max_string = LM_DEFAULT_MAX_STRING;
     while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
@@ -197,6 +202,10 @@ static void parse_options(struct config *cfg, int argc, char **argv)
         case OPT_HELLO_TIMEOUT:
             cfg->hello_timeout_ms =
                 number_arg("hello-timeout", optarg, 10, 10, 3600000);
+            break;
+        case OPT_CLIENT_IDLE:
+            cfg->client_idle_s =
+                number_arg("client-idle", optarg, 10, 1, 86400 * 365);
             break;
         case OPT_QUEUE:
             cfg->peer_queue = number_arg("queue", optarg, 10, 0, 1u << 30);
@@ -391,6 +400,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     evict_sessions(srv, now);
     control_expire_records(srv, now);
+    peer_close_idle(srv, now);
     notify_status(srv);
 }
 

@@ -27,6 +27,7 @@ struct config {
     size_t read_budget;                 /* ingest bytes per callback */
     unsigned hello_timeout_ms;          /* for a new ingest peer's hello */
     size_t peer_queue;                  /* control output bytes before drops */
+    unsigned client_idle_s;             /* idle clients closed after this */
     uint32_t max_locations;             /* per session */
     size_t max_string;                  /* per session */
     int verbose;
@@ -126,6 +127,7 @@ struct peer {
     unsigned npending;    /* its record requests waiting for a process */
     unsigned nops;        /* its attach/detach requests waiting for a VM */
     unsigned nrecordings; /* recordings under way that answer to it */
+    uint64_t active_ms;   /* when it last sent a request */
     struct subscription *sub;
 };
 
@@ -195,6 +197,8 @@ void peer_free(struct peer *p);
 /* Queues a response; -1 (and the peer is closing) when it cannot. */
 int peer_send(struct peer *p, const Ljmp__Response *resp);
 void peer_flush_now(struct peer *p);
+/* Closes clients idle longer than --client-idle that wait for nothing. */
+void peer_close_idle(struct server *srv, uint64_t now);
 /* A peer that finished sending goes once nothing it asked for is left. */
 void peer_idle_check(struct peer *p);
 void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,

@@ -68,6 +68,7 @@ void peer_accept(struct server *srv, int fd)
         goto fail;
     }
     p->id = ++srv->next_peer_id;
+    p->active_ms = now_ms();
     TAILQ_INSERT_TAIL(&srv->peers, p, link);
     srv->npeers++;
     srv->counters.control_accepted++;
@@ -240,6 +241,7 @@ static int peer_frames(struct peer *p, int max)
             peer_reject(p, why);
             return -1;
         }
+        p->active_ms = now_ms();
         control_dispatch(p, req);
         ljmp__request__free_unpacked(req, NULL);
         /* A descriptor belongs to the request it came with. */
@@ -336,10 +338,36 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* Nothing it asked for is under way: no subscription, wait, recording. */
+static int peer_waits(const struct peer *p)
+{
+    return p->sub != NULL || p->nops != 0 || p->npending != 0 ||
+           p->nrecordings != 0;
+}
+
+void peer_close_idle(struct server *srv, uint64_t now)
+{
+    struct peer *p, *next;
+
+    for (p = TAILQ_FIRST(&srv->peers); p != NULL; p = next) {
+        next = TAILQ_NEXT(p, link);
+        if (p->closing || peer_waits(p) ||
+            now - p->active_ms < (uint64_t)srv->cfg.client_idle_s * 1000)
+            continue;
+        log_info("control %llu: pid %d idle for %u s; closed",
+                 (unsigned long long)p->id, (int)p->pid,
+                 srv->cfg.client_idle_s);
+        peer_send_error(p, 0, LJMP__ERROR_CODE__ERR_TIMEOUT,
+                        "idle for %u s with nothing asked: closing (see "
+                        "ljmpd --client-idle)",
+                        srv->cfg.client_idle_s);
+        peer_close_after_flush(p);
+    }
+}
+
 void peer_idle_check(struct peer *p)
 {
-    if (p->eof && !p->closing && p->nops == 0 && p->npending == 0 &&
-        p->nrecordings == 0)
+    if (p->eof && !p->closing && !peer_waits(p))
         peer_close_after_flush(p);
 }
 

@@ -22,6 +22,9 @@
 #include "test_support.h"
 
 static pid_t daemon_pid = -1;
+/* The control socket open to all, in a directory others may cross (the
+ * daemon's own checks are what the tests exercise); short limits. */
+static const char *const *daemon_options;
 static char ingest_path[108], control_path[108];
 
 static uint64_t ms_now(void)
@@ -425,7 +428,7 @@ static void test_sites_report_and_record(void)
     char *live = test_slurp("live.txt"), *file = test_slurp("file.txt");
     CU_ASSERT_TRUE(strlen(live) > 100);
     CU_ASSERT_STRING_EQUAL(live, file);
-        CU_ASSERT_PTR_NOT_NULL(strstr(live, tables));
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, tables));
     /* C functions are named from the process's own files. */
     CU_ASSERT_PTR_NOT_NULL(strstr(live, "luaopen_base:0x"));
     CU_ASSERT_PTR_NULL(strstr(live, "CFUNC 0x"));
@@ -1183,6 +1186,42 @@ static void test_top(void)
     CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
 }
 
+/* A client that asks for nothing is closed after --client-idle, and
+ * told; one that subscribed is not. */
+static void test_idle_client(void)
+{
+    struct conn idle, sub;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+
+    CU_ASSERT_EQUAL_FATAL(conn_open(&idle), 0);
+    CU_ASSERT_EQUAL_FATAL(conn_open(&sub), 0);
+    sr.has_interval_ms = 1;
+    sr.interval_ms = 5000;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    CU_ASSERT_NOT_EQUAL(conn_send(&sub, &req, -1), 0);
+    Ljmp__Response *r = conn_recv(&idle, 4000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->error ? r->error->code : 0,
+                    LJMP__ERROR_CODE__ERR_TIMEOUT);
+    ljmp__response__free_unpacked(r, NULL);
+    char b;
+    CU_ASSERT_EQUAL(read(idle.fd, &b, 1), 0);
+    /* The subscriber is still served (first snapshot, then silence). */
+    r = conn_recv(&sub, 1000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(conn_send(&sub, &req, -1) != 0, 1);
+    r = conn_recv(&sub, 1000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    conn_close(&idle);
+    conn_close(&sub);
+}
+
 /* ljmpctl's answers without a daemon, and for a pid with no session. */
 static void test_client_errors(void)
 {
@@ -1250,22 +1289,27 @@ static void test_clean_shutdown(void)
     CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CU_ASSERT_NOT_EQUAL(access(control_path, F_OK), 0);
     /* Restarted on the same paths for the tests that follow. */
-    CU_ASSERT_EQUAL(start_daemon(NULL), 0);
+    CU_ASSERT_EQUAL(start_daemon(daemon_options), 0);
 }
 
 int main(void)
 {
-    /* The control socket open to all, in a directory others may cross:
-     * the daemon's own checks are what the tests exercise. */
-    static const char *const extra[] = {
-        "--queue", "4096", "--hello-timeout", "300", "--control-mode",
-        "0666",    NULL};
+    static const char *const extra[] = {"--queue",
+                                        "4096",
+                                        "--hello-timeout",
+                                        "300",
+                                        "--control-mode",
+                                        "0666",
+                                        "--client-idle",
+                                        "2",
+                                        NULL};
     CU_pSuite s;
 
     signal(SIGPIPE, SIG_IGN);
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     s = CU_add_suite("daemon", NULL, teardown);
+    daemon_options = extra;
     if (setup() != 0 || chmod(test_dir, 0711) != 0 ||
         start_daemon(extra) != 0) {
         fprintf(stderr, "cannot start ljmpd\n");
@@ -1282,6 +1326,7 @@ int main(void)
     CU_add_test(s, "request flood", test_request_flood);
     CU_add_test(s, "record refusals", test_record_refusals);
     CU_add_test(s, "client errors", test_client_errors);
+    CU_add_test(s, "idle client", test_idle_client);
     CU_add_test(s, "attach and detach", test_attach_detach);
     CU_add_test(s, "attach refusals", test_attach_refusals);
     CU_add_test(s, "top in a terminal", test_top);
