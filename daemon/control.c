@@ -72,21 +72,29 @@ static int read_opts(struct peer *p, uint64_t id,
 }
 
 /* Sends a snapshot built for opts (and bases), or an error. */
-static int send_snapshot(struct peer *p, uint64_t id,
-                         const struct snapshot_opts *o,
+/*
+ * Sends a snapshot built for o (and bases), or an error.  One too large
+ * for a frame (many sessions, each with many rows) is built again with
+ * half the rows per session, and o->top stays lowered (a subscription's
+ * next ones fit at once); the response says so.
+ */
+static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
                          struct snapshot_bases *bases, uint64_t seq,
                          double interval_s, uint64_t dropped)
 {
-    struct arena a = {0};
     uint64_t now = now_ms();
-    Ljmp__Snapshot *snap = snapshot_build(&a, p->srv, o, bases, now);
-    Ljmp__Response resp;
-    int rc = -1;
+    char note[96] = "";
 
-    if (snap == NULL) {
-        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                        "out of memory building a snapshot");
-    } else {
+    for (;;) {
+        struct arena a = {0};
+        Ljmp__Snapshot *snap = snapshot_build(&a, p->srv, o, bases, now);
+        Ljmp__Response resp;
+        if (snap == NULL) {
+            arena_free(&a);
+            peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                            "out of memory building a snapshot");
+            return -1;
+        }
         snap->has_seq = snap->has_interval_s = snap->has_dropped = 1;
         snap->seq = seq;
         snap->interval_s = interval_s;
@@ -94,12 +102,23 @@ static int send_snapshot(struct peer *p, uint64_t id,
         init_response(&resp, id);
         resp.body_case = LJMP__RESPONSE__BODY_SNAPSHOT;
         resp.snapshot = snap;
-        rc = peer_send(p, &resp);
-        if (rc == 0)
-            p->srv->counters.snapshots_sent++;
+        if (note[0] != '\0')
+            resp.note = note;
+        if (protobuf_c_message_get_packed_size(&resp.base) <=
+                LJMP_WIRE_MAX_FRAME ||
+            o->top <= 1) {
+            int rc = peer_send(p, &resp);
+            arena_free(&a);
+            if (rc == 0)
+                p->srv->counters.snapshots_sent++;
+            return rc;
+        }
+        arena_free(&a);
+        o->top /= 2;
+        snprintf(note, sizeof(note),
+                 "top lowered to %u rows per session to fit a frame", o->top);
+        log_warn("control %llu: %s", (unsigned long long)p->id, note);
     }
-    arena_free(&a);
-    return rc;
 }
 
 static void do_list(struct peer *p, const Ljmp__Request *req)

@@ -770,6 +770,57 @@ static void test_bad_ingest(void)
     ljmp__response__free_unpacked(r, NULL);
 }
 
+/* A snapshot too large for a frame comes with fewer rows, and says so. */
+static void test_snapshot_over_frame(void)
+{
+    Ljmp__SessionState st = 0;
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    struct lm_buf b = {0};
+    enum { NAME = 64 * 1024, ROWS = 1000 };
+    char *chunk = malloc(NAME + 1);
+
+    memset(chunk, 'x', NAME);
+    chunk[0] = '@';
+    chunk[NAME] = '\0';
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, chunk, 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (int i = 0; i < ROWS; i++) {
+        struct lm_loc_ref loc = {LM_SRC_LFUNC, 0x100, (uint64_t)i + 1, 0, 0};
+        lm_enc_alloc(&b, LM_REV_R3, &loc, 0x10000 + 64 * (uint64_t)i, 32);
+    }
+    free(chunk);
+    char *why = ingest_raw(b.data, b.len, &st);
+    lm_buf_free(&b);
+    CU_ASSERT_EQUAL(st, LJMP__SESSION_STATE__TRUNCATED);
+    free(why);
+    uint64_t id = newest_session_id(getpid());
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SnapshotRequest sr = LJMP__SNAPSHOT_REQUEST__INIT;
+    Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+    sel.has_session_id = 1;
+    sel.session_id = id;
+    o.sessions = &sel;
+    o.has_top = 1;
+    o.top = ROWS;
+    sr.options = &o;
+    req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
+    req.snapshot = &sr;
+    Ljmp__Response *r = call(&req);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NULL(r->error);
+    CU_ASSERT_PTR_NOT_NULL(r->note ? strstr(r->note, "top lowered") : NULL);
+    CU_ASSERT_EQUAL_FATAL(r->body_case, LJMP__RESPONSE__BODY_SNAPSHOT);
+    CU_ASSERT_EQUAL_FATAL(r->snapshot->n_sessions, 1);
+    size_t rows = r->snapshot->sessions[0]->n_top;
+    CU_ASSERT_TRUE(rows > 0 && rows < ROWS);
+    ljmp__response__free_unpacked(r, NULL);
+}
+
 /* Sends raw bytes on a control connection; the daemon's answer. */
 static Ljmp__Response *control_raw(const void *data, size_t len, int *closed)
 {
@@ -1323,6 +1374,7 @@ int main(void)
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "bad control", test_bad_control);
+    CU_add_test(s, "snapshot over the frame limit", test_snapshot_over_frame);
     CU_add_test(s, "request flood", test_request_flood);
     CU_add_test(s, "record refusals", test_record_refusals);
     CU_add_test(s, "client errors", test_client_errors);
