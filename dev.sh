@@ -65,7 +65,8 @@ demo() {
   dir=$(mktemp -d /tmp/ljmp-demo-XXXXXX)
   local ljmpd_pid='' app_pid=''
   # shellcheck disable=SC2064
-  trap "kill \${app_pid:-} \${ljmpd_pid:-} 2>/dev/null; rm -rf '$dir'" EXIT
+  trap "kill \${app_pid:-} \${ljmpd_pid:-} 2>/dev/null || true; rm -rf '$dir'" \
+    EXIT
   log "starting ljmpd on private sockets in $dir (log: build/demo-ljmpd.log)"
   build/daemon/ljmpd -i "$dir/ingest.sock" -c "$dir/control.sock" \
     2>build/demo-ljmpd.log &
