@@ -186,13 +186,16 @@ oom:
 
 /* The location of r, whose ref_hash() is h; created if new. */
 static uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
-                        uint64_t h, const char **err)
+                        int hashed, uint64_t h, const char **err)
 {
     uint32_t id, slot;
 
-    if (s->last_loc != LM_NONE && s->last_hash == h &&
+    /* The one-entry cache: without a hash at hand, the fields decide. */
+    if (s->last_loc != LM_NONE && (!hashed || s->last_hash == h) &&
         loc_is(&s->locs[s->last_loc], r))
         return s->last_loc;
+    if (!hashed)
+        h = ref_hash(r);
     if (s->cfuncs_changed)
         retire_renamed_cfunc_locs(s);
     LM_HINDEX_FOREACH(&s->loc_index, h, id, slot)
@@ -345,7 +348,8 @@ static int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
 
 /* Hashes of an event's keys, computed ahead (see lm_state_apply). */
 struct plan {
-    uint64_t loc;   /* ref_hash of the location */
+    uint64_t loc; /* ref_hash of the location, if loc_hashed */
+    int loc_hashed;
     uint64_t o, n;  /* heap hashes of the old and new block addresses */
     uint32_t oslot; /* where the old block was seen, or UINT32_MAX */
 };
@@ -379,7 +383,7 @@ static int apply_event(struct lm_state *s, const struct lm_record *r,
         *err = "block size of 4 GiB or more";
         return -1;
     }
-    uint32_t loc = get_loc(s, &r->loc, h->loc, err);
+    uint32_t loc = get_loc(s, &r->loc, h->loc_hashed, h->loc, err);
 
     if (loc == LM_NONE)
         return -1;
@@ -487,6 +491,7 @@ static void plan_far(struct lm_state *s, const struct lm_record *r,
         return;
     p->oslot = UINT32_MAX;
     p->loc = ref_hash(&r->loc);
+    p->loc_hashed = 1;
     __builtin_prefetch(&s->loc_index.slots[p->loc & s->loc_index.mask]);
     if (r->kind != LM_REC_ALLOC) {
         p->o = lm_heap_hash(&s->heap, r->oaddr);
@@ -529,8 +534,9 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
 static void plan_hashes(struct lm_state *s, const struct lm_record *r,
                         struct plan *p)
 {
+    /* The location's hash only if the one-entry cache misses. */
     p->oslot = UINT32_MAX;
-    p->loc = ref_hash(&r->loc);
+    p->loc_hashed = 0;
     if (r->kind != LM_REC_ALLOC)
         p->o = lm_heap_hash(&s->heap, r->oaddr);
     if (r->kind != LM_REC_FREE)
