@@ -53,7 +53,7 @@ static uint32_t group_named(struct lm_groups *g, const char *name, size_t len)
 static uint32_t group_of_loc(struct lm_groups *g, const struct lm_state *s,
                              uint32_t id)
 {
-        char buf[512], *long_name = NULL;
+    char buf[512], *long_name = NULL;
     int n = lm_state_loc_name(s, id, buf, sizeof(buf));
 
     if (n < 0)
@@ -70,17 +70,9 @@ static uint32_t group_of_loc(struct lm_groups *g, const struct lm_state *s,
 
 int lm_groups_update(struct lm_groups *g, const struct lm_state *s)
 {
-    if (s->nlocs > g->of_cap) {
-        /* Many locations may appear between two updates. */
-        uint32_t cap = g->of_cap ? g->of_cap : 64;
-        while (cap < s->nlocs)
-            cap *= 2;
-        uint32_t *p = realloc(g->group_of, (size_t)cap * sizeof(*p));
-        if (p == NULL)
-            return -1;
-        g->group_of = p;
-        g->of_cap = cap;
-    }
+    /* Many locations may appear between two updates. */
+    if (s->nlocs > 0 && LM_RESERVE(g->group_of, g->of_cap, s->nlocs - 1) != 0)
+        return -1;
     for (uint32_t id = g->nlocs; id < s->nlocs; id++) {
         uint32_t gid = group_of_loc(g, s, id);
         if (gid == LM_NONE)

@@ -24,8 +24,9 @@ static inline uint64_t lm_hash_combine(uint64_t h, uint64_t v)
 uint64_t lm_hash_bytes(const void *data, size_t len);
 
 /*
- * Makes room in a growable array for element n (capacity doubles); -1 when
- * out of memory.  Use LM_RESERVE(array, cap, n).
+ * Makes room in a growable array for element n (the capacity doubles
+ * until it holds n); -1 when out of memory.  Use LM_RESERVE(array, cap,
+ * n).
  */
 int lm_reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem);
 
