@@ -86,38 +86,21 @@ void lm_heap_free(struct lm_heapmap *m)
     m->count = 0;
 }
 
-/* Index of addr's slot, or UINT32_MAX. */
-static uint32_t find(const struct lm_heap_shard *s, uint64_t h, uint64_t addr)
-{
-    uint32_t i = lm_heap_home(s, h);
-    uint8_t tag = tag_of(h);
-
-    for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
-        uint64_t g = group_at(s->ctrl + i);
-        for (uint64_t m = match_tag(g, tag); m != 0; m &= m - 1) {
-            uint32_t j = i + first_byte(m);
-            if (s->slots[j].addr == addr)
-                return j;
-        }
-        if (match_empty(g) != 0)
-            break;
-        i = next_group(s, i);
-    }
-    return UINT32_MAX;
-}
-
 /*
- * Index of addr's slot, or UINT32_MAX with *free_at set to the first free
- * (empty or deleted) slot of the probe, where insert_new would put it (or
- * UINT32_MAX if the probe saw none): a put probes once, not twice.
+ * The probe: index of addr's slot, or UINT32_MAX; with free_at, also the
+ * first free (empty or deleted) slot it passed, where insert_new would put
+ * the block (UINT32_MAX if none), so that a put probes once, not twice.
+ * Inlined with free_at constant, so a plain look-up pays nothing for it.
  */
-static uint32_t find_or_free(const struct lm_heap_shard *s, uint64_t h,
-                             uint64_t addr, uint32_t *free_at)
+static inline __attribute__((always_inline)) uint32_t
+probe(const struct lm_heap_shard *s, uint64_t h, uint64_t addr,
+      uint32_t *free_at)
 {
     uint32_t i = lm_heap_home(s, h);
     uint8_t tag = tag_of(h);
 
-    *free_at = UINT32_MAX;
+    if (free_at != NULL)
+        *free_at = UINT32_MAX;
     for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
         uint64_t g = group_at(s->ctrl + i);
         for (uint64_t m = match_tag(g, tag); m != 0; m &= m - 1) {
@@ -125,7 +108,7 @@ static uint32_t find_or_free(const struct lm_heap_shard *s, uint64_t h,
             if (s->slots[j].addr == addr)
                 return j;
         }
-        uint64_t free = match_free(g);
+        uint64_t free = free_at != NULL ? match_free(g) : 0;
         if (free != 0 && *free_at == UINT32_MAX)
             *free_at = i + first_byte(free);
         if (match_empty(g) != 0)
@@ -133,6 +116,17 @@ static uint32_t find_or_free(const struct lm_heap_shard *s, uint64_t h,
         i = next_group(s, i);
     }
     return UINT32_MAX;
+}
+
+static uint32_t find(const struct lm_heap_shard *s, uint64_t h, uint64_t addr)
+{
+    return probe(s, h, addr, NULL);
+}
+
+static uint32_t find_or_free(const struct lm_heap_shard *s, uint64_t h,
+                             uint64_t addr, uint32_t *free_at)
+{
+    return probe(s, h, addr, free_at);
 }
 
 /* Places an absent block; the shard has a free slot (count < limit). */
