@@ -42,7 +42,7 @@ static int parse(const char *cmd, const char *help, int argc, char **argv,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    char *end;
+    unsigned long long v;
     int c;
 
     *timeout_ms = 0;
@@ -50,13 +50,8 @@ static int parse(const char *cmd, const char *help, int argc, char **argv,
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 't':
-            errno = 0;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (errno || *end || end == optarg || v > 60000) {
-                fprintf(stderr, "ljmpctl %s: --timeout wants ms up to 60000\n",
-                        cmd);
+            if (parse_number(cmd, "--timeout (ms)", optarg, 60000, &v) != 0)
                 return -1;
-            }
             *timeout_ms = (uint32_t)v;
             break;
         case 'h':
@@ -74,49 +69,16 @@ static int parse(const char *cmd, const char *help, int argc, char **argv,
                 cmd, cmd);
         return -1;
     }
-    unsigned long v = strtoul(argv[optind], &end, 10);
-    if (*end || end == argv[optind] || v == 0 || v > INT32_MAX) {
-        fprintf(stderr, "ljmpctl %s: '%s' is not a process id\n", cmd,
-                argv[optind]);
-        return -1;
-    }
-    *pid = (uint32_t)v;
-    return 0;
+    return parse_pid(cmd, argv[optind], pid);
 }
 
 /* Sends the request and waits as long as ljmpd may (its timeout + 5 s). */
 static Ljmp__Response *ask(const char *cmd, Ljmp__Request *req,
                            uint32_t timeout_ms, struct conn *c, int *rc)
 {
-    Ljmp__Response *resp;
-    uint64_t id;
-
-    if (conn_open(c) != 0) {
-        *rc = EXIT_NO_DAEMON;
-        return NULL;
-    }
-    if ((id = conn_send(c, req, -1)) == 0) {
-        *rc = EXIT_NO_DAEMON;
-        return NULL;
-    }
     int wait = (int)(timeout_ms ? timeout_ms : 5000) + 5000;
-    while ((resp = conn_recv(c, wait)) != NULL && resp->id != id &&
-           !resp->goodbye)
-        ljmp__response__free_unpacked(resp, NULL);
-    if (resp == NULL) {
-        *rc = EXIT_NO_DAEMON;
-        return NULL;
-    }
-    if ((*rc = conn_error(cmd, resp)) != 0 ||
-        resp->body_case != LJMP__RESPONSE__BODY_SESSION) {
-        if (*rc == 0) {
-            fprintf(stderr, "ljmpctl %s: unexpected answer from ljmpd\n", cmd);
-            *rc = EXIT_NO_DAEMON;
-        }
-        ljmp__response__free_unpacked(resp, NULL);
-        return NULL;
-    }
-    return resp;
+
+    return conn_ask(c, cmd, req, -1, wait, LJMP__RESPONSE__BODY_SESSION, rc);
 }
 
 static int cmd_attach(int argc, char **argv)

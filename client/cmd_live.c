@@ -50,8 +50,8 @@ int sort_key_named(const char *cmd, const char *name)
     return -1;
 }
 
-static int number(const char *cmd, const char *what, const char *arg,
-                  unsigned long long max, unsigned long long *out)
+int parse_number(const char *cmd, const char *what, const char *arg,
+                 unsigned long long max, unsigned long long *out)
 {
     char *end;
 
@@ -62,6 +62,21 @@ static int number(const char *cmd, const char *what, const char *arg,
                 cmd, what, max, arg);
         return -1;
     }
+    return 0;
+}
+
+int parse_pid(const char *cmd, const char *arg, uint32_t *pid)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(arg, &end, 10);
+    if (errno != 0 || *end != '\0' || end == arg || v == 0 || v > INT32_MAX) {
+        fprintf(stderr, "ljmpctl %s: '%s' is not a process id\n", cmd, arg);
+        return -1;
+    }
+    *pid = (uint32_t)v;
     return 0;
 }
 
@@ -118,12 +133,12 @@ static int parse_live(const char *cmd, const char *help, int argc, char **argv,
     while ((c = getopt_long(argc, argv, "n:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_SESSION:
-            if (number(cmd, "--session", optarg, UINT64_MAX, &v) != 0)
+            if (parse_number(cmd, "--session", optarg, UINT64_MAX, &v) != 0)
                 return -1;
             a->session = v;
             break;
         case 'n':
-            if (number(cmd, "--top", optarg, 1000, &v) != 0)
+            if (parse_number(cmd, "--top", optarg, 1000, &v) != 0)
                 return -1;
             a->top = (uint32_t)v;
             break;
@@ -132,12 +147,12 @@ static int parse_live(const char *cmd, const char *help, int argc, char **argv,
                 return -1;
             break;
         case OPT_INTERVAL:
-            if (number(cmd, "--interval (ms)", optarg, 86400000, &v) != 0)
+            if (parse_number(cmd, "--interval (ms)", optarg, 86400000, &v) != 0)
                 return -1;
             a->interval_ms = (uint32_t)v;
             break;
         case OPT_COUNT:
-            if (number(cmd, "--count", optarg, UINT64_MAX, &v) != 0)
+            if (parse_number(cmd, "--count", optarg, UINT64_MAX, &v) != 0)
                 return -1;
             a->count = v;
             break;
@@ -154,7 +169,7 @@ static int parse_live(const char *cmd, const char *help, int argc, char **argv,
             a->output = optarg;
             break;
         case OPT_WAIT:
-            if (number(cmd, "--wait (seconds)", optarg, 86400, &v) != 0)
+            if (parse_number(cmd, "--wait (seconds)", optarg, 86400, &v) != 0)
                 return -1;
             a->wait_s = (uint32_t)v;
             break;
@@ -179,33 +194,15 @@ static int parse_live(const char *cmd, const char *help, int argc, char **argv,
         return -1;
     }
     if (optind < argc) {
-        if (number(cmd, "PID", argv[optind], UINT32_MAX, &v) != 0)
+        if (parse_number(cmd, "PID", argv[optind], UINT32_MAX, &v) != 0)
             return -1;
         a->pid = (uint32_t)v;
     }
     return 0;
 }
 
-/* One request, one answer: the response, or NULL with *rc set. */
-static Ljmp__Response *call(const char *cmd, Ljmp__Request *req, int fd,
-                            struct conn *c, int *rc)
-{
-    Ljmp__Response *resp;
-
-    if (conn_open(c) != 0) {
-        *rc = EXIT_NO_DAEMON;
-        return NULL;
-    }
-    if ((resp = conn_call(c, req, fd)) == NULL) {
-        *rc = EXIT_NO_DAEMON;
-        return NULL;
-    }
-    if ((*rc = conn_error(cmd, resp)) != 0) {
-        ljmp__response__free_unpacked(resp, NULL);
-        return NULL;
-    }
-    return resp;
-}
+/* How long a one-question command waits for ljmpd. */
+#define ANSWER_MS 30000
 
 static void put_time(FILE *out, uint64_t ms)
 {
@@ -291,12 +288,10 @@ static int cmd_list(int argc, char **argv)
         return rc > 0 ? EXIT_OK : EXIT_USAGE;
     req.body_case = LJMP__REQUEST__BODY_LIST;
     req.list = &lr;
-    Ljmp__Response *resp = call("list", &req, -1, &c, &rc);
+    Ljmp__Response *resp = conn_ask(&c, "list", &req, -1, ANSWER_MS,
+                                    LJMP__RESPONSE__BODY_LIST, &rc);
     if (resp != NULL) {
-        if (resp->body_case != LJMP__RESPONSE__BODY_LIST) {
-            fprintf(stderr, "ljmpctl list: unexpected answer from ljmpd\n");
-            rc = EXIT_NO_DAEMON;
-        } else if (a.json) {
+        if (a.json) {
             pbjson_write(stdout, &resp->list->base);
             putchar('\n');
         } else {
@@ -390,13 +385,11 @@ static int cmd_snapshot(int argc, char **argv)
     sr.options = &o;
     req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
     req.snapshot = &sr;
-    Ljmp__Response *resp = call("snapshot", &req, -1, &c, &rc);
+    Ljmp__Response *resp = conn_ask(&c, "snapshot", &req, -1, ANSWER_MS,
+                                    LJMP__RESPONSE__BODY_SNAPSHOT, &rc);
     if (resp != NULL) {
         const Ljmp__Snapshot *snap = resp->snapshot;
-        if (resp->body_case != LJMP__RESPONSE__BODY_SNAPSHOT) {
-            fprintf(stderr, "ljmpctl snapshot: unexpected answer from ljmpd\n");
-            rc = EXIT_NO_DAEMON;
-        } else if (a.json) {
+        if (a.json) {
             pbjson_write(stdout, &snap->base);
             putchar('\n');
         } else {
@@ -406,8 +399,7 @@ static int cmd_snapshot(int argc, char **argv)
                 printf("no sessions%s\n", a.pid ? " of that pid" : "");
             print_daemon(stdout, snap->daemon);
         }
-        if (rc == 0 && (a.pid != 0 || a.session != 0) && snap != NULL &&
-            snap->n_sessions == 0)
+        if (rc == 0 && (a.pid != 0 || a.session != 0) && snap->n_sessions == 0)
             rc = EXIT_REFUSED;
         ljmp__response__free_unpacked(resp, NULL);
     }
@@ -524,7 +516,7 @@ int live_report(const char *pid_arg, int leak_only, int human_readable,
     Ljmp__Selector sel = LJMP__SELECTOR__INIT;
     int rc;
 
-    if (number("report", "PID", pid_arg, UINT32_MAX, &pid) != 0)
+    if (parse_number("report", "PID", pid_arg, UINT32_MAX, &pid) != 0)
         return EXIT_USAGE;
     sel.has_pid = 1;
     sel.pid = (uint32_t)pid;
@@ -535,26 +527,21 @@ int live_report(const char *pid_arg, int leak_only, int human_readable,
     rr.json = json;
     req.body_case = LJMP__REQUEST__BODY_REPORT;
     req.report = &rr;
-    Ljmp__Response *resp = call("report", &req, -1, &c, &rc);
+    Ljmp__Response *resp = conn_ask(&c, "report", &req, -1, ANSWER_MS,
+                                    LJMP__RESPONSE__BODY_REPORT, &rc);
     if (resp != NULL) {
-        if (resp->body_case != LJMP__RESPONSE__BODY_REPORT) {
-            fprintf(stderr, "ljmpctl report: unexpected answer from ljmpd\n");
-            rc = EXIT_NO_DAEMON;
-        } else {
-            const Ljmp__ReportText *r = resp->report;
-            fwrite(r->text.data, 1, r->text.len, stdout);
-            if (fflush(stdout) != 0)
-                rc = EXIT_USAGE;
-            const Ljmp__SessionInfo *s = r->session;
-            if (s != NULL && s->state != LJMP__SESSION_STATE__STREAMING &&
-                s->state != LJMP__SESSION_STATE__COMPLETE) {
-                fprintf(stderr, "ljmpctl report: session %llu is %s: %s\n",
-                        (unsigned long long)s->id, state_of(s),
-                        s->reason ? s->reason : "");
-                rc = s->state == LJMP__SESSION_STATE__TRUNCATED
-                         ? EXIT_TRUNCATED
-                         : EXIT_MALFORMED;
-            }
+        const Ljmp__ReportText *r = resp->report;
+        fwrite(r->text.data, 1, r->text.len, stdout);
+        if (fflush(stdout) != 0)
+            rc = EXIT_USAGE;
+        const Ljmp__SessionInfo *s = r->session;
+        if (s != NULL && s->state != LJMP__SESSION_STATE__STREAMING &&
+            s->state != LJMP__SESSION_STATE__COMPLETE) {
+            fprintf(stderr, "ljmpctl report: session %llu is %s: %s\n",
+                    (unsigned long long)s->id, state_of(s),
+                    s->reason ? s->reason : "");
+            rc = s->state == LJMP__SESSION_STATE__TRUNCATED ? EXIT_TRUNCATED
+                                                            : EXIT_MALFORMED;
         }
         ljmp__response__free_unpacked(resp, NULL);
     }

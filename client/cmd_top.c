@@ -59,22 +59,16 @@ static int parse_top(int argc, char **argv, struct top_args *a)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    char *end;
+    unsigned long long v;
     int c;
 
     memset(a, 0, sizeof(*a));
     a->interval_ms = 1000;
     optind = 1;
     while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
-        unsigned long long v = 0;
-        if (optarg != NULL && c != OPT_SORT) {
-            errno = 0;
-            v = strtoull(optarg, &end, 10);
-            if (errno || *end || end == optarg) {
-                fprintf(stderr, "ljmpctl top: '%s' is not a number\n", optarg);
-                return -1;
-            }
-        }
+        if (optarg != NULL && c != OPT_SORT &&
+            parse_number("top", "an option", optarg, UINT64_MAX, &v) != 0)
+            return -1;
         switch (c) {
         case OPT_ONCE:
             a->once = 1;
@@ -115,15 +109,8 @@ static int parse_top(int argc, char **argv, struct top_args *a)
         fputs("ljmpctl top: expected at most one PID\n", stderr);
         return -1;
     }
-    if (optind < argc) {
-        unsigned long v = strtoul(argv[optind], &end, 10);
-        if (*end || end == argv[optind] || v == 0 || v > INT32_MAX) {
-            fprintf(stderr, "ljmpctl top: '%s' is not a process id\n",
-                    argv[optind]);
-            return -1;
-        }
-        a->pid = (uint32_t)v;
-    }
+    if (optind < argc && parse_pid("top", argv[optind], &a->pid) != 0)
+        return -1;
     return 0;
 }
 

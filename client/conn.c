@@ -208,17 +208,45 @@ Ljmp__Response *conn_recv(struct conn *c, int timeout_ms)
     return resp;
 }
 
-Ljmp__Response *conn_call(struct conn *c, Ljmp__Request *req, int fd)
+static Ljmp__Response *call_within(struct conn *c, Ljmp__Request *req, int fd,
+                                   int timeout_ms)
 {
     uint64_t id = conn_send(c, req, fd);
 
     while (id != 0) {
-        Ljmp__Response *resp = conn_recv(c, 30000);
+        Ljmp__Response *resp = conn_recv(c, timeout_ms);
         if (resp == NULL || resp->id == id || resp->id == 0 || resp->goodbye)
             return resp;
         ljmp__response__free_unpacked(resp, NULL);
     }
     return NULL;
+}
+
+Ljmp__Response *conn_call(struct conn *c, Ljmp__Request *req, int fd)
+{
+    return call_within(c, req, fd, 30000);
+}
+
+Ljmp__Response *conn_ask(struct conn *c, const char *cmd, Ljmp__Request *req,
+                         int fd, int timeout_ms, uint32_t expect, int *rc)
+{
+    Ljmp__Response *resp;
+
+    if (conn_open(c) != 0 ||
+        (resp = call_within(c, req, fd, timeout_ms)) == NULL) {
+        *rc = EXIT_NO_DAEMON;
+        return NULL;
+    }
+    if ((*rc = conn_error(cmd, resp)) == 0 &&
+        (uint32_t)resp->body_case != expect) {
+        fprintf(stderr, "ljmpctl %s: unexpected answer from ljmpd\n", cmd);
+        *rc = EXIT_NO_DAEMON;
+    }
+    if (*rc != 0) {
+        ljmp__response__free_unpacked(resp, NULL);
+        return NULL;
+    }
+    return resp;
 }
 
 int conn_error(const char *cmd, const Ljmp__Response *resp)

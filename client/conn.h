@@ -41,6 +41,16 @@ int conn_has_frame(const struct conn *c);
 /* Sends req and waits for its response; NULL as for conn_recv. */
 Ljmp__Response *conn_call(struct conn *c, Ljmp__Request *req, int fd);
 
+/*
+ * A command's one question: opens c, sends req (with fd passed if >= 0)
+ * and waits up to timeout_ms for its answer.  The response if it carries
+ * the body expect (a LJMP__RESPONSE__BODY_* value); else NULL with *rc the
+ * exit status and the reason said on stderr (ljmpd not reachable, its
+ * error, an answer of another kind).  The caller closes c either way.
+ */
+Ljmp__Response *conn_ask(struct conn *c, const char *cmd, Ljmp__Request *req,
+                         int fd, int timeout_ms, uint32_t expect, int *rc);
+
 /* The daemon's error in a response, said on stderr: 0 if there is none,
  * else the exit status for it. */
 int conn_error(const char *cmd, const Ljmp__Response *resp);

@@ -2,6 +2,8 @@
 #ifndef LJMPCTL_H
 #define LJMPCTL_H
 
+#include <stdint.h>
+
 #include "ljmp_wire.h"
 
 /* Exit statuses, documented in `ljmpctl --help`. */
@@ -44,6 +46,13 @@ extern const struct cmd_entry cmd_record_entry;
 extern const struct cmd_entry cmd_attach_entry;
 extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
+
+/* A number argument up to max; -1 after saying what is wrong with it. */
+int parse_number(const char *cmd, const char *what, const char *arg,
+                 unsigned long long max, unsigned long long *out);
+
+/* A process id (1 to INT32_MAX); -1 after saying it is not one. */
+int parse_pid(const char *cmd, const char *arg, uint32_t *pid);
 
 /* `report PID`: the report of a live (or kept) session, from ljmpd. */
 int live_report(const char *pid, int leak_only, int human_readable, int json);
