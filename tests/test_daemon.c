@@ -330,6 +330,20 @@ static void truncate_file(const char *name)
     fclose(fopen(path, "w"));
 }
 
+/* Waits until test_dir/name holds text (timeout_ms at most); whether it
+ * does. */
+static int file_shows(const char *name, const char *text, int timeout_ms)
+{
+    for (int waited = 0;; waited += 10) {
+        char *s = test_slurp(name);
+        int found = strstr(s, text) != NULL;
+        free(s);
+        if (found || waited >= timeout_ms)
+            return found;
+        sleep_ms(10);
+    }
+}
+
 /* Runs ljmpctl with args (a shell fragment), stdout into test_dir/out. */
 static int ljmpctl(const char *args, const char *out)
 {
@@ -368,14 +382,7 @@ static void test_sites_report_and_record(void)
              args, test_dir, test_dir);
     CU_ASSERT_EQUAL(system(cmd), 0);
     /* Let the request reach ljmpd before the VM streams. */
-    for (int i = 0; i < 200; i++) {
-        char *err = test_slurp("record.err");
-        int waiting = strstr(err, "waiting") != NULL;
-        free(err);
-        if (waiting)
-            break;
-        sleep_ms(10);
-    }
+    file_shows("record.err", "waiting", 2000);
     vm_release(&vm);
     CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
 
@@ -410,14 +417,7 @@ static void test_sites_report_and_record(void)
 
     /* The recording ended with the session: the same bytes, so the same
      * report, live and offline. */
-    for (int i = 0; i < 500; i++) {
-        char *err = test_slurp("record.err");
-        int done = strstr(err, "bytes in") != NULL;
-        free(err);
-        if (done)
-            break;
-        sleep_ms(10);
-    }
+    file_shows("record.err", "bytes in", 5000);
     char *err = test_slurp("record.err");
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "complete"));
     free(err);
