@@ -385,10 +385,8 @@ static Ljmp__Totals *make_delta(struct arena *a, const struct session *s,
         d.freed_bytes -= b->totals.freed_bytes;
         stream -= b->stream_bytes;
     }
-    /* Live counters are levels, not flows: the delta is the change. */
-    d.live_bytes -= b != NULL ? b->totals.live_bytes : 0;
-    d.live_blocks -= b != NULL ? b->totals.live_blocks : 0;
-    fill_totals(t, &d, stream);
+        fill_totals(t, &d, stream);
+    /* Live counters are levels, not flows: a delta leaves them out. */
     t->has_live_bytes = t->has_live_blocks = 0;
     return t;
 }
