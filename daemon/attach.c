@@ -159,11 +159,9 @@ static void respond_session(struct peer *p, uint64_t id,
                             const struct session *s, const char *note)
 {
     struct arena a = {0};
-    Ljmp__Response resp = LJMP__RESPONSE__INIT;
+    Ljmp__Response resp;
 
-    resp.has_version = resp.has_id = 1;
-    resp.version = LJMP_WIRE_VERSION;
-    resp.id = id;
+    peer_response_init(&resp, id);
     resp.body_case = LJMP__RESPONSE__BODY_SESSION;
     resp.session = snapshot_info(&a, s);
     resp.note = (char *)note;

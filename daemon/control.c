@@ -30,14 +30,6 @@ struct subscription {
     struct snapshot_bases bases;
 };
 
-static void init_response(Ljmp__Response *resp, uint64_t id)
-{
-    ljmp__response__init(resp);
-    resp->has_version = resp->has_id = 1;
-    resp->version = LJMP_WIRE_VERSION;
-    resp->id = id;
-}
-
 /* Reads the options of a snapshot or subscription; -1 (and the peer told)
  * if they are out of range. */
 static int read_opts(struct peer *p, uint64_t id,
@@ -99,7 +91,7 @@ static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
         snap->seq = seq;
         snap->interval_s = interval_s;
         snap->dropped = dropped;
-        init_response(&resp, id);
+        peer_response_init(&resp, id);
         resp.body_case = LJMP__RESPONSE__BODY_SNAPSHOT;
         resp.snapshot = snap;
         if (note[0] != '\0')
@@ -149,7 +141,7 @@ static void do_list(struct peer *p, const Ljmp__Request *req)
     }
     if ((list.daemon = snapshot_daemon(&a, p->srv)) == NULL)
         goto oom;
-    init_response(&resp, req->id);
+    peer_response_init(&resp, req->id);
     resp.body_case = LJMP__RESPONSE__BODY_LIST;
     resp.list = &list;
     peer_send(p, &resp);
@@ -260,7 +252,7 @@ static void do_unsubscribe(struct peer *p, const Ljmp__Request *req)
 
     if (p->sub != NULL)
         control_subscription_free(p->sub);
-    init_response(&resp, req->id);
+    peer_response_init(&resp, req->id);
     peer_send(p, &resp);
 }
 
@@ -338,7 +330,7 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
     rt.has_text = 1;
     rt.text.data = (uint8_t *)text;
     rt.text.len = len;
-    init_response(&resp, req->id);
+    peer_response_init(&resp, req->id);
     resp.body_case = LJMP__RESPONSE__BODY_REPORT;
     resp.report = &rt;
     if (rt.session == NULL)
@@ -348,22 +340,6 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
         peer_send(p, &resp);
     arena_free(&a);
     free(text);
-}
-
-static void send_record_status(struct recording *rec, uint64_t session_id)
-{
-    Ljmp__RecordStatus st = LJMP__RECORD_STATUS__INIT;
-    Ljmp__Response resp;
-
-    if (rec->waiter == NULL)
-        return;
-    st.has_session_id = st.has_done = st.has_from_start = 1;
-    st.session_id = session_id;
-    st.from_start = rec->from_start != 0;
-    init_response(&resp, rec->request_id);
-    resp.body_case = LJMP__RESPONSE__BODY_RECORD;
-    resp.record = &st;
-    peer_send(rec->waiter, &resp);
 }
 
 /* Whether uid may record a process not yet seen: its owner, or root. */
@@ -487,7 +463,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
             return;
         }
         p->passed_fd = -1;
-        send_record_status(rec, s->id);
+        recording_begun(rec, s->id);
         log_info("session %llu: recording %s for pid %d",
                  (unsigned long long)s->id,
                  rec->from_start ? "from the start" : "from now", (int)p->pid);
@@ -499,7 +475,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
         return;
     }
     p->passed_fd = -1;
-    send_record_status(rec, 0);
+    recording_begun(rec, 0);
 }
 
 /* Unlinks a waiting record request; the caller answers its client, then
@@ -542,7 +518,7 @@ void control_session_started(struct server *srv, struct session *s)
         struct peer *waiter = rec->waiter;
         drop_pending(srv, pr);
         if (session_record(s, rec) == 0) {
-            send_record_status(rec, s->id);
+            recording_begun(rec, s->id);
             log_info("session %llu: recording from the start",
                      (unsigned long long)s->id);
         } else {

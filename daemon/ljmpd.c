@@ -436,9 +436,9 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     }
     TAILQ_FOREACH(p, &srv->peers, link)
     {
-        Ljmp__Response bye = LJMP__RESPONSE__INIT;
-        bye.has_version = bye.has_goodbye = 1;
-        bye.version = LJMP_WIRE_VERSION;
+        Ljmp__Response bye;
+        peer_response_init(&bye, 0);
+        bye.has_goodbye = 1;
         bye.goodbye = 1;
         peer_send(p, &bye);
         peer_flush_now(p);

@@ -189,11 +189,16 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
 int session_recordable(const struct session *s);
 int session_record(struct session *s, struct recording *rec);
 void recording_finish(struct recording *rec, const struct session *s);
+/* Tells the recording's client it has begun, in session_id (0 while the
+ * process has not streamed yet). */
+void recording_begun(const struct recording *rec, uint64_t session_id);
 int session_visible(const struct session *s, uid_t uid);
 
 /* peer.c */
 void peer_accept(struct server *srv, int fd);
 void peer_free(struct peer *p);
+/* A response of this protocol version to request id (0: to none). */
+void peer_response_init(Ljmp__Response *resp, uint64_t id);
 /* Queues a response; -1 (and the peer is closing) when it cannot. */
 int peer_send(struct peer *p, const Ljmp__Response *resp);
 void peer_flush_now(struct peer *p);

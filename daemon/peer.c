@@ -157,10 +157,18 @@ int peer_send(struct peer *p, const Ljmp__Response *resp)
     return 0;
 }
 
+void peer_response_init(Ljmp__Response *resp, uint64_t id)
+{
+    ljmp__response__init(resp);
+    resp->has_version = resp->has_id = 1;
+    resp->version = LJMP_WIRE_VERSION;
+    resp->id = id;
+}
+
 void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
                      const char *fmt, ...)
 {
-    Ljmp__Response resp = LJMP__RESPONSE__INIT;
+    Ljmp__Response resp;
     Ljmp__Error err = LJMP__ERROR__INIT;
     char msg[512];
     va_list ap;
@@ -171,9 +179,7 @@ void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
     err.has_code = 1;
     err.code = code;
     err.message = msg;
-    resp.has_version = resp.has_id = 1;
-    resp.version = LJMP_WIRE_VERSION;
-    resp.id = id;
+    peer_response_init(&resp, id);
     resp.error = &err;
     peer_send(p, &resp);
 }

@@ -199,6 +199,41 @@ int session_visible(const struct session *s, uid_t uid)
 }
 
 /* Tells the recording's client it is over, and closes the file. */
+/* Where a recording stands, to its client: begun in session_id, or (with
+ * ended, NULL if it never began) done with its bytes, state and error. */
+static void recording_tell(const struct recording *rec, uint64_t session_id,
+                           int done, const struct session *ended)
+{
+    Ljmp__RecordStatus st = LJMP__RECORD_STATUS__INIT;
+    Ljmp__Response resp;
+
+    if (rec->waiter == NULL)
+        return;
+    st.has_session_id = st.has_done = st.has_from_start = 1;
+    st.session_id = session_id;
+    st.done = done != 0;
+    st.from_start = rec->from_start != 0;
+    if (done) {
+        st.has_bytes_written = 1;
+        st.bytes_written = rec->bytes;
+        if (ended != NULL) {
+            st.has_state = 1;
+            st.state = ended->state;
+        }
+        if (rec->error[0] != '\0')
+            st.error = (char *)rec->error;
+    }
+    peer_response_init(&resp, rec->request_id);
+    resp.body_case = LJMP__RESPONSE__BODY_RECORD;
+    resp.record = &st;
+    peer_send(rec->waiter, &resp);
+}
+
+void recording_begun(const struct recording *rec, uint64_t session_id)
+{
+    recording_tell(rec, session_id, 0, NULL);
+}
+
 void recording_finish(struct recording *rec, const struct session *s)
 {
     if (rec->fd >= 0 && close(rec->fd) != 0 && rec->error[0] == '\0')
@@ -206,26 +241,7 @@ void recording_finish(struct recording *rec, const struct session *s)
                  strerror(errno));
     rec->fd = -1;
     if (rec->waiter != NULL) {
-        Ljmp__RecordStatus st = LJMP__RECORD_STATUS__INIT;
-        Ljmp__Response resp = LJMP__RESPONSE__INIT;
-        st.has_session_id = st.has_done = st.has_bytes_written = 1;
-        st.session_id = s != NULL ? s->id : 0;
-        st.done = 1;
-        st.bytes_written = rec->bytes;
-        st.has_from_start = 1;
-        st.from_start = rec->from_start != 0;
-        if (s != NULL) {
-            st.has_state = 1;
-            st.state = s->state;
-        }
-        if (rec->error[0] != '\0')
-            st.error = rec->error;
-        resp.has_version = resp.has_id = 1;
-        resp.version = LJMP_WIRE_VERSION;
-        resp.id = rec->request_id;
-        resp.body_case = LJMP__RESPONSE__BODY_RECORD;
-        resp.record = &st;
-        peer_send(rec->waiter, &resp);
+        recording_tell(rec, s != NULL ? s->id : 0, 1, s);
         if (rec->counted) {
             rec->waiter->nrecordings--;
             peer_idle_check(rec->waiter);

@@ -385,7 +385,7 @@ static Ljmp__Totals *make_delta(struct arena *a, const struct session *s,
         d.freed_bytes -= b->totals.freed_bytes;
         stream -= b->stream_bytes;
     }
-        fill_totals(t, &d, stream);
+    fill_totals(t, &d, stream);
     /* Live counters are levels, not flows: a delta leaves them out. */
     t->has_live_bytes = t->has_live_blocks = 0;
     return t;
