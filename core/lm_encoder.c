@@ -229,7 +229,7 @@ void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
 {
     size_t len;
 
-        /* Every announced epoch in arrival order: the last one at an address
+    /* Every announced epoch in arrival order: the last one at an address
      * is its current one for the reader too, and chunk names appear in
      * their first order, so aliases get the same numbers. */
     for (uint32_t i = 0; i < t->nprotos; i++) {
@@ -240,7 +240,7 @@ void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
         lm_buf_byte(b, LM_SYM_LFUNC);
         sym_lfunc_body(b, p->addr, chunk, len, p->firstline);
     }
-        for (uint32_t i = 0; i < t->ntraces; i++) {
+    for (uint32_t i = 0; i < t->ntraces; i++) {
         const struct lm_trace *tr = &t->traces[i];
         if (!tr->known)
             continue;
