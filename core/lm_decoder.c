@@ -46,6 +46,7 @@ const char *lm_revision_name(enum lm_revision rev)
 
 static void fail(struct lm_decoder *d, uint64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static int pext_is_fast(void);
 
 static void fail(struct lm_decoder *d, uint64_t offset, const char *fmt, ...)
 {
@@ -78,6 +79,7 @@ void lm_decoder_init(struct lm_decoder *d, const struct lm_limits *limits,
         d->limits.max_buffered = LM_MAX_STRING_LIMIT + 64;
     d->sink = sink;
     d->sink_ctx = sink_ctx;
+    d->use_pext = (uint8_t)pext_is_fast();
 }
 
 void lm_decoder_free(struct lm_decoder *d)
@@ -472,12 +474,58 @@ static int flush_batch(struct lm_decoder *d)
  * which a loop would mispredict).  Anything else -- a symtab event, the
  * epilogue, a bad header, a ULEB longer than 8 bytes -- is left to the
  * careful path, which also names errors.
+ *
+ * The path is compiled twice: once for any CPU, and once for x86-64 with
+ * BMI2, whose PEXT takes the 7-bit groups out of a ULEB in one instruction
+ * (a third of the decoder's instructions otherwise).  lm_decoder_init()
+ * picks one.
  */
 enum { FAST_MARGIN = 64 }; /* > the longest event (61 bytes) + 8 - 1 */
 
-static inline int uleb8(const uint8_t **pp, uint64_t *out)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LM_HAVE_PEXT 1
+#include <immintrin.h>
+
+static inline __attribute__((target("bmi2"))) uint64_t squeeze_pext(uint64_t x)
 {
-    uint64_t w, x;
+    return _pext_u64(x, 0x7f7f7f7f7f7f7f7fULL);
+}
+
+/* PEXT is microcoded, and slower than the shifts, before AMD's Zen 3. */
+static int pext_is_fast(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") &&
+           !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h");
+}
+#else
+static int pext_is_fast(void)
+{
+    return 0;
+}
+#endif
+
+/* The value of a ULEB of up to 8 bytes (the load masked to its length):
+ * the continuation bits squeezed out, as 7-bit groups pair up into 14,
+ * then 28, then 56 bits. */
+static inline __attribute__((always_inline)) uint64_t squeeze(uint64_t x,
+                                                              int pext)
+{
+#ifdef LM_HAVE_PEXT
+    if (pext)
+        return squeeze_pext(x);
+#else
+    (void)pext;
+#endif
+    x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
+    x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
+    return (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
+}
+
+static inline __attribute__((always_inline)) int uleb8(const uint8_t **pp,
+                                                       uint64_t *out, int pext)
+{
+    uint64_t w;
 
     memcpy(&w, *pp, 8);
     uint64_t stops = ~w & 0x8080808080808080ULL;
@@ -485,26 +533,21 @@ static inline int uleb8(const uint8_t **pp, uint64_t *out)
         return 0;
     unsigned int bits = (unsigned int)__builtin_ctzll(stops) + 1;
     *pp += bits >> 3;
-    x = w & (~0ULL >> (64 - bits));
-    /* Squeeze out the continuation bits: 7-bit groups pair up into 14,
-     * then 28, then 56 bits. */
-    x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
-    x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
-    *out = (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
+    *out = squeeze(w & (~0ULL >> (64 - bits)), pext);
     return 1;
 }
 
 #define FAST_READ(v)                                                           \
     do {                                                                       \
-        if (!uleb8(&p, &(v)))                                                  \
+        if (!uleb8(&p, &(v), pext))                                            \
             return item;                                                       \
     } while (0)
 
 /* Decodes one plain event at item into rec; returns the byte after it, or
  * item itself when the careful path must take this one. */
-static inline const uint8_t *fast_event(const struct lm_decoder *d,
-                                        const uint8_t *item,
-                                        struct lm_record *rec)
+static inline __attribute__((always_inline)) const uint8_t *
+fast_event(const struct lm_decoder *d, const uint8_t *item,
+           struct lm_record *rec, int pext)
 {
     const uint8_t *p = item + 1;
     uint8_t t = d->fast_header[*item];
@@ -555,13 +598,14 @@ static inline const uint8_t *fast_event(const struct lm_decoder *d,
 #undef FAST_READ
 
 /* Runs the fast path as far as it goes; P_ERR only if the sink fails. */
-static int parse_events_fast(struct lm_decoder *d, struct cursor *c)
+static inline __attribute__((always_inline)) int
+fast_loop(struct lm_decoder *d, struct cursor *c, int pext)
 {
     const uint8_t *p = c->p;
 
     while (c->end - p >= FAST_MARGIN) {
         struct lm_record *rec = &d->batch[d->nbatch];
-        const uint8_t *next = fast_event(d, p, rec);
+        const uint8_t *next = fast_event(d, p, rec, pext);
         if (next == p)
             break;
         rec->offset = cursor_offset(c, p);
@@ -575,6 +619,28 @@ static int parse_events_fast(struct lm_decoder *d, struct cursor *c)
     }
     c->p = p;
     return P_OK;
+}
+
+static int fast_loop_portable(struct lm_decoder *d, struct cursor *c)
+{
+    return fast_loop(d, c, 0);
+}
+
+#ifdef LM_HAVE_PEXT
+static __attribute__((target("bmi2"))) int fast_loop_pext(struct lm_decoder *d,
+                                                          struct cursor *c)
+{
+    return fast_loop(d, c, 1);
+}
+#endif
+
+static int parse_events_fast(struct lm_decoder *d, struct cursor *c)
+{
+#ifdef LM_HAVE_PEXT
+    if (d->use_pext)
+        return fast_loop_pext(d, c);
+#endif
+    return fast_loop_portable(d, c);
 }
 
 /* One item at the cursor, whatever the phase. */

@@ -274,21 +274,6 @@ int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
     return 1;
 }
 
-void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h)
-{
-    const struct lm_heap_shard *s = lm_heap_shard_of(m, h);
-
-    if (s->cap == 0)
-        return;
-    uint32_t i = lm_heap_home(s, h);
-    uint64_t g = group_at(s->ctrl + i);
-    uint64_t cand = match_tag(g, tag_of(h));
-    if (cand == 0)
-        cand = match_free(g);
-    if (cand != 0)
-        __builtin_prefetch(&s->slots[i + first_byte(cand)]);
-}
-
 uint64_t lm_heap_memory(const struct lm_heapmap *m)
 {
     uint64_t bytes = 0;

@@ -72,7 +72,10 @@ static inline uint32_t lm_heap_home(const struct lm_heap_shard *s, uint64_t h)
 }
 
 /*
- * Brings the block's control group towards the cache ahead of its use.
+ * Brings the block's control group and the slots of its home group (two
+ * cache lines of a page-aligned table) towards the cache ahead of its
+ * use: nearly every look-up and insertion ends in the home group, so the
+ * slot's miss overlaps the control word's instead of following it.
  * Always inlined: GCC deems a function whose only effect is a prefetch
  * "const" and deletes calls to it.
  */
@@ -81,16 +84,14 @@ lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
 {
     const struct lm_heap_shard *s = lm_heap_shard_of(m, h);
 
-    if (s->cap != 0)
-        __builtin_prefetch(s->ctrl + lm_heap_home(s, h));
+    if (s->cap != 0) {
+        uint32_t i = lm_heap_home(s, h);
+        const char *slots = (const char *)&s->slots[i];
+        __builtin_prefetch(s->ctrl + i);
+        __builtin_prefetch(slots);
+        __builtin_prefetch(slots + LM_HEAP_GROUP * sizeof(*s->slots) - 1);
+    }
 }
-
-/*
- * Brings the slot the block is in, or would go to, towards the cache.
- * Reads the control group, so it is best run once lm_heap_prefetch has
- * brought that in.
- */
-void lm_heap_prefetch_slot(struct lm_heapmap *m, uint64_t h);
 
 /* seed varies the hash; any value works. */
 void lm_heap_init(struct lm_heapmap *m, uint64_t seed);

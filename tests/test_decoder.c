@@ -174,6 +174,73 @@ static void test_chunking_gives_identical_records(void)
     }
 }
 
+/* Decodes buf whole, with or without the PEXT fast path. */
+static enum lm_status decode_whole(struct recorder *r, const uint8_t *buf,
+                                   size_t len, int pext)
+{
+    struct lm_decoder d;
+    enum lm_status st;
+
+    lm_decoder_init(&d, NULL, recorder_sink, r);
+    d.use_pext = (uint8_t)pext;
+    st = lm_decoder_feed(&d, buf, len, NULL);
+    lm_decoder_free(&d);
+    return st;
+}
+
+/*
+ * ULEBs of every length from 1 to 10 bytes, in every field of every event
+ * kind and source: the fast path (portable, and with PEXT where the CPU
+ * has it) decodes what the careful path (one byte at a time) does.
+ */
+static void test_fast_paths_agree(void)
+{
+    struct lm_buf b = {0};
+    struct recorder careful = {0}, portable = {0}, pext = {0};
+    struct lm_decoder d;
+    uint64_t v[64];
+    size_t nv = 0;
+
+    for (unsigned int bits = 0; bits <= 64; bits += 7)
+        for (int k = 0; k < 3; k++)
+            if (nv < 64)
+                v[nv++] = bits == 0   ? (uint64_t)k
+                          : bits < 64 ? (1ULL << (bits - 1)) + (uint64_t)k * 3
+                                      : UINT64_MAX - (uint64_t)k;
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x1000, "@fast.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (size_t i = 0; i < nv * 3; i++) {
+        uint64_t x = v[i % nv], y = v[(i * 7 + 1) % nv],
+                 z = v[(i * 5 + 2) % nv];
+        struct lm_loc_ref locs[] = {loc_lua(0x1000, y), loc_c(x),
+                                    loc_trace(z, 0), loc_internal()};
+        const struct lm_loc_ref *l = &locs[i % 4];
+        lm_enc_alloc(&b, LM_REV_R3, l, x, (uint32_t)y);
+        lm_enc_realloc(&b, LM_REV_R3, l, x, (uint32_t)y, z, (uint32_t)x);
+        lm_enc_free(&b, LM_REV_R3, l, z, (uint32_t)x);
+    }
+    lm_enc_epilogue(&b);
+
+    CU_ASSERT_EQUAL(decode_to(&careful, b.data, b.len, 1, &d), LM_DONE);
+    lm_decoder_free(&d);
+    lm_decoder_init(&d, NULL, NULL, NULL);
+    int have_pext = d.use_pext;
+    CU_ASSERT_EQUAL(decode_whole(&portable, b.data, b.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL(decode_whole(&pext, b.data, b.len, have_pext), LM_DONE);
+    CU_ASSERT_EQUAL_FATAL(portable.n, careful.n);
+    CU_ASSERT_EQUAL_FATAL(pext.n, careful.n);
+    for (size_t i = 0; i < careful.n; i++) {
+        CU_ASSERT(same_record(&portable.recs[i], &careful.recs[i]));
+        CU_ASSERT(same_record(&pext.recs[i], &careful.recs[i]));
+    }
+    recorder_free(&careful);
+    recorder_free(&portable);
+    recorder_free(&pext);
+    lm_buf_free(&b);
+}
+
 /*
  * Every truncated prefix says "need more" and, once the rest arrives,
  * ends in the same state as feeding the whole buffer.
@@ -636,6 +703,8 @@ void register_decoder_tests(void)
     CU_add_test(s, "chunking gives identical records",
                 test_chunking_gives_identical_records);
     CU_add_test(s, "every prefix, then the rest", test_every_prefix_then_rest);
+    CU_add_test(s, "fast paths agree with the careful one",
+                test_fast_paths_agree);
     CU_add_test(s, "bytes after the epilogue", test_bytes_after_epilogue);
     CU_add_test(s, "malformed inputs", test_malformed_inputs);
     CU_add_test(s, "records before an error are kept",
