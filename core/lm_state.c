@@ -475,15 +475,29 @@ static int is_event(const struct lm_record *r)
  */
 enum { FAR = 24, NEAR = 8, RING = 32 };
 
-/* Always inlined, like lm_heap_prefetch, or GCC drops the calls. */
+/*
+ * A location record is three cache lines: the pending overrides, then the
+ * counters, then the key.  A site reads its key and counts its event (the
+ * last two lines); a released block's owner loses live bytes and is
+ * credited with an override (the first two).  Always inlined, like
+ * lm_heap_prefetch, or GCC drops the calls.
+ */
 static inline __attribute__((always_inline)) void
-prefetch_loc(const struct lm_state *s, uint32_t id)
+prefetch_site(const struct lm_state *s, uint32_t id)
+{
+    const char *p = (const char *)&s->locs[id].c;
+
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+}
+
+static inline __attribute__((always_inline)) void
+prefetch_owner(const struct lm_state *s, uint32_t id)
 {
     const char *p = (const char *)&s->locs[id];
 
     __builtin_prefetch(p);
     __builtin_prefetch(p + 64);
-    __builtin_prefetch(p + 128);
 }
 
 static void plan_far(struct lm_state *s, const struct lm_record *r,
@@ -515,10 +529,10 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
         return;
     id = lm_hindex_first(&s->loc_index, p->loc, &slot);
     if (id != LM_NONE)
-        prefetch_loc(s, id);
+        prefetch_site(s, id);
     if (r->kind != LM_REC_ALLOC &&
         lm_heap_peek_hashed(&s->heap, p->o, r->oaddr, &blk, &p->oslot))
-        prefetch_loc(s, blk.loc);
+        prefetch_owner(s, blk.loc);
 }
 
 /* Hashes only: what apply_event needs when nothing is worth prefetching. */

@@ -51,8 +51,8 @@ struct lm_ovr_pending {
  * cache lines, which the hot path prefetches.
  */
 struct lm_loc {
-    struct lm_counters c;
     struct lm_ovr_pending pending[LM_OVR_PENDING];
+    struct lm_counters c;
     uint64_t addr, line, traceno, trace_addr;
     uint32_t sym;  /* proto or trace epoch, C symbol, or LM_NONE */
     uint32_t next; /* next location of the same epoch */
