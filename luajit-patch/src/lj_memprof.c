@@ -37,9 +37,12 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 /* A live reader should not wait for a slow allocator to fill the buffer:
 ** every MEMPROF_CLOCK_EVERY events the clock is read (a coarse clock, a
 ** few ns through the vDSO), and what waited longer than MEMPROF_STALE_NS
-** is flushed.  A VM that does not allocate at all has nothing to show. */
+** is flushed.  A VM that does not allocate at all has nothing to show.
+** The bound is a part of what a subscriber waits for an allocation to
+** show (ljmpd's snapshot latency target is its interval + 50 ms); a busy
+** VM fills the buffer in a few ms, so only light VMs write more often. */
 #define MEMPROF_CLOCK_EVERY 64
-#define MEMPROF_STALE_NS (100 * 1000000ull)
+#define MEMPROF_STALE_NS (20 * 1000000ull)
 #ifdef CLOCK_MONOTONIC_COARSE
 #define MEMPROF_CLOCK CLOCK_MONOTONIC_COARSE
 #else
