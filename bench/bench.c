@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ljmp_ingest.h"
 #include "lm_state.h"
 
 static double now(void)
@@ -91,6 +93,22 @@ static void run_once(const uint8_t *buf, size_t len, size_t chunk,
                 p->dec.errmsg);
         exit(1);
     }
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }
 
 static uint64_t events_of(const struct lm_profile *p)
@@ -222,8 +240,9 @@ static int bench_exec(int argc, char **argv)
     return 0;
 }
 
-/* Accepts connections on a Unix socket and reads them to the end,
- * discarding: the reader for the VM streaming benchmark. */
+/* Accepts connections on a Unix socket and reads each to the end in a
+ * process of its own, discarding: the reader for the VM streaming
+ * benchmark, as concurrent as ljmpd is. */
 static int bench_drain(int argc, char **argv)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -242,14 +261,50 @@ static int bench_drain(int argc, char **argv)
         fprintf(stderr, "ljmp-bench drain: %s: %s\n", argv[0], strerror(errno));
         return 1;
     }
+    signal(SIGCHLD, SIG_IGN); /* no zombies */
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0)
             continue;
-        while (read(fd, buf, sizeof(buf)) > 0)
-            ;
+        if (fork() == 0) {
+            close(lfd);
+            while (read(fd, buf, sizeof(buf)) > 0)
+                ;
+            _exit(0);
+        }
         close(fd);
     }
+}
+
+/* Sends FILE (a recorded stream) to ljmpd's ingest socket as a VM would:
+ * hello, stream, trailer; as fast as the daemon takes it. */
+static int bench_replay(int argc, char **argv)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    uint8_t hello[LJMP_HELLO_MAX], trailer[LJMP_TRAILER_SIZE];
+    size_t len;
+
+    if (argc != 3 || strlen(argv[1]) >= sizeof(sa.sun_path)) {
+        fputs("usage: ljmp-bench replay FILE SOCKET EVENTS\n", stderr);
+        return 1;
+    }
+    uint8_t *buf = load(argv[0], &len);
+    /* EVENTS (counted by the caller, out of the timing) go in the trailer. */
+    ljmp_trailer_encode(trailer, strtoull(argv[2], NULL, 10), len);
+    strcpy(sa.sun_path, argv[1]);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        write_all(fd, hello,
+                  ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "replay")) != 0 ||
+        write_all(fd, buf, len) != 0 ||
+        write_all(fd, trailer, sizeof(trailer)) != 0) {
+        fprintf(stderr, "ljmp-bench replay: %s: %s\n", argv[1],
+                strerror(errno));
+        return 1;
+    }
+    close(fd);
+    free(buf);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -260,9 +315,12 @@ int main(int argc, char **argv)
         return bench_core(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "exec") == 0)
         return bench_exec(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "replay") == 0)
+        return bench_replay(argc - 2, argv + 2);
     fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES]\n"
           "       ljmp-bench exec [--runs N] -- COMMAND...\n"
-          "       ljmp-bench drain SOCKET\n",
+          "       ljmp-bench drain SOCKET\n"
+          "       ljmp-bench replay FILE SOCKET EVENTS\n",
           stderr);
     return 1;
 }

@@ -8,8 +8,16 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
 script=$(realpath "${1:-bench/vm/alloc_loop.lua}")
-exec build/bench/ljmpd-bench --ljmpd build/daemon/ljmpd \
-  --luajit build/luajit-patch/work/src/luajit --script "$script" \
+lj=build/luajit-patch/work/src/luajit
+# SCRIPT's stream recorded once, for the replay phase (phase 4).
+mkdir -p build/bench-data
+replay=build/bench-data/replay-$(basename "$script" .lua).bin
+if [ ! -s "$replay" ] || [ "$replay" -ot "$lj" ]; then
+  "$lj" -e "assert(misc.memprof.start('$replay.tmp'))" "$script" >/dev/null
+  mv "$replay.tmp" "$replay"
+fi
+exec build/bench/ljmpd-bench --replay "$replay" \
+  --ljmpd build/daemon/ljmpd --luajit "$lj" --script "$script" \
   --probe "$PWD/bench/vm/probe.lua" --hold "$PWD/bench/vm/hold.lua" \
   --drain build/bench/ljmp-bench --vms "${VMS:-1}" --subs "${SUBS:-1}" \
   --interval "${INTERVAL:-1000}" --hold-blocks "${HOLD:-1000000}" \

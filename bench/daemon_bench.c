@@ -18,9 +18,10 @@
 #include <unistd.h>
 
 #include "ljmp_wire.h"
+#include "lm_state.h"
 
 struct opts {
-    const char *ljmpd, *luajit, *script, *probe, *drain, *hold;
+    const char *ljmpd, *luajit, *script, *probe, *drain, *hold, *replay;
     int vms, subs;
     int nice;
     unsigned interval_ms;
@@ -507,12 +508,84 @@ static void memory_phase(const struct opts *o)
     stop_pid(d);
 }
 
+/* The alloc/realloc/free events of a recorded stream. */
+static uint64_t count_events(const char *path)
+{
+    static uint8_t buf[1 << 16];
+    struct lm_profile p;
+    FILE *f = fopen(path, "rb");
+    size_t n;
+
+    if (f == NULL || lm_profile_init(&p, NULL, NULL) != 0)
+        die(path);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        lm_profile_feed(&p, buf, n, NULL);
+    fclose(f);
+    const struct lm_totals *t = &p.state.totals;
+    uint64_t events = t->alloc_events + t->realloc_events + t->free_events;
+    if (lm_decoder_finish(&p.dec) != LM_DONE) {
+        fprintf(stderr, "ljmpd-bench: %s: %s\n", path, p.dec.errmsg);
+        exit(1);
+    }
+    lm_profile_free(&p);
+    return events;
+}
+
+/*
+ * Phase 4: N copies of a recorded stream sent into ljmpd as fast as it
+ * takes them, by writers that cost next to nothing: what the daemon
+ * ingests when the VMs do not compete with it for the CPU.
+ */
+static void replay_phase(const struct opts *o)
+{
+    char events[32];
+    uint64_t per_stream = count_events(o->replay);
+    pid_t d = start_ljmpd(o);
+    pid_t *pids = calloc((size_t)o->vms, sizeof(*pids));
+    Ljmp__Response *r = NULL;
+    size_t ended = 0, complete = 0;
+
+    snprintf(events, sizeof(events), "%llu", (unsigned long long)per_stream);
+    char *argv[] = {(char *)o->drain, "replay", (char *)o->replay,
+                    ingest,           events,   NULL};
+    double cpu0 = cpu_seconds(d), t0 = mono();
+    for (int i = 0; i < o->vms; i++)
+        pids[i] = spawn(argv, NULL, NULL);
+    for (int i = 0; i < o->vms; i++)
+        waitpid(pids[i], NULL, 0);
+    /* The last bytes are in the sockets still: wait for every session. */
+    while (ended < (size_t)o->vms) {
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        usleep(1000);
+        r = list_sessions();
+        ended = complete = 0;
+        for (size_t i = 0; i < r->list->n_sessions; i++) {
+            int st = r->list->sessions[i]->info->state;
+            ended += st != LJMP__SESSION_STATE__STREAMING;
+            complete += st == LJMP__SESSION_STATE__COMPLETE;
+        }
+    }
+    double wall = mono() - t0, cpu = cpu_seconds(d) - cpu0;
+    uint64_t total = r->list->daemon->ingest_events;
+    printf("replay: %d streams of %s into ljmpd: %llu events in %.3f s = "
+           "%.2f M events/s in total; daemon CPU %.3f s = %.3f s per million "
+           "events; %zu of %d complete\n",
+           o->vms, o->replay, (unsigned long long)total, wall,
+           (double)total / wall / 1e6, cpu, cpu / ((double)total / 1e6),
+           complete, o->vms);
+    ljmp__response__free_unpacked(r, NULL);
+    free(pids);
+    stop_pid(d);
+}
+
 static void usage(void)
 {
     fputs("usage: ljmpd-bench --ljmpd PATH --luajit PATH --script LUA "
           "--probe LUA --hold LUA\n"
           "                   --drain LJMP-BENCH [--vms N] [--subs M] "
-          "[--interval MS] [--hold-blocks N] [--nice N]\n",
+          "[--interval MS] [--hold-blocks N] [--nice N]\n"
+          "                   [--replay FILE]\n",
           stderr);
     exit(2);
 }
@@ -531,6 +604,7 @@ int main(int argc, char **argv)
         {"interval", required_argument, NULL, 'i'},
         {"hold-blocks", required_argument, NULL, 'b'},
         {"nice", required_argument, NULL, 'N'},
+        {"replay", required_argument, NULL, 'R'},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {
@@ -572,6 +646,9 @@ int main(int argc, char **argv)
         case 'N':
             o.nice = atoi(optarg);
             break;
+        case 'R':
+            o.replay = optarg;
+            break;
         default:
             usage();
         }
@@ -594,6 +671,8 @@ int main(int argc, char **argv)
     drain_phase(&o, drain_t);
     ingest_phase(&o, drain_t);
     memory_phase(&o);
+    if (o.replay != NULL)
+        replay_phase(&o);
     free(drain_t);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
