@@ -110,7 +110,8 @@ struct lm_state {
 
     struct lm_loc *locs;
     uint32_t nlocs, locs_cap, max_locs;
-    uint64_t direct_bytes;
+    uint64_t direct_bytes;      /* from the limits; a reader may change it
+                                 * between feeds (e.g. to share the caches) */
     struct lm_hindex loc_index; /* current locations by key */
     uint32_t last_loc;          /* one-entry cache of the location index */
     uint64_t last_hash;
