@@ -5,8 +5,8 @@
 
 enum {
     CTRL_EMPTY = 0x80,
-    CTRL_DELETED = 0xfe,
     SHARD_MIN_CAP = 16,
+    OVER_STUCK = 255, /* an overflow count too high to keep exactly */
 };
 
 #define LSBS 0x0101010101010101ULL
@@ -31,14 +31,8 @@ static inline uint64_t match_tag(uint64_t g, uint8_t tag)
     return ~(((x & ~MSBS) + ~MSBS) | x | ~MSBS);
 }
 
-/* 0x80 in every empty byte: high bit set, next bit clear. */
+/* 0x80 in every empty byte (the only ones with the high bit set). */
 static inline uint64_t match_empty(uint64_t g)
-{
-    return g & ~(g << 1) & MSBS;
-}
-
-/* 0x80 in every empty or deleted byte. */
-static inline uint64_t match_free(uint64_t g)
 {
     return g & MSBS;
 }
@@ -60,6 +54,26 @@ static uint32_t next_group(const struct lm_heap_shard *s, uint32_t i)
     return i == s->cap ? 0 : i;
 }
 
+/* The overflow count of the group that starts at slot i. */
+static inline uint8_t *over_of(const struct lm_heap_shard *s, uint32_t i)
+{
+    return &s->over[i / LM_HEAP_GROUP];
+}
+
+/* A block homed at home went past the groups from home up to (not
+ * including) the group of slot last, or came back from them. */
+static void count_overflow(struct lm_heap_shard *s, uint32_t home,
+                           uint32_t last, int delta)
+{
+    uint32_t end = last / LM_HEAP_GROUP * LM_HEAP_GROUP;
+
+    for (uint32_t i = home; i != end; i = next_group(s, i)) {
+        uint8_t *o = over_of(s, i);
+        if (*o != OVER_STUCK)
+            *o = (uint8_t)(*o + delta);
+    }
+}
+
 void lm_heap_init(struct lm_heapmap *m, uint64_t seed)
 {
     memset(m, 0, sizeof(*m));
@@ -68,11 +82,17 @@ void lm_heap_init(struct lm_heapmap *m, uint64_t seed)
         m->shard[i].salt = lm_mix64(seed + i) | 1;
 }
 
+/* The control bytes and the overflow counts share one table. */
+static size_t ctrl_bytes(uint32_t cap)
+{
+    return (size_t)cap + cap / LM_HEAP_GROUP;
+}
+
 static void shard_release(struct lm_heap_shard *s)
 {
-    lm_table_free(s->ctrl, s->cap);
+    lm_table_free(s->ctrl, ctrl_bytes(s->cap));
     lm_table_free(s->slots, (size_t)s->cap * sizeof(*s->slots));
-    s->ctrl = NULL;
+    s->ctrl = s->over = NULL;
     s->slots = NULL;
 }
 
@@ -81,16 +101,17 @@ void lm_heap_free(struct lm_heapmap *m)
     for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++) {
         struct lm_heap_shard *s = &m->shard[i];
         shard_release(s);
-        s->cap = s->count = s->deleted = s->limit = 0;
+        s->cap = s->count = s->limit = 0;
     }
     m->count = 0;
 }
 
 /*
  * The probe: index of addr's slot, or UINT32_MAX; with free_at, also the
- * first free (empty or deleted) slot it passed, where insert_new would put
- * the block (UINT32_MAX if none), so that a put probes once, not twice.
- * Inlined with free_at constant, so a plain look-up pays nothing for it.
+ * first empty slot of the home group, where a new block would go
+ * (UINT32_MAX if the group is full), so that a put probes once, not
+ * twice.  Inlined with free_at constant, so a plain look-up pays nothing
+ * for it.
  */
 static inline __attribute__((always_inline)) uint32_t
 probe(const struct lm_heap_shard *s, uint64_t h, uint64_t addr,
@@ -99,8 +120,10 @@ probe(const struct lm_heap_shard *s, uint64_t h, uint64_t addr,
     uint32_t i = lm_heap_home(s, h);
     uint8_t tag = tag_of(h);
 
-    if (free_at != NULL)
-        *free_at = UINT32_MAX;
+    if (free_at != NULL) {
+        uint64_t free = match_empty(group_at(s->ctrl + i));
+        *free_at = free != 0 ? i + first_byte(free) : UINT32_MAX;
+    }
     for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
         uint64_t g = group_at(s->ctrl + i);
         for (uint64_t m = match_tag(g, tag); m != 0; m &= m - 1) {
@@ -108,10 +131,7 @@ probe(const struct lm_heap_shard *s, uint64_t h, uint64_t addr,
             if (s->slots[j].addr == addr)
                 return j;
         }
-        uint64_t free = free_at != NULL ? match_free(g) : 0;
-        if (free != 0 && *free_at == UINT32_MAX)
-            *free_at = i + first_byte(free);
-        if (match_empty(g) != 0)
+        if (*over_of(s, i) == 0)
             break;
         i = next_group(s, i);
     }
@@ -129,44 +149,52 @@ static uint32_t find_or_free(const struct lm_heap_shard *s, uint64_t h,
     return probe(s, h, addr, free_at);
 }
 
-/* Places an absent block; the shard has a free slot (count < limit). */
+/* Fills slot j with a block whose hash is h. */
+static void place(struct lm_heap_shard *s, uint32_t j, uint64_t h,
+                  const struct lm_heap_slot *in)
+{
+    s->ctrl[j] = tag_of(h);
+    s->slots[j] = *in;
+    s->count++;
+}
+
+/* Places an absent block in the first group with room, counting it in
+ * the full groups it passes; the shard has room (count < cap). */
 static void insert_new(struct lm_heap_shard *s, uint64_t h,
                        const struct lm_heap_slot *in)
 {
-    uint32_t i = lm_heap_home(s, h);
+    uint32_t home = lm_heap_home(s, h), i = home;
 
     for (;;) {
-        uint64_t free = match_free(group_at(s->ctrl + i));
+        uint64_t free = match_empty(group_at(s->ctrl + i));
         if (free != 0) {
             uint32_t j = i + first_byte(free);
-            if (s->ctrl[j] == CTRL_DELETED)
-                s->deleted--;
-            s->ctrl[j] = tag_of(h);
-            s->slots[j] = *in;
-            s->count++;
+            count_overflow(s, home, j, +1);
+            place(s, j, h, in);
             return;
         }
         i = next_group(s, i);
     }
 }
 
-/* Rebuilds a shard with cap slots, dropping deleted marks. */
+/* Rebuilds a shard with cap slots. */
 static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
 {
     struct lm_heap_shard old = *s;
 
-    s->ctrl = lm_table_alloc(cap);
+    s->ctrl = lm_table_alloc(ctrl_bytes(cap));
     s->slots = lm_table_alloc((size_t)cap * sizeof(*s->slots));
     if (s->ctrl == NULL || s->slots == NULL) {
-        lm_table_free(s->ctrl, cap);
+        lm_table_free(s->ctrl, ctrl_bytes(cap));
         lm_table_free(s->slots, (size_t)cap * sizeof(*s->slots));
         *s = old;
         return -1;
     }
     memset(s->ctrl, CTRL_EMPTY, cap);
+    s->over = s->ctrl + cap; /* zeroed */
     s->cap = cap;
-    s->count = s->deleted = 0;
-    s->limit = cap / 8 * 7;
+    s->count = 0;
+    s->limit = cap / 4 * 3;
     for (uint32_t i = 0; i < old.cap; i++)
         if (old.ctrl[i] < CTRL_EMPTY)
             insert_new(s, lm_heap_hash(m, old.slots[i].addr), &old.slots[i]);
@@ -174,22 +202,19 @@ static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
     return 0;
 }
 
-/* Makes room for one more block: grow, or purge deleted marks. */
+/*
+ * Makes room for one more block: grows by a quarter when 3/4 are live,
+ * so that the load stays between 0.6 and 0.75 (19 to 28 bytes a block).
+ */
 static int make_room(struct lm_heapmap *m, struct lm_heap_shard *s)
 {
     uint32_t cap = s->cap;
 
-    if (s->count + s->deleted < s->limit)
+    if (s->count < s->limit)
         return 0;
-    /*
-     * Grow by a quarter when 3/4 are live, so that the load stays between
-     * 0.6 and 0.875 (19 to 28 bytes a block); below that, deleted marks
-     * are what fills the shard, and a rebuild at the same size purges
-     * them, at most once per cap/8 operations.
-     */
     if (cap == 0)
         cap = SHARD_MIN_CAP;
-    else if (s->count >= cap / 4 * 3)
+    else
         cap =
             (cap + cap / 4 + LM_HEAP_GROUP - 1) / LM_HEAP_GROUP * LM_HEAP_GROUP;
     return rebuild(m, s, cap);
@@ -200,7 +225,6 @@ int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
 {
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
     struct lm_heap_slot in = {addr, blk.size, blk.loc};
-
     uint32_t free_at = UINT32_MAX;
 
     if (s->cap != 0) {
@@ -212,17 +236,13 @@ int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
             return 1;
         }
     }
-    if (free_at == UINT32_MAX || s->count + s->deleted >= s->limit) {
-        /* The rare path: the shard is rebuilt first. */
+    if (free_at != UINT32_MAX && s->count < s->limit) {
+        place(s, free_at, h, &in); /* the home group had room */
+    } else {
+        /* The rare path: the shard grows first, or the block overflows. */
         if (make_room(m, s) != 0)
             return -1;
         insert_new(s, h, &in);
-    } else {
-        if (s->ctrl[free_at] == CTRL_DELETED)
-            s->deleted--;
-        s->ctrl[free_at] = tag_of(h);
-        s->slots[free_at] = in;
-        s->count++;
     }
     m->count++;
     return 0;
@@ -257,18 +277,8 @@ int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
         return 0;
     blk->size = s->slots[j].size;
     blk->loc = s->slots[j].loc;
-    /*
-     * A group with an empty slot has never been full since the shard was
-     * built, so no probe ever went past it: the slot can become empty.
-     * Otherwise it must stay a "deleted" mark that probes walk through.
-     */
-    uint32_t group = j / LM_HEAP_GROUP * LM_HEAP_GROUP;
-    if (match_empty(group_at(s->ctrl + group)) != 0) {
-        s->ctrl[j] = CTRL_EMPTY;
-    } else {
-        s->ctrl[j] = CTRL_DELETED;
-        s->deleted++;
-    }
+    s->ctrl[j] = CTRL_EMPTY;
+    count_overflow(s, lm_heap_home(s, h), j, -1);
     s->count--;
     m->count--;
     return 1;
@@ -279,6 +289,7 @@ uint64_t lm_heap_memory(const struct lm_heapmap *m)
     uint64_t bytes = 0;
 
     for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++)
-        bytes += (uint64_t)m->shard[i].cap * (1 + sizeof(struct lm_heap_slot));
+        bytes += ctrl_bytes(m->shard[i].cap) +
+                 (uint64_t)m->shard[i].cap * sizeof(struct lm_heap_slot);
     return bytes;
 }

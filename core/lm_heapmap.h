@@ -8,18 +8,24 @@
 
 /*
  * Open addressing in groups of 8 slots, after Abseil's SwissTable: a
- * control byte per slot (empty, deleted, or 7 bits of the hash) lets one
- * 64-bit word test a whole group, so a look-up touches one control word
- * and, nearly always, one slot; an insertion takes the first free slot
- * and a deletion moves nothing.  Slots are 16 bytes (address, size,
- * location), 17 bytes with the control byte.  Groups are probed linearly.
+ * control byte per slot (empty, or 7 bits of the hash) lets one 64-bit
+ * word test a whole group, so a look-up touches one control word and,
+ * nearly always, one slot.  Slots are 16 bytes (address, size, location),
+ * 17 bytes with the control byte.  Groups are probed linearly.
+ *
+ * Each group also counts the blocks that hash to it but live in a later
+ * group, because it was full when they came (after folly's F14): a
+ * look-up stops at the first group whose count is zero, so a block that
+ * is not there -- every new allocation -- is nearly always known absent
+ * after one group, and a deletion just empties its slot and lowers the
+ * counts along its probe.  No deleted marks, so no purges.  A count that
+ * reaches 255 stays there until the shard is rebuilt (exact, only slower).
  *
  * The map is split into shards by the top bits of the hash; a shard grows
  * by a quarter when 3/4 of it is live, so memory stays between 19 and 28
  * bytes per live block and a resize never holds more than one shard's two
- * tables at once (no RSS spike when the heap doubles).  A shard that fills
- * with deleted marks is rebuilt at its size.  Address 0 is never stored: a
- * failed allocation (address 0) makes no block.
+ * tables at once (no RSS spike when the heap doubles).  Address 0 is never
+ * stored: a failed allocation (address 0) makes no block.
  */
 
 #define LM_HEAP_MAX_SIZE   UINT32_MAX
@@ -35,9 +41,10 @@ struct lm_heap_slot {
 
 struct lm_heap_shard {
     uint8_t *ctrl;              /* cap control bytes */
+    uint8_t *over;              /* per group: blocks that overflowed it */
     struct lm_heap_slot *slots; /* cap slots */
     uint32_t cap;               /* a multiple of LM_HEAP_GROUP */
-    uint32_t count, deleted, limit;
+    uint32_t count, limit;
     uint64_t salt; /* odd; spreads the groups of this shard */
 };
 

@@ -471,7 +471,8 @@ static void test_heap_map_collisions(void)
             lm_heap_put(&m, addrs[i], (struct lm_block){(uint32_t)i, 1}, &blk),
             0);
     CU_ASSERT_EQUAL(m.count, 300);
-    /* Take every other, then the rest: deleted marks keep probes going. */
+    /* Take every other, then the rest: the group's overflow count, stuck
+     * at its ceiling, keeps probes going. */
     for (int i = 0; i < n; i += 2)
         CU_ASSERT_EQUAL(lm_heap_take(&m, addrs[i], &blk), 1);
     for (int i = 1; i < n; i += 2) {
@@ -482,7 +483,71 @@ static void test_heap_map_collisions(void)
     lm_heap_free(&m);
 }
 
-/* Steady churn at a fixed size: deleted marks are purged, memory stays. */
+/*
+ * Random puts, takes and look-ups against a plain array, over addresses
+ * half of which start probing at one group: overflow counts that rise,
+ * stick at their ceiling and fall again never lose or invent a block.
+ */
+static void test_heap_map_random_against_reference(void)
+{
+    enum { N = 600, OPS = 200000 };
+    static uint64_t addrs[N];
+    static struct lm_block ref[N];
+    static int present[N];
+    struct lm_heapmap m;
+    struct lm_block blk;
+    uint64_t r = 99, count = 0;
+    int n = 0;
+
+    lm_heap_init(&m, 11);
+    struct lm_heap_shard probe = m.shard[0];
+    probe.cap = 1024;
+    for (uint64_t a = 1; n < N / 2; a++) {
+        uint64_t h = lm_heap_hash(&m, a);
+        if (lm_heap_shard_of(&m, h) == &m.shard[0] &&
+            lm_heap_home(&probe, h) == 1016) /* the last group: wraps */
+            addrs[n++] = a;
+    }
+    for (uint64_t a = 0x7f0000001000; n < N; a += 48)
+        addrs[n++] = a;
+    for (int op = 0; op < OPS; op++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        int k = (int)((r >> 33) % N), what = (int)((r >> 20) % 3);
+        struct lm_block want = {(uint32_t)(r >> 40), (uint32_t)op};
+        uint32_t where;
+        switch (what) {
+        case 0:
+            CU_ASSERT_EQUAL_FATAL(lm_heap_put(&m, addrs[k], want, &blk),
+                                  present[k]);
+            if (present[k])
+                CU_ASSERT(blk.size == ref[k].size && blk.loc == ref[k].loc);
+            count += !present[k];
+            present[k] = 1;
+            ref[k] = want;
+            break;
+        case 1:
+            CU_ASSERT_EQUAL_FATAL(lm_heap_take(&m, addrs[k], &blk), present[k]);
+            if (present[k])
+                CU_ASSERT(blk.size == ref[k].size && blk.loc == ref[k].loc);
+            count -= present[k];
+            present[k] = 0;
+            break;
+        default:
+            CU_ASSERT_EQUAL_FATAL(
+                lm_heap_peek_hashed(&m, lm_heap_hash(&m, addrs[k]), addrs[k],
+                                    &blk, &where),
+                present[k]);
+            break;
+        }
+        CU_ASSERT_EQUAL_FATAL(m.count, count);
+    }
+    for (int k = 0; k < N; k++)
+        CU_ASSERT_EQUAL(lm_heap_take(&m, addrs[k], &blk), present[k]);
+    CU_ASSERT_EQUAL(m.count, 0);
+    lm_heap_free(&m);
+}
+
+/* Steady churn at a fixed size: memory stays. */
 static void test_heap_map_churn(void)
 {
     struct lm_heapmap m;
@@ -736,6 +801,8 @@ void register_state_tests(void)
     CU_add_test(s, "heap map under crafted collisions",
                 test_heap_map_collisions);
     CU_add_test(s, "heap map under steady churn", test_heap_map_churn);
+    CU_add_test(s, "heap map against a reference",
+                test_heap_map_random_against_reference);
     CU_add_test(s, "name groups", test_name_groups);
     CU_add_test(s, "symbol table re-encoded", test_symtab_reencoded);
     CU_add_test(s, "direct and pipelined paths agree",
