@@ -20,6 +20,7 @@ int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
     if (limits != NULL && limits->direct_bytes != 0)
         s->direct_bytes = limits->direct_bytes;
     s->last_loc = LM_NONE;
+    memset(s->site_cache, 0xff, sizeof(s->site_cache)); /* LM_NONE */
     /* ASLR makes the state's address a seed a stream cannot predict. */
     lm_heap_init(&s->heap, lm_mix64((uint64_t)(uintptr_t)s));
     if (lm_symtab_init(&s->sym) != 0 || lm_hindex_init(&s->loc_index) != 0 ||
@@ -73,7 +74,10 @@ static void retire_loc(struct lm_state *s, uint32_t id)
     if (l->retired)
         return;
     l->retired = 1;
-    lm_hindex_remove(&s->loc_index, loc_hash(l), id);
+    uint64_t h = loc_hash(l);
+    lm_hindex_remove(&s->loc_index, h, id);
+    if (s->site_cache[h & (LM_SITE_CACHE - 1)] == id)
+        s->site_cache[h & (LM_SITE_CACHE - 1)] = LM_NONE;
     s->last_loc = LM_NONE;
 }
 
@@ -198,6 +202,9 @@ static uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
         h = ref_hash(r);
     if (s->cfuncs_changed)
         retire_renamed_cfunc_locs(s);
+    id = s->site_cache[h & (LM_SITE_CACHE - 1)];
+    if (id != LM_NONE && loc_is(&s->locs[id], r))
+        goto found;
     LM_HINDEX_FOREACH(&s->loc_index, h, id, slot)
     {
         if (loc_is(&s->locs[id], r))
@@ -207,6 +214,7 @@ static uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
     if (id == LM_NONE)
         return LM_NONE;
 found:
+    s->site_cache[h & (LM_SITE_CACHE - 1)] = id;
     s->last_loc = id;
     s->last_hash = h;
     return id;
@@ -527,7 +535,9 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
 
     if (!is_event(r))
         return;
-    id = lm_hindex_first(&s->loc_index, p->loc, &slot);
+    id = s->site_cache[p->loc & (LM_SITE_CACHE - 1)];
+    if (id == LM_NONE)
+        id = lm_hindex_first(&s->loc_index, p->loc, &slot);
     if (id != LM_NONE)
         prefetch_site(s, id);
     if (r->kind != LM_REC_ALLOC &&

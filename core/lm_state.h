@@ -101,6 +101,8 @@ struct lm_state_limits {
 
 #define LM_DEFAULT_DIRECT_BYTES (1u << 20)
 
+#define LM_SITE_CACHE 4096 /* entries; a power of two */
+
 #define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
 #define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override keys: 24 bits */
 
@@ -114,6 +116,9 @@ struct lm_state {
                                  * between feeds (e.g. to share the caches) */
     struct lm_hindex loc_index; /* current locations by key */
     uint32_t last_loc;          /* one-entry cache of the location index */
+    /* Current locations by the low bits of their hash: most events find
+     * their site here without walking the index.  A hint, checked. */
+    uint32_t site_cache[LM_SITE_CACHE];
     uint64_t last_hash;
 
     uint32_t *cfunc_locs; /* current C locations, renamed by new symbols */
