@@ -601,23 +601,29 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
 static inline __attribute__((always_inline)) int
 fast_loop(struct lm_decoder *d, struct cursor *c, int pext)
 {
-    const uint8_t *p = c->p;
+    /* Locals, not fields: stores into records could alias the decoder,
+     * and the compiler would reload them after each one. */
+    const uint8_t *p = c->p, *end = c->end;
+    size_t n = d->nbatch;
 
-    while (c->end - p >= FAST_MARGIN) {
-        struct lm_record *rec = &d->batch[d->nbatch];
+    while (end - p >= FAST_MARGIN) {
+        struct lm_record *rec = &d->batch[n];
         const uint8_t *next = fast_event(d, p, rec, pext);
         if (next == p)
             break;
         rec->offset = cursor_offset(c, p);
         d->nrecords[rec->kind]++;
         p = next;
-        if (++d->nbatch == LM_BATCH) {
+        if (++n == LM_BATCH) {
             c->p = p;
+            d->nbatch = n;
             if (flush_batch(d) != 0)
                 return P_ERR;
+            n = 0;
         }
     }
     c->p = p;
+    d->nbatch = n;
     return P_OK;
 }
 
