@@ -491,12 +491,18 @@ static inline __attribute__((target("bmi2"))) uint64_t squeeze_pext(uint64_t x)
     return _pext_u64(x, 0x7f7f7f7f7f7f7f7fULL);
 }
 
-/* PEXT is microcoded, and slower than the shifts, before AMD's Zen 3. */
+/* PEXT is fast on Intel's CPUs and AMD's since Zen 3; microcoded, and
+ * slower than the shifts, on AMD's families 15h and 17h (Zen 1 and 2) and
+ * on Hygon's (Zen 1): other vendors keep the portable path. */
 static int pext_is_fast(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") &&
-           !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h");
+    if (!__builtin_cpu_supports("bmi2"))
+        return 0;
+    if (__builtin_cpu_is("intel"))
+        return 1;
+    return __builtin_cpu_is("amd") && !__builtin_cpu_is("amdfam15h") &&
+           !__builtin_cpu_is("amdfam17h");
 }
 #else
 static int pext_is_fast(void)
