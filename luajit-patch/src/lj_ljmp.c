@@ -197,13 +197,6 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
     tv.tv_usec = (max_stall_ms % 1000) * 1000;
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   }
-  {
-    /* Room for a few buffers in flight, so the VM seldom waits for the
-    ** reader to be scheduled (the kernel caps it at net.core.wmem_max):
-    ** binary_trees streaming 1.67 -> 1.55 s, median of 8. */
-    int sndbuf = 1 << 20;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-  }
   if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
     e->err = errno;
     close(fd);
