@@ -486,26 +486,16 @@ enum { FAR = 24, NEAR = 8, RING = 32 };
 /*
  * A location record is three cache lines: the pending overrides, then the
  * counters, then the key.  A site reads its key and counts its event (the
- * last two lines); a released block's owner loses live bytes and is
- * credited with an override (the first two).  Always inlined, like
- * lm_heap_prefetch, or GCC drops the calls.
+ * last two lines, from the counters); a released block's owner loses live
+ * bytes and is credited with an override (the first two, from the
+ * record's start).  Always inlined, like lm_heap_prefetch, or GCC drops
+ * the calls.
  */
 static inline __attribute__((always_inline)) void
-prefetch_site(const struct lm_state *s, uint32_t id)
+prefetch_two_lines(const void *at)
 {
-    const char *p = (const char *)&s->locs[id].c;
-
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + 64);
-}
-
-static inline __attribute__((always_inline)) void
-prefetch_owner(const struct lm_state *s, uint32_t id)
-{
-    const char *p = (const char *)&s->locs[id];
-
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + 64);
+    __builtin_prefetch(at);
+    __builtin_prefetch((const char *)at + 64);
 }
 
 static void plan_far(struct lm_state *s, const struct lm_record *r,
@@ -539,10 +529,10 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
     if (id == LM_NONE)
         id = lm_hindex_first(&s->loc_index, p->loc, &slot);
     if (id != LM_NONE)
-        prefetch_site(s, id);
+        prefetch_two_lines(&s->locs[id].c);
     if (r->kind != LM_REC_ALLOC &&
         lm_heap_peek_hashed(&s->heap, p->o, r->oaddr, &blk, &p->oslot))
-        prefetch_owner(s, blk.loc);
+        prefetch_two_lines(&s->locs[blk.loc]);
 }
 
 /* Hashes only: what apply_event needs when nothing is worth prefetching. */
