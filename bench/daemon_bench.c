@@ -295,6 +295,38 @@ static Ljmp__Response *list_sessions(void)
     return r;
 }
 
+/* How many of r's sessions have ended (left streaming); *complete (may
+ * be NULL) gets how many ended complete, their trailers verified. */
+static size_t sessions_ended(const Ljmp__Response *r, size_t *complete)
+{
+    size_t ended = 0, done = 0;
+
+    for (size_t i = 0; i < r->list->n_sessions; i++) {
+        int st = r->list->sessions[i]->info->state;
+        ended += st != LJMP__SESSION_STATE__STREAMING;
+        done += st == LJMP__SESSION_STATE__COMPLETE;
+    }
+    if (complete != NULL)
+        *complete = done;
+    return ended;
+}
+
+/* Lists sessions until n have ended, or for about timeout_ms: the last
+ * list. */
+static Ljmp__Response *wait_sessions_ended(size_t n, unsigned timeout_ms)
+{
+    Ljmp__Response *r = NULL;
+
+    for (unsigned waited = 0;; waited++) {
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        r = list_sessions();
+        if (sessions_ended(r, NULL) >= n || waited >= timeout_ms)
+            return r;
+        usleep(1000);
+    }
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -440,10 +472,8 @@ static void ingest_phase(const struct opts *o, const double *drain_t)
 
     Ljmp__Response *r = list_sessions();
     const Ljmp__DaemonCounters *dc = r->list->daemon;
-    size_t complete = 0;
-    for (size_t i = 0; i < r->list->n_sessions; i++)
-        complete +=
-            r->list->sessions[i]->info->state == LJMP__SESSION_STATE__COMPLETE;
+    size_t complete;
+    sessions_ended(r, &complete);
     uint64_t snaps = 0;
     for (int i = 0; i <= o->subs; i++)
         snaps += subs[i].snapshots;
@@ -485,15 +515,11 @@ static void memory_phase(const struct opts *o)
     snprintf(nblocks, sizeof(nblocks), "%ld", o->hold_blocks);
     char *argv[] = {(char *)o->luajit, (char *)o->hold, nblocks, NULL};
     waitpid(spawn(argv, ingest, NULL), NULL, 0);
-    Ljmp__Response *r = NULL;
-    for (int i = 0; i < 100; i++) {
-        if (r != NULL)
-            ljmp__response__free_unpacked(r, NULL);
-        r = list_sessions();
-        if (r->list->n_sessions == 1 &&
-            r->list->sessions[0]->info->state != LJMP__SESSION_STATE__STREAMING)
-            break;
-        usleep(50000);
+    Ljmp__Response *r = wait_sessions_ended(1, 5000);
+    if (r->list->n_sessions != 1) {
+        fprintf(stderr, "ljmpd-bench: the hold VM made %zu sessions\n",
+                r->list->n_sessions);
+        exit(1);
     }
     const Ljmp__Totals *tot = r->list->sessions[0]->totals;
     long rss = status_kb(d, "VmRSS:"), hwm = status_kb(d, "VmHWM:");
@@ -542,8 +568,7 @@ static void replay_phase(const struct opts *o)
     uint64_t per_stream = count_events(o->replay);
     pid_t d = start_ljmpd(o);
     pid_t *pids = calloc((size_t)o->vms, sizeof(*pids));
-    Ljmp__Response *r = NULL;
-    size_t ended = 0, complete = 0;
+    size_t complete;
 
     snprintf(events, sizeof(events), "%llu", (unsigned long long)per_stream);
     char *argv[] = {(char *)o->drain, "replay", (char *)o->replay,
@@ -554,18 +579,8 @@ static void replay_phase(const struct opts *o)
     for (int i = 0; i < o->vms; i++)
         waitpid(pids[i], NULL, 0);
     /* The last bytes are in the sockets still: wait for every session. */
-    while (ended < (size_t)o->vms) {
-        if (r != NULL)
-            ljmp__response__free_unpacked(r, NULL);
-        usleep(1000);
-        r = list_sessions();
-        ended = complete = 0;
-        for (size_t i = 0; i < r->list->n_sessions; i++) {
-            int st = r->list->sessions[i]->info->state;
-            ended += st != LJMP__SESSION_STATE__STREAMING;
-            complete += st == LJMP__SESSION_STATE__COMPLETE;
-        }
-    }
+    Ljmp__Response *r = wait_sessions_ended((size_t)o->vms, 600000);
+    sessions_ended(r, &complete);
     double wall = mono() - t0, cpu = cpu_seconds(d) - cpu0;
     uint64_t total = r->list->daemon->ingest_events;
     printf("replay: %d streams of %s into ljmpd: %llu events in %.3f s = "
