@@ -447,6 +447,23 @@ static void test_heap_map_many_blocks(void)
     lm_heap_free(&m);
 }
 
+/* Fills out[0..n) with addresses that hash to shard 0 of m and start
+ * probing at slot `home` when that shard has cap slots. */
+static void addrs_homed_at(struct lm_heapmap *m, uint32_t cap, uint32_t home,
+                           uint64_t *out, int n)
+{
+    struct lm_heap_shard probe = m->shard[0];
+    int k = 0;
+
+    probe.cap = cap;
+    for (uint64_t a = 1; k < n; a++) {
+        uint64_t h = lm_heap_hash(m, a);
+        if (lm_heap_shard_of(m, h) == &m->shard[0] &&
+            lm_heap_home(&probe, h) == home)
+            out[k++] = a;
+    }
+}
+
 /* Addresses that all start probing at one group of one shard: still
  * exact, however long the probe runs. */
 static void test_heap_map_collisions(void)
@@ -454,18 +471,11 @@ static void test_heap_map_collisions(void)
     struct lm_heapmap m;
     struct lm_block blk;
     static uint64_t addrs[300];
-    int n = 0;
+    int n = 300;
 
     lm_heap_init(&m, 7);
     /* Shard 0 at its final size for 300 blocks is 512 slots (64 groups). */
-    struct lm_heap_shard probe = m.shard[0];
-    probe.cap = 512;
-    for (uint64_t a = 1; n < 300; a++) {
-        uint64_t h = lm_heap_hash(&m, a);
-        if (lm_heap_shard_of(&m, h) == &m.shard[0] &&
-            lm_heap_home(&probe, h) == 40)
-            addrs[n++] = a;
-    }
+    addrs_homed_at(&m, 512, 40, addrs, n);
     for (int i = 0; i < n; i++)
         CU_ASSERT_EQUAL_FATAL(
             lm_heap_put(&m, addrs[i], (struct lm_block){(uint32_t)i, 1}, &blk),
@@ -497,17 +507,10 @@ static void test_heap_map_random_against_reference(void)
     struct lm_heapmap m;
     struct lm_block blk;
     uint64_t r = 99, count = 0;
-    int n = 0;
+    int n = N / 2;
 
     lm_heap_init(&m, 11);
-    struct lm_heap_shard probe = m.shard[0];
-    probe.cap = 1024;
-    for (uint64_t a = 1; n < N / 2; a++) {
-        uint64_t h = lm_heap_hash(&m, a);
-        if (lm_heap_shard_of(&m, h) == &m.shard[0] &&
-            lm_heap_home(&probe, h) == 1016) /* the last group: wraps */
-            addrs[n++] = a;
-    }
+    addrs_homed_at(&m, 1024, 1016, addrs, n); /* the last group: wraps */
     for (uint64_t a = 0x7f0000001000; n < N; a += 48)
         addrs[n++] = a;
     for (int op = 0; op < OPS; op++) {
