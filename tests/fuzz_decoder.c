@@ -48,10 +48,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     /* The first byte picks the chunk size: 1..255, or 0 for all at once;
-     * its lowest bit, the path records take through the state (direct, or
-     * the prefetch pipeline), which must agree. */
+     * and, modulo 3, the path records take through the state (direct,
+     * the full prefetch pipeline, or the heap-only one once 256 blocks
+     * are live at under 5 locations), which must agree. */
+    static const uint64_t budgets[3] = {UINT64_MAX, 1, 4096};
     chunk = data[0] ? data[0] : size;
-    state_limits.direct_bytes = data[0] & 1 ? 1 : UINT64_MAX;
+    state_limits.direct_bytes = budgets[data[0] % 3];
     if (lm_profile_init(&p, &limits, &state_limits) != 0)
         return 0;
     struct lm_groups g;

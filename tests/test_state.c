@@ -705,10 +705,11 @@ static void test_symtab_reencoded(void)
     lm_buf_free(&tail);
 }
 
-/* A stream of random events over many sites, symbols among them. */
-static void random_stream(struct lm_buf *b, uint64_t seed, int nevents)
+/* A stream of random events over `sites` sites, symbols among them. */
+static void random_stream(struct lm_buf *b, uint64_t seed, int nevents,
+                          int sites)
 {
-    enum { SITES = 3000, SLOTS = 100000 };
+    enum { SLOTS = 100000 };
     static uint64_t live[SLOTS];
     uint64_t r = seed, next = 0x10000;
 
@@ -723,7 +724,7 @@ static void random_stream(struct lm_buf *b, uint64_t seed, int nevents)
         r = r * 6364136223846793005ULL + 1442695040888963407ULL;
         uint64_t x = r >> 16;
         struct lm_loc_ref loc = {0};
-        int site = (int)(x % SITES);
+        int site = (int)(x % (uint64_t)sites);
         if (site % 7 == 0) {
             loc.source = LM_SRC_CFUNC;
             loc.addr = 0x500000 + (uint64_t)site;
@@ -754,32 +755,45 @@ static void random_stream(struct lm_buf *b, uint64_t seed, int nevents)
     lm_enc_epilogue(b);
 }
 
-/* The direct path and the prefetch pipeline build the same state. */
-static void test_direct_and_pipelined_agree(void)
+/* Two ways through the state (set by their direct-path budgets) build
+ * the same state from one random stream over `sites` sites. */
+static void check_paths_agree(int sites, uint64_t budget_a, uint64_t budget_b)
 {
     struct lm_buf b = {0};
-    struct lm_profile direct, piped;
-    struct lm_state_limits always = {0, UINT64_MAX}, never = {0, 1};
+    struct lm_profile pa, pb;
+    struct lm_state_limits la = {0, budget_a}, lb = {0, budget_b};
 
-    random_stream(&b, 42, 400000);
+    random_stream(&b, 42, 400000, sites);
     CU_ASSERT_FATAL(!b.oom);
-    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&direct, NULL, &always), 0);
-    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&piped, NULL, &never), 0);
-    CU_ASSERT_EQUAL(feed_chunked(&direct, b.data, b.len, 0), LM_DONE);
-    CU_ASSERT_EQUAL(feed_chunked(&piped, b.data, b.len, 4096), LM_DONE);
-    CU_ASSERT_TRUE(direct.state.totals.live_blocks > 50000);
-    CU_ASSERT_EQUAL(memcmp(&direct.state.totals, &piped.state.totals,
-                           sizeof(struct lm_totals)),
-                    0);
-    CU_ASSERT_EQUAL(direct.state.nlocs, piped.state.nlocs);
-    char *a = report_text(&direct.state), *c = report_text(&piped.state);
-    CU_ASSERT_TRUE(strlen(a) > 1000);
-    CU_ASSERT_STRING_EQUAL(a, c);
-    free(a);
-    free(c);
-    lm_profile_free(&direct);
-    lm_profile_free(&piped);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&pa, NULL, &la), 0);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&pb, NULL, &lb), 0);
+    CU_ASSERT_EQUAL(feed_chunked(&pa, b.data, b.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL(feed_chunked(&pb, b.data, b.len, 4096), LM_DONE);
+    CU_ASSERT_TRUE(pa.state.totals.live_blocks > 50000);
+    CU_ASSERT_EQUAL(
+        memcmp(&pa.state.totals, &pb.state.totals, sizeof(struct lm_totals)),
+        0);
+    CU_ASSERT_EQUAL(pa.state.nlocs, pb.state.nlocs);
+    char *ra = report_text(&pa.state), *rb = report_text(&pb.state);
+    CU_ASSERT_TRUE(strlen(ra) > 1000);
+    CU_ASSERT_STRING_EQUAL(ra, rb);
+    free(ra);
+    free(rb);
+    lm_profile_free(&pa);
+    lm_profile_free(&pb);
     lm_buf_free(&b);
+}
+
+/*
+ * The direct path, the prefetch pipeline, and the heap-only pipeline
+ * (a heap too big for the budget, locations small enough: 100 sites make
+ * about 130 records of 192 bytes, a quarter of 256 KiB holds them, and
+ * 50 k live blocks exceed it) build the same state.
+ */
+static void test_direct_and_pipelined_agree(void)
+{
+    check_paths_agree(3000, UINT64_MAX, 1);
+    check_paths_agree(100, UINT64_MAX, 256 * 1024);
 }
 
 void register_state_tests(void)
