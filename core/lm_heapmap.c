@@ -48,7 +48,7 @@ static inline uint8_t tag_of(uint64_t h)
     return (uint8_t)((h >> 50) & 0x7f);
 }
 
-static uint32_t next_group(const struct lm_heap_shard *s, uint32_t i)
+static inline uint32_t next_group(const struct lm_heap_shard *s, uint32_t i)
 {
     i += LM_HEAP_GROUP;
     return i == s->cap ? 0 : i;
@@ -114,11 +114,10 @@ void lm_heap_free(struct lm_heapmap *m)
  * for it.
  */
 static inline __attribute__((always_inline)) uint32_t
-probe(const struct lm_heap_shard *s, uint64_t h, uint64_t addr,
+probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag, uint64_t addr,
       uint32_t *free_at)
 {
-    uint32_t i = lm_heap_home(s, h);
-    uint8_t tag = tag_of(h);
+    uint32_t i = home;
 
     if (free_at != NULL) {
         uint64_t free = match_empty(group_at(s->ctrl + i));
@@ -138,20 +137,9 @@ probe(const struct lm_heap_shard *s, uint64_t h, uint64_t addr,
     return UINT32_MAX;
 }
 
-static uint32_t find(const struct lm_heap_shard *s, uint64_t h, uint64_t addr)
-{
-    return probe(s, h, addr, NULL);
-}
-
-static uint32_t find_or_free(const struct lm_heap_shard *s, uint64_t h,
-                             uint64_t addr, uint32_t *free_at)
-{
-    return probe(s, h, addr, free_at);
-}
-
 /* Fills slot j with a block whose hash is h. */
-static void place(struct lm_heap_shard *s, uint32_t j, uint64_t h,
-                  const struct lm_heap_slot *in)
+static inline void place(struct lm_heap_shard *s, uint32_t j, uint64_t h,
+                         const struct lm_heap_slot *in)
 {
     s->ctrl[j] = tag_of(h);
     s->slots[j] = *in;
@@ -228,7 +216,7 @@ int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
     uint32_t free_at = UINT32_MAX;
 
     if (s->cap != 0) {
-        uint32_t j = find_or_free(s, h, addr, &free_at);
+        uint32_t j = probe(s, lm_heap_home(s, h), tag_of(h), addr, &free_at);
         if (j != UINT32_MAX) {
             old->size = s->slots[j].size;
             old->loc = s->slots[j].loc;
@@ -254,7 +242,8 @@ int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h, uint64_t addr,
     const struct lm_heap_shard *s = &m->shard[h >> (64 - LM_HEAP_SHARD_BITS)];
     uint32_t j;
 
-    if (s->cap == 0 || (j = find(s, h, addr)) == UINT32_MAX)
+    if (s->cap == 0 ||
+        (j = probe(s, lm_heap_home(s, h), tag_of(h), addr, NULL)) == UINT32_MAX)
         return 0;
     blk->size = s->slots[j].size;
     blk->loc = s->slots[j].loc;
@@ -270,15 +259,17 @@ int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
 
     if (s->cap == 0)
         return 0;
+    uint32_t home = lm_heap_home(s, h);
     /* Addresses are unique: a full slot holding addr is the block's. */
     if (j >= s->cap || s->ctrl[j] >= CTRL_EMPTY || s->slots[j].addr != addr)
-        j = find(s, h, addr);
+        j = probe(s, home, tag_of(h), addr, NULL);
     if (j == UINT32_MAX)
         return 0;
     blk->size = s->slots[j].size;
     blk->loc = s->slots[j].loc;
     s->ctrl[j] = CTRL_EMPTY;
-    count_overflow(s, lm_heap_home(s, h), j, -1);
+    if (j - home >= LM_HEAP_GROUP) /* it had overflowed its home group */
+        count_overflow(s, home, j, -1);
     s->count--;
     m->count--;
     return 1;

@@ -8,6 +8,11 @@
 
 #include "lm_hash.h"
 
+/* The per-event path: inlined into the loops that apply records, where
+ * GCC would otherwise keep calls whose register saves and restores cost
+ * a tenth of the instructions (binary_trees: 480 -> 428 per event). */
+#define HOT inline __attribute__((always_inline))
+
 int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
 {
     memset(s, 0, sizeof(*s));
@@ -189,8 +194,8 @@ oom:
 }
 
 /* The location of r, whose ref_hash() is h; created if new. */
-static uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
-                        int hashed, uint64_t h, const char **err)
+static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
+                            int hashed, uint64_t h, const char **err)
 {
     uint32_t id, slot;
 
@@ -271,8 +276,9 @@ static void flush_pending(struct lm_state *s, struct lm_ovr_pending *p)
 }
 
 /* Credits a realloc/free site with releasing a block of primary. */
-static int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
-                         uint32_t primary, uint64_t allocated, uint64_t freed)
+static HOT int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
+                             uint32_t primary, uint64_t allocated,
+                             uint64_t freed)
 {
     struct lm_ovr_pending *pend = s->locs[primary].pending;
     uint64_t tag = (uint64_t)site << 40 | PENDING_VALID |
@@ -312,7 +318,7 @@ struct lm_override *lm_state_overrides(const struct lm_state *s)
     return o;
 }
 
-static void unlink_block(struct lm_state *s, struct lm_block blk)
+static HOT void unlink_block(struct lm_state *s, struct lm_block blk)
 {
     struct lm_loc *owner = &s->locs[blk.loc];
     uint64_t size = blk.size;
@@ -324,8 +330,8 @@ static void unlink_block(struct lm_state *s, struct lm_block blk)
 }
 
 /* Records a new live block at naddr (hashed as h) for loc. */
-static int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
-                     uint64_t h, uint64_t nsize, const char **err)
+static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
+                         uint64_t h, uint64_t nsize, const char **err)
 {
     struct lm_block old;
     int r;
@@ -363,9 +369,9 @@ struct plan {
 };
 
 /* Releases the block at oaddr (planned in p) for a realloc/free site. */
-static int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
-                         uint64_t oaddr, const struct plan *p, uint64_t nsize,
-                         const char **err)
+static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
+                             uint64_t oaddr, const struct plan *p,
+                             uint64_t nsize, const char **err)
 {
     struct lm_block blk;
 
@@ -382,8 +388,8 @@ static int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
     return 0;
 }
 
-static int apply_event(struct lm_state *s, const struct lm_record *r,
-                       const struct plan *h, const char **err)
+static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
+                           const struct plan *h, const char **err)
 {
     /* LuaJIT sizes blocks with 32-bit MSize: larger is not a VM's
      * stream, and checked before anything changes. */
