@@ -3,6 +3,7 @@
 #define LM_HEAPMAP_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "lm_hash.h"
 
@@ -104,26 +105,194 @@ lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
 void lm_heap_init(struct lm_heapmap *m, uint64_t seed);
 void lm_heap_free(struct lm_heapmap *m);
 
+/* -- The hot path, inlined into the callers; growth is in lm_heapmap.c. */
+
+#define LM_HEAP_EMPTY 0x80 /* control byte of an empty slot */
+#define LM_HEAP_OVER_STUCK                                                     \
+    255 /* an overflow count too high to keep exactly                          \
+         */
+#define LM_HEAP_LSBS 0x0101010101010101ULL
+#define LM_HEAP_MSBS 0x8080808080808080ULL
+
+/* A group's 8 control bytes, byte k in bits 8k..8k+7. */
+static inline uint64_t lm_heap_group(const uint8_t *ctrl)
+{
+    uint64_t g;
+
+    memcpy(&g, ctrl, sizeof(g));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    g = __builtin_bswap64(g);
+#endif
+    return g;
+}
+
+/* 0x80 in every byte equal to tag (tags are below 0x80). */
+static inline uint64_t lm_heap_match_tag(uint64_t g, uint8_t tag)
+{
+    uint64_t x = g ^ (LM_HEAP_LSBS * tag);
+    return ~(((x & ~LM_HEAP_MSBS) + ~LM_HEAP_MSBS) | x | ~LM_HEAP_MSBS);
+}
+
+/* 0x80 in every empty byte (the only ones with the high bit set). */
+static inline uint64_t lm_heap_match_empty(uint64_t g)
+{
+    return g & LM_HEAP_MSBS;
+}
+
+static inline uint32_t lm_heap_first_byte(uint64_t mask)
+{
+    return (uint32_t)__builtin_ctzll(mask) >> 3;
+}
+
+/* Seven bits of the hash for the control byte (not the shard's bits). */
+static inline uint8_t lm_heap_tag(uint64_t h)
+{
+    return (uint8_t)((h >> 50) & 0x7f);
+}
+
+static inline uint32_t lm_heap_next_group(const struct lm_heap_shard *s,
+                                          uint32_t i)
+{
+    i += LM_HEAP_GROUP;
+    return i == s->cap ? 0 : i;
+}
+
+/* The overflow count of the group that starts at slot i. */
+static inline uint8_t *lm_heap_over_of(const struct lm_heap_shard *s,
+                                       uint32_t i)
+{
+    return &s->over[i / LM_HEAP_GROUP];
+}
+
+/*
+ * The probe: index of addr's slot, or UINT32_MAX; with free_at, also the
+ * first empty slot of the home group, where a new block would go
+ * (UINT32_MAX if the group is full), so that a put probes once, not
+ * twice.  Inlined with free_at constant, so a plain look-up pays nothing
+ * for it.
+ */
+static inline __attribute__((always_inline)) uint32_t
+lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
+              uint64_t addr, uint32_t *free_at)
+{
+    uint32_t i = home;
+
+    if (free_at != NULL) {
+        uint64_t free = lm_heap_match_empty(lm_heap_group(s->ctrl + i));
+        *free_at = free != 0 ? i + lm_heap_first_byte(free) : UINT32_MAX;
+    }
+    for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
+        uint64_t g = lm_heap_group(s->ctrl + i);
+        for (uint64_t m = lm_heap_match_tag(g, tag); m != 0; m &= m - 1) {
+            uint32_t j = i + lm_heap_first_byte(m);
+            if (s->slots[j].addr == addr)
+                return j;
+        }
+        if (*lm_heap_over_of(s, i) == 0)
+            break;
+        i = lm_heap_next_group(s, i);
+    }
+    return UINT32_MAX;
+}
+
+/* Fills slot j with a block whose hash is h. */
+static inline void lm_heap_place(struct lm_heap_shard *s, uint32_t j,
+                                 uint64_t h, const struct lm_heap_slot *in)
+{
+    s->ctrl[j] = lm_heap_tag(h);
+    s->slots[j] = *in;
+    s->count++;
+}
+
+/* A block homed at home went past the groups from home up to (not
+ * including) the group of slot last, or came back from them. */
+void lm_heap_count_overflow(struct lm_heap_shard *s, uint32_t home,
+                            uint32_t last, int delta);
+
+/* Inserts an absent block when its home group is full or the shard must
+ * grow first: 0, or -1 when out of memory. */
+int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
+                        uint64_t h, const struct lm_heap_slot *in);
+
 /*
  * Stores a block at addr (non-zero), whose hash is h = lm_heap_hash(m,
  * addr).  Returns 1 if a block was already recorded there (returned in
  * *old, replaced), 0 if not, -1 when out of memory.
  */
-int lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                       struct lm_block blk, struct lm_block *old);
+static inline __attribute__((always_inline)) int
+lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
+                   struct lm_block blk, struct lm_block *old)
+{
+    struct lm_heap_shard *s = lm_heap_shard_of(m, h);
+    struct lm_heap_slot in = {addr, blk.size, blk.loc};
+    uint32_t free_at = UINT32_MAX;
+
+    if (s->cap != 0) {
+        uint32_t j = lm_heap_probe(s, lm_heap_home(s, h), lm_heap_tag(h), addr,
+                                   &free_at);
+        if (j != UINT32_MAX) {
+            old->size = s->slots[j].size;
+            old->loc = s->slots[j].loc;
+            s->slots[j] = in;
+            return 1;
+        }
+    }
+    if (free_at == UINT32_MAX || s->count >= s->limit)
+        return lm_heap_insert_slow(m, s, h, &in);
+    lm_heap_place(s, free_at, h, &in); /* the home group had room */
+    m->count++;
+    return 0;
+}
 
 /*
  * Removes a block: 1 and the block in *blk if it was there, else 0.  hint
  * is the slot where lm_heap_peek_hashed() saw it (checked, so it may be
  * stale), or UINT32_MAX.
  */
-int lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                        uint32_t hint, struct lm_block *blk);
+static inline __attribute__((always_inline)) int
+lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
+                    uint32_t hint, struct lm_block *blk)
+{
+    struct lm_heap_shard *s = lm_heap_shard_of(m, h);
+    uint32_t j = hint;
+
+    if (s->cap == 0)
+        return 0;
+    uint32_t home = lm_heap_home(s, h);
+    /* Addresses are unique: a full slot holding addr is the block's. */
+    if (j >= s->cap || s->ctrl[j] >= LM_HEAP_EMPTY || s->slots[j].addr != addr)
+        j = lm_heap_probe(s, home, lm_heap_tag(h), addr, NULL);
+    if (j == UINT32_MAX)
+        return 0;
+    blk->size = s->slots[j].size;
+    blk->loc = s->slots[j].loc;
+    s->ctrl[j] = LM_HEAP_EMPTY;
+    if (j - home >= LM_HEAP_GROUP) /* it had overflowed its home group */
+        lm_heap_count_overflow(s, home, j, -1);
+    s->count--;
+    m->count--;
+    return 1;
+}
 
 /* Looks a block up without removing it: 1, *blk and its slot in *where if
  * it is there. */
-int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                        struct lm_block *blk, uint32_t *where);
+static inline int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h,
+                                      uint64_t addr, struct lm_block *blk,
+                                      uint32_t *where)
+{
+    const struct lm_heap_shard *s = &m->shard[h >> (64 - LM_HEAP_SHARD_BITS)];
+    uint32_t j;
+
+    if (s->cap == 0)
+        return 0;
+    j = lm_heap_probe(s, lm_heap_home(s, h), lm_heap_tag(h), addr, NULL);
+    if (j == UINT32_MAX)
+        return 0;
+    blk->size = s->slots[j].size;
+    blk->loc = s->slots[j].loc;
+    *where = j;
+    return 1;
+}
 
 /* The same, hashing addr here. */
 static inline int lm_heap_put(struct lm_heapmap *m, uint64_t addr,

@@ -333,7 +333,7 @@ static HOT void unlink_block(struct lm_state *s, struct lm_block blk)
 static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
                          uint64_t h, uint64_t nsize, const char **err)
 {
-    struct lm_block old;
+    struct lm_block old = {0, 0}; /* set when put returns 1 */
     int r;
 
     if (naddr == 0) {
