@@ -557,7 +557,7 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
 {
     const uint8_t *p = item + 1;
     uint8_t t = d->fast_header[*item];
-    struct lm_loc_ref loc = {(uint8_t)(t & 0x0f), 0, 0, 0, 0};
+    struct lm_loc_ref loc = {(uint8_t)(t & 0x0f), {0}, {0}};
     uint64_t oaddr = 0, osize = 0, naddr = 0, nsize = 0;
 
     if (t == 0)

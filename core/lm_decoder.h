@@ -28,13 +28,22 @@ enum lm_record_kind {
     LM_REC_END,          /* the epilogue */
 };
 
-/* Where an event says it allocated. */
+/*
+ * Where an event says it allocated: a source and two words, named by the
+ * source.  A trace's number and machine code share the words of a Lua
+ * location's prototype and line, so that a key is compared and hashed as
+ * two words whatever its source.
+ */
 struct lm_loc_ref {
-    uint8_t source;      /* enum lm_source */
-    uint64_t addr;       /* proto (Lua) or function (C) address */
-    uint64_t line;       /* Lua: line of the allocating instruction */
-    uint64_t traceno;    /* trace */
-    uint64_t trace_addr; /* trace's machine code (R2, R3-seed only) */
+    uint8_t source; /* enum lm_source */
+    union {
+        uint64_t addr;    /* proto (Lua) or function (C) address */
+        uint64_t traceno; /* trace */
+    };
+    union {
+        uint64_t line;       /* Lua: line of the allocating instruction */
+        uint64_t trace_addr; /* trace's machine code (R2, R3-seed only) */
+    };
 };
 
 struct lm_record {

@@ -50,25 +50,21 @@ void lm_state_free(struct lm_state *s)
 
 static uint64_t ref_hash(const struct lm_loc_ref *r)
 {
-    /* Odd multipliers spread each field; one mix finishes the key. */
-    return lm_mix64(
-        (r->addr * 0x9e3779b97f4a7c15ULL) ^ (r->line * 0xc2b2ae3d27d4eb4fULL) ^
-        (r->traceno * 0x165667b19e3779f9ULL) ^
-        (r->trace_addr * 0xd6e8feb86659fd93ULL) ^ ((uint64_t)r->source << 59));
+    /* Odd multipliers spread each word; one mix finishes the key. */
+    return lm_mix64((r->addr * 0x9e3779b97f4a7c15ULL) ^
+                    (r->line * 0xc2b2ae3d27d4eb4fULL) ^
+                    ((uint64_t)r->source << 59));
 }
 
 static uint64_t loc_hash(const struct lm_loc *l)
 {
-    struct lm_loc_ref r = {l->source, l->addr, l->line, l->traceno,
-                           l->trace_addr};
+    struct lm_loc_ref r = {l->source, {l->addr}, {l->line}};
     return ref_hash(&r);
 }
 
 static int loc_is(const struct lm_loc *l, const struct lm_loc_ref *r)
 {
-    return l->addr == r->addr && l->line == r->line &&
-           l->traceno == r->traceno && l->trace_addr == r->trace_addr &&
-           l->source == r->source;
+    return l->addr == r->addr && l->line == r->line && l->source == r->source;
 }
 
 /* Takes a location out of the index: later events get a new one. */
@@ -175,8 +171,6 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
     l->source = r->source;
     l->addr = r->addr;
     l->line = r->line;
-    l->traceno = r->traceno;
-    l->trace_addr = r->trace_addr;
     l->sym = LM_NONE;
     l->next = LM_NONE;
     /* Counted only once reachable, so a failure leaves nothing behind. */

@@ -53,7 +53,14 @@ struct lm_ovr_pending {
 struct lm_loc {
     struct lm_ovr_pending pending[LM_OVR_PENDING];
     struct lm_counters c;
-    uint64_t addr, line, traceno, trace_addr;
+    union { /* the key, as in struct lm_loc_ref */
+        uint64_t addr;
+        uint64_t traceno;
+    };
+    union {
+        uint64_t line;
+        uint64_t trace_addr;
+    };
     uint32_t sym;  /* proto or trace epoch, C symbol, or LM_NONE */
     uint32_t next; /* next location of the same epoch */
     uint8_t source;

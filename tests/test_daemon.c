@@ -801,7 +801,8 @@ static void test_snapshot_over_frame(void)
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
     for (int i = 0; i < ROWS; i++) {
-        struct lm_loc_ref loc = {LM_SRC_LFUNC, 0x100, (uint64_t)i + 1, 0, 0};
+        struct lm_loc_ref loc = {
+            .source = LM_SRC_LFUNC, .addr = 0x100, .line = (uint64_t)i + 1};
         lm_enc_alloc(&b, LM_REV_R3, &loc, 0x10000 + 64 * (uint64_t)i, 32);
     }
     free(chunk);

@@ -588,8 +588,8 @@ static void test_name_groups(void)
     struct lm_buf b = {0};
     struct lm_profile p;
     struct lm_groups g;
-    struct lm_loc_ref at5 = {LM_SRC_LFUNC, 0x100, 5, 0, 0};
-    struct lm_loc_ref at6 = {LM_SRC_LFUNC, 0x100, 6, 0, 0};
+    struct lm_loc_ref at5 = loc_lua(0x100, 5);
+    struct lm_loc_ref at6 = loc_lua(0x100, 6);
 
     lm_enc_begin(&b, LM_REV_R3);
     lm_enc_sym_lfunc(&b, 0x100, "@a.lua", 1);
@@ -660,9 +660,9 @@ static void test_symtab_reencoded(void)
 {
     struct lm_buf b = {0}, r = {0}, tail = {0};
     struct lm_profile p, q;
-    struct lm_loc_ref a5 = {LM_SRC_LFUNC, 0x30, 5, 0, 0};
-    struct lm_loc_ref b7 = {LM_SRC_LFUNC, 0x20, 7, 0, 0};
-    struct lm_loc_ref c9 = {LM_SRC_LFUNC, 0x10, 9, 0, 0};
+    struct lm_loc_ref a5 = loc_lua(0x30, 5);
+    struct lm_loc_ref b7 = loc_lua(0x20, 7);
+    struct lm_loc_ref c9 = loc_lua(0x10, 9);
 
     lm_enc_begin(&b, LM_REV_R3);
     lm_enc_sym_lfunc(&b, 0x10, "local a\nreturn 'A'", 1);
