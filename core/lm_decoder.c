@@ -228,6 +228,23 @@ static enum lm_revision revision_of(uint8_t ljs, uint8_t ljm)
 static const uint8_t kind_of_event[] = {0, LM_REC_ALLOC, LM_REC_FREE,
                                         LM_REC_REALLOC};
 
+/* The ULEBs of a location from src in this revision: a Lua function's
+ * prototype and line, a C function's address, a trace's number (and its
+ * machine code before R3), none for the VM itself. */
+static unsigned int location_words(const struct lm_decoder *d, unsigned int src)
+{
+    switch (src) {
+    case LM_SRC_LFUNC:
+        return 2;
+    case LM_SRC_CFUNC:
+        return 1;
+    case LM_SRC_TRACE:
+        return d->revision == LM_REV_R3 ? 1 : 2;
+    default:
+        return 0;
+    }
+}
+
 /* Which header bytes are plain events of this revision. */
 static void init_fast_headers(struct lm_decoder *d)
 {
@@ -237,7 +254,8 @@ static void init_fast_headers(struct lm_decoder *d)
     for (unsigned int src = 1; src <= nsources; src++)
         for (unsigned int ev = LM_EV_ALLOC; ev <= LM_EV_REALLOC; ev++)
             d->fast_header[ev | src << LM_EV_SOURCE_SHIFT] =
-                (uint8_t)(kind_of_event[ev] << 4 | src);
+                (uint16_t)(kind_of_event[ev] << 8 |
+                           location_words(d, src) << 4 | src);
 }
 
 static int parse_events_prologue(struct lm_decoder *d, struct cursor *c,
@@ -486,7 +504,8 @@ enum { FAST_MARGIN = 64 }; /* > the longest event (61 bytes) + 8 - 1 */
 #define LM_HAVE_PEXT 1
 #include <immintrin.h>
 
-static inline __attribute__((target("bmi2"))) uint64_t squeeze_pext(uint64_t x)
+static inline __attribute__((target("bmi,bmi2"))) uint64_t
+squeeze_pext(uint64_t x)
 {
     return _pext_u64(x, 0x7f7f7f7f7f7f7f7fULL);
 }
@@ -497,7 +516,7 @@ static inline __attribute__((target("bmi2"))) uint64_t squeeze_pext(uint64_t x)
 static int pext_is_fast(void)
 {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("bmi2"))
+    if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2"))
         return 0;
     if (__builtin_cpu_is("intel"))
         return 1;
@@ -537,9 +556,9 @@ static inline __attribute__((always_inline)) int uleb8(const uint8_t **pp,
     uint64_t stops = ~w & 0x8080808080808080ULL;
     if (__builtin_expect(stops == 0, 0))
         return 0;
-    unsigned int bits = (unsigned int)__builtin_ctzll(stops) + 1;
-    *pp += bits >> 3;
-    *out = squeeze(w & (~0ULL >> (64 - bits)), pext);
+    *pp += ((unsigned int)__builtin_ctzll(stops) + 1) >> 3;
+    /* The bits up to the first stop bit (BMI1's BLSMSK where targeted). */
+    *out = squeeze(w & (stops ^ (stops - 1)), pext);
     return 1;
 }
 
@@ -556,29 +575,20 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
            struct lm_record *rec, int pext)
 {
     const uint8_t *p = item + 1;
-    uint8_t t = d->fast_header[*item];
+    unsigned int t = d->fast_header[*item];
     struct lm_loc_ref loc = {(uint8_t)(t & 0x0f), {0}, {0}};
     uint64_t oaddr = 0, osize = 0, naddr = 0, nsize = 0;
 
     if (t == 0)
         return item;
-    switch (loc.source) {
-    case LM_SRC_LFUNC:
+    /* The location's words by count, whatever the source: no jump table
+     * to mispredict when sources alternate. */
+    if (t & 0x30) {
         FAST_READ(loc.addr);
-        FAST_READ(loc.line);
-        break;
-    case LM_SRC_CFUNC:
-        FAST_READ(loc.addr);
-        break;
-    case LM_SRC_TRACE:
-        FAST_READ(loc.traceno);
-        if (d->revision != LM_REV_R3)
-            FAST_READ(loc.trace_addr);
-        break;
-    default:
-        break;
+        if (t & 0x20)
+            FAST_READ(loc.line);
     }
-    uint8_t kind = t >> 4;
+    uint8_t kind = (uint8_t)(t >> 8);
     if (kind != LM_REC_ALLOC) {
         FAST_READ(oaddr);
         FAST_READ(osize);
@@ -639,8 +649,8 @@ static int fast_loop_portable(struct lm_decoder *d, struct cursor *c)
 }
 
 #ifdef LM_HAVE_PEXT
-static __attribute__((target("bmi2"))) int fast_loop_pext(struct lm_decoder *d,
-                                                          struct cursor *c)
+static __attribute__((target("bmi,bmi2"))) int
+fast_loop_pext(struct lm_decoder *d, struct cursor *c)
 {
     return fast_loop(d, c, 1);
 }

@@ -100,9 +100,10 @@ struct lm_decoder {
     struct lm_limits limits;
     uint64_t offset; /* stream offset of the first byte not yet consumed */
     uint64_t nrecords[LM_REC_END + 1];
-    /* Per event header byte: kind << 4 | source for an alloc, free or
-     * realloc the fast path decodes, 0 for anything else. */
-    uint8_t fast_header[256];
+    /* Per event header byte: kind << 8 | location words << 4 | source
+     * for an alloc, free or realloc the fast path decodes, 0 for anything
+     * else. */
+    uint16_t fast_header[256];
     /* An item cut by a chunk boundary. */
     uint8_t *pend;
     size_t pend_len, pend_cap, pend_need;

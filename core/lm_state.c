@@ -536,8 +536,8 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
 }
 
 /* Hashes only: what apply_event needs when nothing is worth prefetching. */
-static void plan_hashes(struct lm_state *s, const struct lm_record *r,
-                        struct plan *p)
+static HOT void plan_hashes(struct lm_state *s, const struct lm_record *r,
+                            struct plan *p)
 {
     /* The location's hash only if the one-entry cache misses. */
     p->oslot = UINT32_MAX;
@@ -550,8 +550,8 @@ static void plan_hashes(struct lm_state *s, const struct lm_record *r,
 
 /* Hashes, and the heap map's lines prefetched: the one stage worth its
  * cost while the location records stay in the cache. */
-static void plan_heap(struct lm_state *s, const struct lm_record *r,
-                      struct plan *p)
+static HOT void plan_heap(struct lm_state *s, const struct lm_record *r,
+                          struct plan *p)
 {
     if (!is_event(r))
         return;
