@@ -21,8 +21,6 @@ void lm_heap_init(struct lm_heapmap *m, uint64_t seed)
 {
     memset(m, 0, sizeof(*m));
     m->seed = seed;
-    for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++)
-        m->shard[i].salt = lm_mix64(seed + i) | 1;
 }
 
 /* The control bytes and the overflow counts share one table. */
@@ -57,9 +55,9 @@ static void insert_new(struct lm_heap_shard *s, uint64_t h,
     uint32_t home = lm_heap_home(s, h), i = home;
 
     for (;;) {
-        uint64_t free = lm_heap_match_empty(lm_heap_group(s->ctrl + i));
+        uint32_t free = lm_heap_match_empty(lm_heap_group(s->ctrl + i));
         if (free != 0) {
-            uint32_t j = i + lm_heap_first_byte(free);
+            uint32_t j = i + lm_heap_first(free);
             lm_heap_count_overflow(s, home, j, +1);
             lm_heap_place(s, j, h, in);
             return;

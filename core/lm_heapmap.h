@@ -4,6 +4,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "lm_hash.h"
 
@@ -46,7 +49,6 @@ struct lm_heap_shard {
     struct lm_heap_slot *slots; /* cap slots */
     uint32_t cap;               /* a multiple of LM_HEAP_GROUP */
     uint32_t count, limit;
-    uint64_t salt; /* odd; spreads the groups of this shard */
 };
 
 struct lm_heapmap {
@@ -72,11 +74,13 @@ static inline struct lm_heap_shard *lm_heap_shard_of(struct lm_heapmap *m,
     return &m->shard[h >> (64 - LM_HEAP_SHARD_BITS)];
 }
 
-/* The first slot of the group where the probe for hash h starts. */
+/* The first slot of the group where the probe for hash h starts: the low
+ * 32 bits of the hash scaled to the groups (the shard takes the top bits,
+ * the control byte bits 50 to 56). */
 static inline uint32_t lm_heap_home(const struct lm_heap_shard *s, uint64_t h)
 {
     uint64_t groups = s->cap / LM_HEAP_GROUP;
-    return (uint32_t)((((h * s->salt) >> 32) * groups) >> 32) * LM_HEAP_GROUP;
+    return (uint32_t)(((h & 0xffffffffu) * groups) >> 32) * LM_HEAP_GROUP;
 }
 
 /*
@@ -107,15 +111,45 @@ void lm_heap_free(struct lm_heapmap *m);
 
 /* -- The hot path, inlined into the callers; growth is in lm_heapmap.c. */
 
-#define LM_HEAP_EMPTY 0x80 /* control byte of an empty slot */
-#define LM_HEAP_OVER_STUCK                                                     \
-    255 /* an overflow count too high to keep exactly                          \
-         */
+/* The control byte of an empty slot; full ones hold a 7-bit tag. */
+#define LM_HEAP_EMPTY 0x80
+/* An overflow count too high to keep exactly. */
+#define LM_HEAP_OVER_STUCK 255
+
+/*
+ * A group's control bytes are matched all at once, into a mask with bit k
+ * set for slot k: with SSE2, a byte compare and its sign bits (what
+ * SwissTable does with 16-slot groups); elsewhere, the same in a 64-bit
+ * word, the bytes' top bits then gathered by a multiply.
+ */
+#ifdef __SSE2__
+typedef __m128i lm_heap_group_t;
+
+static inline lm_heap_group_t lm_heap_group(const uint8_t *ctrl)
+{
+    return _mm_loadl_epi64((const __m128i *)(const void *)ctrl);
+}
+
+static inline uint32_t lm_heap_match_tag(lm_heap_group_t g, uint8_t tag)
+{
+    return (uint32_t)_mm_movemask_epi8(
+               _mm_cmpeq_epi8(g, _mm_set1_epi8((char)tag))) &
+           0xff;
+}
+
+/* Empty bytes are the only ones with the top bit set. */
+static inline uint32_t lm_heap_match_empty(lm_heap_group_t g)
+{
+    return (uint32_t)_mm_movemask_epi8(g) & 0xff;
+}
+#else
+typedef uint64_t lm_heap_group_t;
+
 #define LM_HEAP_LSBS 0x0101010101010101ULL
 #define LM_HEAP_MSBS 0x8080808080808080ULL
 
-/* A group's 8 control bytes, byte k in bits 8k..8k+7. */
-static inline uint64_t lm_heap_group(const uint8_t *ctrl)
+/* Byte k in bits 8k..8k+7. */
+static inline lm_heap_group_t lm_heap_group(const uint8_t *ctrl)
 {
     uint64_t g;
 
@@ -126,22 +160,28 @@ static inline uint64_t lm_heap_group(const uint8_t *ctrl)
     return g;
 }
 
-/* 0x80 in every byte equal to tag (tags are below 0x80). */
-static inline uint64_t lm_heap_match_tag(uint64_t g, uint8_t tag)
+/* Bit 8k+7 of m, for each k, into bit k. */
+static inline uint32_t lm_heap_gather(uint64_t m)
+{
+    return (uint32_t)(((m >> 7) * 0x0102040810204080ULL) >> 56);
+}
+
+static inline uint32_t lm_heap_match_tag(lm_heap_group_t g, uint8_t tag)
 {
     uint64_t x = g ^ (LM_HEAP_LSBS * tag);
-    return ~(((x & ~LM_HEAP_MSBS) + ~LM_HEAP_MSBS) | x | ~LM_HEAP_MSBS);
+    return lm_heap_gather(
+        ~(((x & ~LM_HEAP_MSBS) + ~LM_HEAP_MSBS) | x | ~LM_HEAP_MSBS));
 }
 
-/* 0x80 in every empty byte (the only ones with the high bit set). */
-static inline uint64_t lm_heap_match_empty(uint64_t g)
+static inline uint32_t lm_heap_match_empty(lm_heap_group_t g)
 {
-    return g & LM_HEAP_MSBS;
+    return lm_heap_gather(g & LM_HEAP_MSBS);
 }
+#endif
 
-static inline uint32_t lm_heap_first_byte(uint64_t mask)
+static inline uint32_t lm_heap_first(uint32_t mask)
 {
-    return (uint32_t)__builtin_ctzll(mask) >> 3;
+    return (uint32_t)__builtin_ctz(mask);
 }
 
 /* Seven bits of the hash for the control byte (not the shard's bits). */
@@ -178,13 +218,13 @@ lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
     uint32_t i = home;
 
     if (free_at != NULL) {
-        uint64_t free = lm_heap_match_empty(lm_heap_group(s->ctrl + i));
-        *free_at = free != 0 ? i + lm_heap_first_byte(free) : UINT32_MAX;
+        uint32_t free = lm_heap_match_empty(lm_heap_group(s->ctrl + i));
+        *free_at = free != 0 ? i + lm_heap_first(free) : UINT32_MAX;
     }
     for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
-        uint64_t g = lm_heap_group(s->ctrl + i);
-        for (uint64_t m = lm_heap_match_tag(g, tag); m != 0; m &= m - 1) {
-            uint32_t j = i + lm_heap_first_byte(m);
+        lm_heap_group_t g = lm_heap_group(s->ctrl + i);
+        for (uint32_t m = lm_heap_match_tag(g, tag); m != 0; m &= m - 1) {
+            uint32_t j = i + lm_heap_first(m);
             if (s->slots[j].addr == addr)
                 return j;
         }
