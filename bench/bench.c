@@ -267,7 +267,10 @@ static int bench_drain(int argc, char **argv)
         if (fd < 0)
             continue;
         if (fork() == 0) {
+            uint8_t ack = LJMP_HELLO_ACK; /* as ljmpd answers a hello */
             close(lfd);
+            if (write(fd, &ack, 1) != 1)
+                _exit(1);
             while (read(fd, buf, sizeof(buf)) > 0)
                 ;
             _exit(0);
@@ -293,9 +296,11 @@ static int bench_replay(int argc, char **argv)
     ljmp_trailer_encode(trailer, strtoull(argv[2], NULL, 10), len);
     strcpy(sa.sun_path, argv[1]);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    uint8_t ack = 0;
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         write_all(fd, hello,
                   ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "replay")) != 0 ||
+        read(fd, &ack, 1) != 1 || ack != LJMP_HELLO_ACK || /* as a VM waits */
         write_all(fd, buf, len) != 0 ||
         write_all(fd, trailer, sizeof(trailer)) != 0) {
         fprintf(stderr, "ljmp-bench replay: %s: %s\n", argv[1],

@@ -357,6 +357,18 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     attach_session_ended(srv, s);
 }
 
+/* Tells a version 2 VM that it may stream: what ljmpd needed from the
+ * live process is read.  One byte into an empty socket buffer does not
+ * block; if the VM is gone already, its reads will say so. */
+static void ack_hello(struct session *s)
+{
+    uint8_t ack = LJMP_HELLO_ACK;
+
+    if (send(s->fd, &ack, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+        log_debug("session %llu: hello not acknowledged: %s",
+                  (unsigned long long)s->id, strerror(errno));
+}
+
 /* Takes hello bytes; returns how many, or -1 once the session ended. */
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
@@ -369,9 +381,11 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         session_reject(s, "not an ljmp ingest stream (no hello)");
         return -1;
     }
-    if (s->hello_len >= 5 && s->hello[4] != LJMP_INGEST_VERSION) {
-        session_reject(s, "ingest protocol version %u; this ljmpd speaks %u",
-                       s->hello[4], LJMP_INGEST_VERSION);
+    if (s->hello_len >= 5 && (s->hello[4] < LJMP_INGEST_MIN_VERSION ||
+                              s->hello[4] > LJMP_INGEST_VERSION)) {
+        session_reject(
+            s, "ingest protocol version %u; this ljmpd speaks %u to %u",
+            s->hello[4], LJMP_INGEST_MIN_VERSION, LJMP_INGEST_VERSION);
         return -1;
     }
     if (now_ms() - s->start_ms > s->srv->cfg.hello_timeout_ms) {
@@ -394,6 +408,8 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         log_debug("session %llu: %u C symbols in %llu ms",
                   (unsigned long long)s->id, s->csyms.n,
                   (unsigned long long)(now_ms() - t0));
+        if (s->hello[4] >= 2)
+            ack_hello(s);
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
         control_session_started(s->srv, s);

@@ -14,6 +14,14 @@
  *   stream  := a memprof stream, revision R3 (memprof-format.md)
  *   trailer := "LJMT" events(u64) stream-bytes(u64)      (little endian)
  *
+ * Since version 2, ljmpd answers a whole, valid hello with one byte,
+ * LJMP_HELLO_ACK, once it has read what it needs from the running
+ * process (its C symbols, from /proc/PID), and the VM waits for it (at
+ * most LJMP_ACK_WAIT_MS) before it streams.  Without the wait, a short
+ * program's whole stream fits in the socket's buffer and the program can
+ * exit before ljmpd looks at it.  A VM that hears nothing in time
+ * streams anyway; ljmpd still takes version 1 hellos, unanswered.
+ *
  * The trailer carries the VM's own totals (alloc, realloc and free events
  * written; bytes of the stream, from "ljs" to the epilogue), so that the
  * daemon can tell a complete session from a truncated one.  A VM whose
@@ -21,11 +29,14 @@
  * socket's credentials, never from the hello.
  */
 
-#define LJMP_HELLO_MAGIC    "LJMP"
-#define LJMP_TRAILER_MAGIC  "LJMT"
-#define LJMP_INGEST_VERSION 1
-#define LJMP_HELLO_MAX      (4 + 3 + 255)
-#define LJMP_TRAILER_SIZE   (4 + 8 + 8)
+#define LJMP_HELLO_MAGIC        "LJMP"
+#define LJMP_TRAILER_MAGIC      "LJMT"
+#define LJMP_INGEST_VERSION     2
+#define LJMP_INGEST_MIN_VERSION 1 /* the oldest hello ljmpd takes */
+#define LJMP_HELLO_ACK          0x06
+#define LJMP_ACK_WAIT_MS        1000
+#define LJMP_HELLO_MAX          (4 + 3 + 255)
+#define LJMP_TRAILER_SIZE       (4 + 8 + 8)
 
 /*
  * Attach and detach: ljmpd sends the VM's process SIGRTMIN + offset

@@ -254,6 +254,20 @@ static int listen_at(const char *name, char *path, size_t len)
     return fd;
 }
 
+/* Accepts a VM within ms and answers its hello as ljmpd does (the VM
+ * waits for that before it streams); -1 if none came. */
+static int accept_within(int lfd, int ms)
+{
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    uint8_t ack = LJMP_HELLO_ACK;
+    int fd;
+
+    if (poll(&p, 1, ms) != 1 || (fd = accept(lfd, NULL, NULL)) < 0)
+        return -1;
+    CU_ASSERT_EQUAL(write(fd, &ack, 1), 1);
+    return fd;
+}
+
 /* Starts `env luajit tests/vm/SCRIPT.lua ARG`, its stdout to DIR/SCRIPT.out. */
 static pid_t spawn(const char *script, const char *env, const char *arg)
 {
@@ -308,15 +322,17 @@ static uint8_t *read_all(int fd, size_t *len)
 
 /*
  * LJMP_SOCKET profiles a VM from its start: hello, a complete stream with
- * the script's own allocations, and a trailer whose totals match.
+ * the script's own allocations, and a trailer whose totals match.  A
+ * reader that does not answer the hello (an ljmpd of protocol 1) gets the
+ * same stream, a second later.
  */
-static void test_env_socket_stream(void)
+static void check_env_socket_stream(int answer)
 {
     char path[512], env[600];
     int lfd = listen_at("ingest.sock", path, sizeof(path));
     snprintf(env, sizeof(env), "LJMP_SOCKET=%s", path);
     pid_t pid = spawn("env_socket", env, NULL);
-    int cfd = accept(lfd, NULL, NULL);
+    int cfd = answer ? accept_within(lfd, 10000) : accept(lfd, NULL, NULL);
     size_t len, used;
     uint8_t *buf = read_all(cfd, &len);
     struct lm_profile p;
@@ -358,6 +374,41 @@ static void test_env_socket_stream(void)
     free(buf);
 }
 
+static void test_env_socket_stream(void)
+{
+    check_env_socket_stream(1);
+}
+
+static void test_env_socket_unanswered(void)
+{
+    check_env_socket_stream(0);
+}
+
+/* A reader that hangs up after the hello (ljmpd refusing it): the start
+ * fails and says so; the program goes on. */
+static void test_env_socket_refused(void)
+{
+    char path[512], env[600], hello[LJMP_HELLO_MAX];
+    int lfd = listen_at("refuse.sock", path, sizeof(path));
+    snprintf(env, sizeof(env), "LJMP_SOCKET=%s", path);
+    pid_t pid = spawn("env_socket", env, NULL);
+    int cfd = accept(lfd, NULL, NULL);
+    size_t got = 0;
+    ssize_t n;
+
+    CU_ASSERT_FATAL(cfd >= 0);
+    while ((got < 7 || got < 7 + (size_t)(uint8_t)hello[6]) &&
+           (n = read(cfd, hello + got, sizeof(hello) - got)) > 0)
+        got += (size_t)n;
+    CU_ASSERT(got >= 7);
+    close(cfd);
+    close(lfd);
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    char *out = script_output("env_socket");
+    CU_ASSERT_STRING_EQUAL(out, "false\tConnection reset by peer\t104\n");
+    free(out);
+}
+
 /* No listener: start says so, status() tells why, the script goes on. */
 static void test_socket_absent(void)
 {
@@ -385,7 +436,7 @@ static void test_socket_peer_gone(void)
     char path[512], head[4096];
     int lfd = listen_at("gone.sock", path, sizeof(path));
     pid_t pid = spawn("socket_peer_gone", NULL, path);
-    int cfd = accept(lfd, NULL, NULL);
+    int cfd = accept_within(lfd, 10000);
 
     /* Past the start (symbol table and prologue), into the events. */
     size_t got = 0;
@@ -429,15 +480,6 @@ static int wait_catches(pid_t pid, int sig)
         usleep(10000);
     }
     return 0;
-}
-
-static int accept_within(int lfd, int ms)
-{
-    struct pollfd p = {.fd = lfd, .events = POLLIN};
-
-    if (poll(&p, 1, ms) != 1)
-        return -1;
-    return accept(lfd, NULL, NULL);
 }
 
 /*
@@ -573,6 +615,8 @@ int main(void)
     CU_add_test(s, "reused prototype addresses",
                 test_reused_prototype_addresses);
     CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
+    CU_add_test(s, "LJMP_SOCKET, hello unanswered", test_env_socket_unanswered);
+    CU_add_test(s, "LJMP_SOCKET, hello refused", test_env_socket_refused);
     CU_add_test(s, "socket absent", test_socket_absent);
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);
     CU_add_test(s, "socket stall bound", test_socket_stall_bound);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -91,6 +92,34 @@ static int write_all(Sink *sk, const void *buf, size_t len)
     if (len > 0 && deadline != 0 && now_ms() >= deadline) return EAGAIN;
   }
   return 0;
+}
+
+/* Waits for ljmpd's answer to the hello (see ljmp_ingest.h): 0 once it
+** came or the wait ran out (an old or busy daemon: stream anyway), else
+** why the daemon refused. */
+static int wait_hello_ack(Sink *sk)
+{
+  int64_t deadline = now_ms() + LJMP_ACK_WAIT_MS;
+  for (;;) {
+    struct pollfd pfd;
+    int64_t left = deadline - now_ms();
+    uint8_t ack;
+    ssize_t n;
+    if (left <= 0) return 0;
+    pfd.fd = sk->fd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    n = poll(&pfd, 1, (int)left);
+    if (n == 0) return 0;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    n = recv(sk->fd, &ack, 1, MSG_DONTWAIT);
+    if (n == 1) return ack == LJMP_HELLO_ACK ? 0 : EPROTO;
+    if (n == 0) return ECONNRESET;  /* The daemon refused the hello. */
+    if (errno != EINTR && errno != EAGAIN) return errno;
+  }
 }
 
 static int sink_write(void *ctx, const void *buf, size_t len)
@@ -197,6 +226,14 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
     tv.tv_usec = (max_stall_ms % 1000) * 1000;
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   }
+  {
+    /* Room for a few buffers in flight, so the VM seldom waits for the
+    ** reader to be scheduled (the kernel caps it at net.core.wmem_max).
+    ** Safe with the hello's answer: however much a short program's
+    ** stream the socket holds, ljmpd has read its C symbols first. */
+    int sndbuf = 1 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+  }
   if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
     e->err = errno;
     close(fd);
@@ -211,7 +248,8 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 #else
   n = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, LUAJIT_VERSION);
 #endif
-  if ((e->err = write_all(sk, hello, n)) != 0) {
+  if ((e->err = write_all(sk, hello, n)) != 0 ||
+      (e->err = wait_hello_ack(sk)) != 0) {
     close(fd);
     free(sk);
     return -1;
