@@ -16,6 +16,11 @@
 #include "lj_frame.h"
 #include "lj_gc.h"
 #include "lj_memprof.h"
+
+#if LJ_TARGET_X64 && defined(__GNUC__)
+#define MEMPROF_PDEP 1
+#include <immintrin.h>
+#endif
 #if LJ_HASJIT
 #include "lj_jit.h"
 #include "lj_trace.h"
@@ -107,36 +112,83 @@ static void mp_byte(Memprof *mp, uint8_t b)
   mp->buf[mp->pos++] = b;
 }
 
+#ifdef MEMPROF_PDEP
+
+/* The 7-bit groups of v spread into bytes, by BMI2's PDEP. */
+static inline __attribute__((target("bmi2"))) uint64_t spread_pdep(uint64_t v)
+{
+  return _pdep_u64(v, 0x7f7f7f7f7f7f7f7fULL);
+}
+
+/* PDEP is fast on Intel's CPUs and AMD's since Zen 3; microcoded, and
+** slower than the shifts, on AMD's families 15h and 17h (Zen 1 and 2). */
+static int pdep_is_fast(void)
+{
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("bmi2")) return 0;
+  if (__builtin_cpu_is("intel")) return 1;
+  return __builtin_cpu_is("amd") && !__builtin_cpu_is("amdfam15h") &&
+	 !__builtin_cpu_is("amdfam17h");
+}
+#else
+static int pdep_is_fast(void)
+{
+  return 0;
+}
+#endif
+
+/* The same with shifts: 28-bit halves, then 14-bit quarters, then 7. */
+static LJ_AINLINE uint64_t spread_shifts(uint64_t v)
+{
+  uint64_t x = (v & 0x000000000fffffffULL) |
+	       ((v & 0x00fffffff0000000ULL) << 4);
+  x = (x & 0x00003fff00003fffULL) | ((x & 0x0fffc0000fffc000ULL) << 2);
+  return (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
+}
+
 /*
-** The hot path encodes through a local cursor: stores through a uint8_t
+** A ULEB128 at p; returns the byte after it.  Inlined into the allocator
+** wrapper, which is compiled twice (pdep: with BMI2's PDEP or not).  A
 ** pointer may alias anything, so writing via mp->buf + mp->pos would make
 ** the compiler reload the position after every byte.
 */
-static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
+static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
 {
+  if (v < 0x80) {  /* Sizes and lines, mostly: one byte. */
+    *p = (uint8_t)v;
+    return p + 1;
+  }
 #if LJ_LE && defined(__GNUC__)
   if (LJ_LIKELY(v < ((uint64_t)1 << 56))) {
     /* Spread the 7-bit groups into bytes without a loop (the lengths of
-    ** addresses and sizes vary, which a loop would mispredict), set the
+    ** addresses vary, which a loop would mispredict), set the
     ** continuation bits, store 8 bytes and keep as many as needed.  The
     ** buffer's reserve covers the slack. */
-    uint64_t x = (v & 0x000000000fffffffULL) |
-		 ((v & 0x00fffffff0000000ULL) << 4);
-    uint32_t top = 63 - (uint32_t)__builtin_clzll(v | 1);  /* highest bit */
-    uint32_t len = (top + 7) / 7;
-    x = (x & 0x00003fff00003fffULL) | ((x & 0x0fffc0000fffc000ULL) << 2);
-    x = (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
-    x |= 0x8080808080808080ULL & ((1ULL << (8 * (len - 1))) - 1);
+    uint32_t len = (uint32_t)(64 - __builtin_clzll(v) + 6) / 7;  /* >= 2 */
+    uint64_t x;
+#ifdef MEMPROF_PDEP
+    if (pdep)
+      x = spread_pdep(v);
+    else
+#endif
+      x = spread_shifts(v);
+    x |= 0x8080808080808080ULL & (((uint64_t)1 << (8 * (len - 1))) - 1);
     memcpy(p, &x, 8);
     return p + len;
   }
 #endif
+  UNUSED(pdep);
   while (v >= 0x80) {
     *p++ = (uint8_t)(v | 0x80);
     v >>= 7;
   }
   *p++ = (uint8_t)v;
   return p;
+}
+
+static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
+{
+  return put_uleb_with(p, v, 0);
 }
 
 static void mp_uleb(Memprof *mp, uint64_t v)
@@ -319,16 +371,16 @@ static void site_now(global_State *g, Site *s)
   }
 }
 
-static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s)
+static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s, int pdep)
 {
   switch (s->src) {
   case SRC_LFUNC:
-    p = put_uleb(p, s->addr);
-    return put_uleb(p, s->line);
+    p = put_uleb_with(p, s->addr, pdep);
+    return put_uleb_with(p, s->line, pdep);
   case SRC_CFUNC:
-    return put_uleb(p, s->addr);
+    return put_uleb_with(p, s->addr, pdep);
   case SRC_TRACE:
-    return put_uleb(p, s->line);
+    return put_uleb_with(p, s->line, pdep);
   default:
     return p;
   }
@@ -338,7 +390,9 @@ static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s)
 
 static int memprof_finish(Memprof *mp);
 
-static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
+/* The allocator wrapper's body, inlined into its two versions below. */
+static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
+				       size_t nsize, int pdep)
 {
   Memprof *mp = &memprof;
   void *nptr = mp->allocf(ud, ptr, osize, nsize);
@@ -360,26 +414,50 @@ static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
     uint8_t *p = mp->buf + mp->pos;
     if (nsize == 0) {
       *p++ = EV_HEADER(EV_FREE, s.src);
-      p = put_site(p, &s);
-      p = put_uleb(p, (uintptr_t)ptr);
-      p = put_uleb(p, osize);
+      p = put_site(p, &s, pdep);
+      p = put_uleb_with(p, (uintptr_t)ptr, pdep);
+      p = put_uleb_with(p, osize, pdep);
     } else if (ptr == NULL) {
       *p++ = EV_HEADER(EV_ALLOC, s.src);
-      p = put_site(p, &s);
-      p = put_uleb(p, (uintptr_t)nptr);
-      p = put_uleb(p, nsize);
+      p = put_site(p, &s, pdep);
+      p = put_uleb_with(p, (uintptr_t)nptr, pdep);
+      p = put_uleb_with(p, nsize, pdep);
     } else {
       *p++ = EV_HEADER(EV_REALLOC, s.src);
-      p = put_site(p, &s);
-      p = put_uleb(p, (uintptr_t)ptr);
-      p = put_uleb(p, osize);
-      p = put_uleb(p, (uintptr_t)nptr);
-      p = put_uleb(p, nsize);
+      p = put_site(p, &s, pdep);
+      p = put_uleb_with(p, (uintptr_t)ptr, pdep);
+      p = put_uleb_with(p, osize, pdep);
+      p = put_uleb_with(p, (uintptr_t)nptr, pdep);
+      p = put_uleb_with(p, nsize, pdep);
     }
     mp->pos = (size_t)(p - mp->buf);
   }
   if ((mp->events & (MEMPROF_CLOCK_EVERY - 1)) == 0) mp_flush_if_stale(mp);
   return nptr;
+}
+
+static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+  return memprof_event(ud, ptr, osize, nsize, 0);
+}
+
+#ifdef MEMPROF_PDEP
+static __attribute__((target("bmi2"))) void *
+memprof_allocf_pdep(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+  return memprof_event(ud, ptr, osize, nsize, 1);
+}
+#endif
+
+/* The wrapper for this CPU: PDEP halves the cost of an event's ULEBs. */
+static lua_Alloc memprof_wrapper(void)
+{
+#ifdef MEMPROF_PDEP
+  static int fast = -1;
+  if (fast < 0) fast = pdep_is_fast();
+  if (fast) return memprof_allocf_pdep;
+#endif
+  return memprof_allocf;
 }
 
 /* -- Start and stop ------------------------------------------------------ */
@@ -432,7 +510,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp->allocf = lua_getallocf(L, &mp->allocd);
   mp->last_err = 0;
   mp->g = g;
-  lua_setallocf(L, memprof_allocf, mp->allocd);
+  lua_setallocf(L, memprof_wrapper(), mp->allocd);
   return LJ_MEMPROF_OK;
 }
 
@@ -443,7 +521,7 @@ static int memprof_finish(Memprof *mp)
   MemprofResult res;
   int e;
   /* A host that installed its own allocator meanwhile keeps it. */
-  if (g->allocf == memprof_allocf) {
+  if (g->allocf == memprof_wrapper()) {
     g->allocf = mp->allocf;
     g->allocd = mp->allocd;
   }
