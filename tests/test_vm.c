@@ -304,6 +304,15 @@ static char *script_output(const char *script)
     return test_slurp(name);
 }
 
+/* The script ran to a clean exit and printed want. */
+static void expect_exit_output(pid_t pid, const char *script, const char *want)
+{
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    char *out = script_output(script);
+    CU_ASSERT_STRING_EQUAL(out, want);
+    free(out);
+}
+
 /* Reads a connection to its end. */
 static uint8_t *read_all(int fd, size_t *len)
 {
@@ -339,10 +348,7 @@ static void check_env_socket_stream(int answer)
 
     close(cfd);
     close(lfd);
-    CU_ASSERT_EQUAL(wait_exit(pid), 0);
-    char *out = script_output("env_socket");
-    CU_ASSERT_STRING_EQUAL(out, "true\n");
-    free(out);
+    expect_exit_output(pid, "env_socket", "true\n");
     /* The hello. */
     CU_ASSERT_FATAL(len > 7 + LJMP_TRAILER_SIZE);
     CU_ASSERT(memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
@@ -403,10 +409,8 @@ static void test_env_socket_refused(void)
     CU_ASSERT(got >= 7);
     close(cfd);
     close(lfd);
-    CU_ASSERT_EQUAL(wait_exit(pid), 0);
-    char *out = script_output("env_socket");
-    CU_ASSERT_STRING_EQUAL(out, "false\tConnection reset by peer\t104\n");
-    free(out);
+    expect_exit_output(pid, "env_socket",
+                       "false\tConnection reset by peer\t104\n");
 }
 
 /* No listener: start says so, status() tells why, the script goes on. */
@@ -423,10 +427,8 @@ static void test_socket_absent(void)
     /* The same through the environment: the program does not notice. */
     pid_t pid =
         spawn("env_socket", "LJMP_SOCKET=/nonexistent-dir/x.sock", NULL);
-    CU_ASSERT_EQUAL(wait_exit(pid), 0);
-    out = script_output("env_socket");
-    CU_ASSERT_STRING_EQUAL(out, "false\tNo such file or directory\t2\n");
-    free(out);
+    expect_exit_output(pid, "env_socket",
+                       "false\tNo such file or directory\t2\n");
 }
 
 /* The reader goes away mid-stream: profiling stops, the script exits 0
@@ -446,12 +448,10 @@ static void test_socket_peer_gone(void)
     CU_ASSERT(got >= 64 * 1024);
     close(cfd);
     close(lfd);
-    CU_ASSERT_EQUAL(wait_exit(pid), 0);
-    char *out = script_output("socket_peer_gone");
-    CU_ASSERT_STRING_EQUAL(out, "false\tBroken pipe\t32\n"
-                                "nil\tBroken pipe\t32\n"
-                                "nil\tprofiler is not running\t22\n");
-    free(out);
+    expect_exit_output(pid, "socket_peer_gone",
+                       "false\tBroken pipe\t32\n"
+                       "nil\tBroken pipe\t32\n"
+                       "nil\tprofiler is not running\t22\n");
 }
 
 /* Does PID catch signal SIG?  (SigCgt in /proc/PID/status.) */
@@ -521,10 +521,7 @@ static void test_attach_and_detach(void)
     close(cfd);
     close(lfd);
     fclose(fopen(stop, "w"));
-    CU_ASSERT_EQUAL(wait_exit(pid), 0);
-    char *out = script_output("attach_target");
-    CU_ASSERT_STRING_EQUAL(out, "false\n");
-    free(out);
+    expect_exit_output(pid, "attach_target", "false\n");
 
     struct lm_profile p;
     CU_ASSERT_FATAL(len > 7 && memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
@@ -558,11 +555,9 @@ static void test_fifo_reader_gone(void)
     int fd = open(path, O_RDONLY);
     CU_ASSERT(read(fd, buf, sizeof(buf)) > 0);
     close(fd);
-    CU_ASSERT_EQUAL(wait_exit(pid), 0);
-    char *out = script_output("fifo_gone");
-    CU_ASSERT_STRING_EQUAL(out, "false\tBroken pipe\t32\n"
-                                "nil\tBroken pipe\t32\n");
-    free(out);
+    expect_exit_output(pid, "fifo_gone",
+                       "false\tBroken pipe\t32\n"
+                       "nil\tBroken pipe\t32\n");
 }
 
 /* A reader that never reads, and a bound on the stall: the profile stops
@@ -575,11 +570,8 @@ static void test_socket_stall_bound(void)
     int cfd = accept_within(lfd, 5000);
 
     CU_ASSERT(cfd >= 0);
-    CU_ASSERT_EQUAL(wait_exit(pid), 0);
-    char *out = script_output("socket_stall");
-    CU_ASSERT_STRING_EQUAL(out,
-                           "false\tResource temporarily unavailable\t11\n");
-    free(out);
+    expect_exit_output(pid, "socket_stall",
+                       "false\tResource temporarily unavailable\t11\n");
     close(cfd);
     close(lfd);
 }
