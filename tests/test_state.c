@@ -474,13 +474,18 @@ static void test_heap_map_collisions(void)
     int n = 300;
 
     lm_heap_init(&m, 7);
-    /* Shard 0 at its final size for 300 blocks is 512 slots (64 groups). */
-    addrs_homed_at(&m, 512, 40, addrs, n);
+    /* Shard 0 at its final size for 300 blocks is 480 slots (60 groups):
+     * it grows from 16 by a quarter, rounded up to whole groups, whenever
+     * 3/4 are live. */
+    addrs_homed_at(&m, 480, 40, addrs, n);
     for (int i = 0; i < n; i++)
         CU_ASSERT_EQUAL_FATAL(
             lm_heap_put(&m, addrs[i], (struct lm_block){(uint32_t)i, 1}, &blk),
             0);
     CU_ASSERT_EQUAL(m.count, 300);
+    /* The size the addresses were chosen for: they did all collide. */
+    /* The size the addresses were chosen for: they all collide in it. */
+    CU_ASSERT_EQUAL(m.shard[0].cap, 480);
     /* Take every other, then the rest: the group's overflow count, stuck
      * at its ceiling, keeps probes going. */
     for (int i = 0; i < n; i += 2)
@@ -510,7 +515,9 @@ static void test_heap_map_random_against_reference(void)
     int n = N / 2;
 
     lm_heap_init(&m, 11);
-    addrs_homed_at(&m, 1024, 1016, addrs, n); /* the last group: wraps */
+    /* The last group of shard 0 at the size it ends at (about half the
+     * addresses are live at a time; checked below): wraps. */
+    addrs_homed_at(&m, 304, 296, addrs, n);
     for (uint64_t a = 0x7f0000001000; n < N; a += 48)
         addrs[n++] = a;
     for (int op = 0; op < OPS; op++) {
@@ -544,6 +551,7 @@ static void test_heap_map_random_against_reference(void)
         }
         CU_ASSERT_EQUAL_FATAL(m.count, count);
     }
+    CU_ASSERT_EQUAL(m.shard[0].cap, 304);
     for (int k = 0; k < N; k++)
         CU_ASSERT_EQUAL(lm_heap_take(&m, addrs[k], &blk), present[k]);
     CU_ASSERT_EQUAL(m.count, 0);
