@@ -15,9 +15,18 @@ gen s20m.bin 20000000 500000
 gen s1m-live.bin 20000000 1000000
 for f in s20m.bin s1m-live.bin; do
   echo "== core: $f"
-  build/bench/ljmp-bench core "$data/$f" --runs 5
+  build/bench/ljmp-bench core "$data/$f" --runs 5 | tee "$data/$f.core.txt"
   echo "== core, fed in 64 KiB chunks (as from a socket): $f"
   build/bench/ljmp-bench core "$data/$f" --runs 3 --chunk 65536
 done
+# The two streams differ in live heap only (same sites, seed and events),
+# so the difference of their RSS growths is what a live block costs,
+# without the fixed cost of the sites and their overrides.
+awk 'BEGIN { n = 0 }
+     /^peak live blocks/ { b[n] = $4 }
+     /^peak RSS growth/ { r[n++] = $4 }
+     END { printf "== RSS per additional live block (s1m-live.bin - s20m.bin): %.1f bytes\n",
+                  (r[1] - r[0]) * 1048576 / (b[1] - b[0]) }' \
+  "$data/s20m.bin.core.txt" "$data/s1m-live.bin.core.txt"
 echo "== ljmpctl report s20m.bin"
 build/bench/ljmp-bench exec --runs 5 -- build/client/ljmpctl report "$data/s20m.bin"
