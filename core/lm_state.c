@@ -356,9 +356,9 @@ static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
 
 /* Hashes of an event's keys, computed ahead (see lm_state_apply). */
 struct plan {
-    uint64_t loc; /* ref_hash of the location, if loc_hashed */
+    uint64_t loc;  /* ref_hash of the location, if loc_hashed */
+    uint64_t o, n; /* heap hashes of the old and new block addresses */
     int loc_hashed;
-    uint64_t o, n;  /* heap hashes of the old and new block addresses */
     uint32_t oslot; /* where the old block was seen, or UINT32_MAX */
 };
 
