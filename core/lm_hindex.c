@@ -37,7 +37,7 @@ static void put(struct lm_hindex *x, uint64_t hash, uint32_t id)
 
     while (x->slots[i].id != LM_NONE)
         i = (i + 1) & x->mask;
-    x->slots[i].hash = hash;
+    x->slots[i].hash = (uint32_t)hash;
     x->slots[i].id = id;
 }
 
@@ -71,7 +71,7 @@ int lm_hindex_remove(struct lm_hindex *x, uint64_t hash, uint32_t id)
 {
     uint32_t i = (uint32_t)hash & x->mask;
 
-    while (x->slots[i].id != id || x->slots[i].hash != hash) {
+    while (x->slots[i].id != id || x->slots[i].hash != (uint32_t)hash) {
         if (x->slots[i].id == LM_NONE)
             return -1;
         i = (i + 1) & x->mask;
@@ -82,7 +82,7 @@ int lm_hindex_remove(struct lm_hindex *x, uint64_t hash, uint32_t id)
         j = (j + 1) & x->mask;
         if (x->slots[j].id == LM_NONE)
             break;
-        uint32_t home = (uint32_t)x->slots[j].hash & x->mask;
+        uint32_t home = x->slots[j].hash & x->mask;
         if (((j - home) & x->mask) < ((j - hole) & x->mask))
             continue;
         x->slots[hole] = x->slots[j];

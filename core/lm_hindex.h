@@ -9,14 +9,16 @@
  * The index stores (hash, id) pairs; the owner keeps the keys in its own
  * records and compares them when the hashes match, so one structure serves
  * every key type.  Power-of-two capacity, linear probing, load <= 3/4,
- * backward-shift deletion.
+ * backward-shift deletion.  A slot keeps the hash's low 32 bits: they
+ * place it (the capacity's bits) and filter matches with the rest, and a
+ * slot is 8 bytes (s20m.bin's 35 k overrides: a 512 KiB index, not 1 MiB).
  */
 
 #define LM_NONE UINT32_MAX
 
 struct lm_hindex_slot {
-    uint64_t hash;
-    uint32_t id; /* LM_NONE when empty */
+    uint32_t hash; /* the low bits of the key's hash */
+    uint32_t id;   /* LM_NONE when empty */
 };
 
 struct lm_hindex {
@@ -37,7 +39,7 @@ static inline uint32_t lm_hindex_first(const struct lm_hindex *x, uint64_t hash,
     uint32_t i = (uint32_t)hash & x->mask;
 
     while (x->slots[i].id != LM_NONE) {
-        if (x->slots[i].hash == hash) {
+        if (x->slots[i].hash == (uint32_t)hash) {
             *slot = i;
             return x->slots[i].id;
         }
@@ -52,7 +54,7 @@ static inline uint32_t lm_hindex_next(const struct lm_hindex *x, uint64_t hash,
     uint32_t i = (*slot + 1) & x->mask;
 
     while (x->slots[i].id != LM_NONE) {
-        if (x->slots[i].hash == hash) {
+        if (x->slots[i].hash == (uint32_t)hash) {
             *slot = i;
             return x->slots[i].id;
         }
