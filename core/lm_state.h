@@ -69,8 +69,9 @@ struct lm_loc {
 
 /* What a realloc or free site released of another site's blocks. */
 struct lm_override {
-    uint32_t site, primary;
-    uint8_t kind; /* LM_EV_REALLOC or LM_EV_FREE */
+    uint32_t site;
+    uint32_t primary : 30; /* below LM_MAX_LOCATIONS */
+    uint32_t kind : 2;     /* LM_EV_REALLOC or LM_EV_FREE; 32 bytes in all */
     uint64_t allocated, freed, count;
 };
 
