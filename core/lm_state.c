@@ -604,14 +604,15 @@ static int apply_simple(struct lm_state *s, const struct lm_record *recs,
         struct plan *p = &ring[i % RING];
         int rc;
 
-        if (ahead == 0)
-            plan_hashes(s, r, p);
-        else if (i + ahead < n)
+        if (ahead != 0 && i + ahead < n)
             plan_heap(s, &recs[i + ahead], &ring[(i + ahead) % RING]);
-        if (is_event(r))
+        if (is_event(r)) {
+            if (ahead == 0)
+                plan_hashes(s, r, p);
             rc = apply_event(s, r, p, &err);
-        else
+        } else {
             rc = apply_symbol(s, r);
+        }
         if (rc != 0) {
             *failed_at = i;
             snprintf(errbuf, errlen, "cannot apply record: %s", err);
