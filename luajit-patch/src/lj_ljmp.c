@@ -96,10 +96,13 @@ static int write_all(Sink *sk, const void *buf, size_t len)
 
 /* Waits for ljmpd's answer to the hello (see ljmp_ingest.h): 0 once it
 ** came or the wait ran out (an old or busy daemon: stream anyway), else
-** why the daemon refused. */
+** why the daemon refused.  A stall bound shorter than the usual wait
+** bounds it too: the program asked not to be held up longer. */
 static int wait_hello_ack(Sink *sk)
 {
-  int64_t deadline = now_ms() + LJMP_ACK_WAIT_MS;
+  int wait_ms = sk->max_stall_ms > 0 && sk->max_stall_ms < LJMP_ACK_WAIT_MS ?
+		sk->max_stall_ms : LJMP_ACK_WAIT_MS;
+  int64_t deadline = now_ms() + wait_ms;
   for (;;) {
     struct pollfd pfd;
     int64_t left = deadline - now_ms();
