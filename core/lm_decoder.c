@@ -605,9 +605,6 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
     rec->osize = osize;
     rec->naddr = naddr;
     rec->nsize = nsize;
-    rec->addr = rec->line = rec->traceno = rec->trace_addr = 0;
-    rec->str = NULL;
-    rec->str_len = 0;
     return p;
 }
 

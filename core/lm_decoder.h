@@ -46,17 +46,27 @@ struct lm_loc_ref {
     };
 };
 
+/*
+ * A record's fields by kind.  An event's blocks and a symbol's fields
+ * share their words: the fast path writes a record per event, and 32
+ * bytes it need not zero make a batch of records lighter on the cache.
+ */
 struct lm_record {
     uint8_t kind;      /* enum lm_record_kind */
     uint8_t in_events; /* symbol announced by an event-symtab */
     uint8_t revision;  /* LM_REC_EVENTS_BEGIN: enum lm_revision */
     uint64_t offset;   /* stream offset of the record's first byte */
-    struct lm_loc_ref loc;
-    uint64_t oaddr, osize, naddr, nsize;
-    /* Symbols. */
-    uint64_t addr, line, traceno, trace_addr;
-    const char *str;
-    size_t str_len;
+    union {
+        struct { /* alloc, free, realloc */
+            struct lm_loc_ref loc;
+            uint64_t oaddr, osize, naddr, nsize;
+        };
+        struct { /* symbols */
+            uint64_t addr, line, traceno, trace_addr;
+            const char *str;
+            size_t str_len;
+        };
+    };
 };
 
 /*

@@ -129,19 +129,22 @@ static void test_records_of_every_revision(void)
     }
 }
 
-/* Every field (padding aside: records come from two decoding paths). */
+/* Every field of the record's kind (padding aside: records come from two
+ * decoding paths). */
 static int same_record(const struct saved_record *a,
                        const struct saved_record *b)
 {
     const struct lm_record *x = &a->rec, *y = &b->rec;
 
-    return x->kind == y->kind && x->in_events == y->in_events &&
-           x->revision == y->revision && x->offset == y->offset &&
-           x->loc.source == y->loc.source && x->loc.addr == y->loc.addr &&
-           x->loc.line == y->loc.line && x->loc.traceno == y->loc.traceno &&
-           x->loc.trace_addr == y->loc.trace_addr && x->oaddr == y->oaddr &&
-           x->osize == y->osize && x->naddr == y->naddr &&
-           x->nsize == y->nsize && x->addr == y->addr && x->line == y->line &&
+    if (x->kind != y->kind || x->in_events != y->in_events ||
+        x->revision != y->revision || x->offset != y->offset)
+        return 0;
+    if (x->kind >= LM_REC_ALLOC && x->kind <= LM_REC_REALLOC)
+        return x->loc.source == y->loc.source && x->loc.addr == y->loc.addr &&
+               x->loc.line == y->loc.line && x->oaddr == y->oaddr &&
+               x->osize == y->osize && x->naddr == y->naddr &&
+               x->nsize == y->nsize;
+    return x->addr == y->addr && x->line == y->line &&
            x->traceno == y->traceno && x->trace_addr == y->trace_addr &&
            x->str_len == y->str_len && strcmp(a->str, b->str) == 0;
 }

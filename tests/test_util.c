@@ -28,14 +28,15 @@ int recorder_sink(void *ctx, const struct lm_record *recs, size_t n,
         struct saved_record *s = &r->recs[r->n++];
         memset(s, 0, sizeof(*s));
         s->rec = recs[i];
-        if (recs[i].str != NULL && recs[i].kind <= LM_REC_SYM_TRACE) {
+        /* A symbol's name, while it lasts (an event's words share str). */
+        if (recs[i].kind <= LM_REC_SYM_TRACE && recs[i].str != NULL) {
             size_t len = recs[i].str_len < sizeof(s->str) - 1
                              ? recs[i].str_len
                              : sizeof(s->str) - 1;
             memcpy(s->str, recs[i].str, len);
             s->str[len] = '\0';
+            s->rec.str = NULL;
         }
-        s->rec.str = NULL;
     }
     return 0;
 }
