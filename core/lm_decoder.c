@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_cpu.h"
+
 /* Result of parsing one item. */
 enum {
     P_OK,
@@ -46,7 +48,6 @@ const char *lm_revision_name(enum lm_revision rev)
 
 static void fail(struct lm_decoder *d, uint64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static int pext_is_fast(void);
 
 static void fail(struct lm_decoder *d, uint64_t offset, const char *fmt, ...)
 {
@@ -79,7 +80,7 @@ void lm_decoder_init(struct lm_decoder *d, const struct lm_limits *limits,
         d->limits.max_buffered = LM_MAX_STRING_LIMIT + 64;
     d->sink = sink;
     d->sink_ctx = sink_ctx;
-    d->use_pext = (uint8_t)pext_is_fast();
+    d->use_pext = (uint8_t)lm_bmi2_is_fast();
 }
 
 void lm_decoder_free(struct lm_decoder *d)
@@ -500,33 +501,13 @@ static int flush_batch(struct lm_decoder *d)
  */
 enum { FAST_MARGIN = 64 }; /* > the longest event (61 bytes) + 8 - 1 */
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LM_HAVE_PEXT 1
+#ifdef LM_HAVE_BMI2
 #include <immintrin.h>
 
 static inline __attribute__((target("bmi,bmi2"))) uint64_t
 squeeze_pext(uint64_t x)
 {
     return _pext_u64(x, 0x7f7f7f7f7f7f7f7fULL);
-}
-
-/* PEXT is fast on Intel's CPUs and AMD's since Zen 3; microcoded, and
- * slower than the shifts, on AMD's families 15h and 17h (Zen 1 and 2) and
- * on Hygon's (Zen 1): other vendors keep the portable path. */
-static int pext_is_fast(void)
-{
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2"))
-        return 0;
-    if (__builtin_cpu_is("intel"))
-        return 1;
-    return __builtin_cpu_is("amd") && !__builtin_cpu_is("amdfam15h") &&
-           !__builtin_cpu_is("amdfam17h");
-}
-#else
-static int pext_is_fast(void)
-{
-    return 0;
 }
 #endif
 
@@ -536,7 +517,7 @@ static int pext_is_fast(void)
 static inline __attribute__((always_inline)) uint64_t squeeze(uint64_t x,
                                                               int pext)
 {
-#ifdef LM_HAVE_PEXT
+#ifdef LM_HAVE_BMI2
     if (pext)
         return squeeze_pext(x);
 #else
@@ -645,7 +626,7 @@ static int fast_loop_portable(struct lm_decoder *d, struct cursor *c)
     return fast_loop(d, c, 0);
 }
 
-#ifdef LM_HAVE_PEXT
+#ifdef LM_HAVE_BMI2
 static __attribute__((target("bmi,bmi2"))) int
 fast_loop_pext(struct lm_decoder *d, struct cursor *c)
 {
@@ -655,7 +636,7 @@ fast_loop_pext(struct lm_decoder *d, struct cursor *c)
 
 static int parse_events_fast(struct lm_decoder *d, struct cursor *c)
 {
-#ifdef LM_HAVE_PEXT
+#ifdef LM_HAVE_BMI2
     if (d->use_pext)
         return fast_loop_pext(d, c);
 #endif

@@ -10,11 +10,11 @@ rm -rf "$work"
 mkdir -p "$work"
 cp -a "$pristine/." "$work/"
 # New VM source files are ordinary files of this repository; the ingest
-# wire header is shared with the daemon.
+# wire header is shared with the daemon, the CPU check with the core.
 if compgen -G "$patchdir/src/*" >/dev/null; then
   cp "$patchdir"/src/* "$work/src/"
 fi
-cp "$patchdir/../proto/ljmp_ingest.h" "$work/src/"
+cp "$patchdir/../proto/ljmp_ingest.h" "$patchdir/../core/lm_cpu.h" "$work/src/"
 # Hooks into LuaJIT's own files, in order.
 if [ -f "$patchdir/patches/series" ]; then
   while read -r p; do

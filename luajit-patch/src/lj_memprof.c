@@ -17,8 +17,8 @@
 #include "lj_gc.h"
 #include "lj_memprof.h"
 
-#if LJ_TARGET_X64 && defined(__GNUC__)
-#define MEMPROF_PDEP 1
+#include "lm_cpu.h"
+#ifdef LM_HAVE_BMI2
 #include <immintrin.h>
 #endif
 #if LJ_HASJIT
@@ -112,28 +112,11 @@ static void mp_byte(Memprof *mp, uint8_t b)
   mp->buf[mp->pos++] = b;
 }
 
-#ifdef MEMPROF_PDEP
-
+#ifdef LM_HAVE_BMI2
 /* The 7-bit groups of v spread into bytes, by BMI2's PDEP. */
 static inline __attribute__((target("bmi2"))) uint64_t spread_pdep(uint64_t v)
 {
   return _pdep_u64(v, 0x7f7f7f7f7f7f7f7fULL);
-}
-
-/* PDEP is fast on Intel's CPUs and AMD's since Zen 3; microcoded, and
-** slower than the shifts, on AMD's families 15h and 17h (Zen 1 and 2). */
-static int pdep_is_fast(void)
-{
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("bmi2")) return 0;
-  if (__builtin_cpu_is("intel")) return 1;
-  return __builtin_cpu_is("amd") && !__builtin_cpu_is("amdfam15h") &&
-	 !__builtin_cpu_is("amdfam17h");
-}
-#else
-static int pdep_is_fast(void)
-{
-  return 0;
 }
 #endif
 
@@ -175,7 +158,7 @@ static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
     ** buffer's reserve covers the slack. */
     uint32_t len = uleb_len[__builtin_clzll(v)];  /* >= 2 */
     uint64_t x;
-#ifdef MEMPROF_PDEP
+#ifdef LM_HAVE_BMI2
     if (pdep)
       x = spread_pdep(v);
     else
@@ -450,7 +433,7 @@ static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
   return memprof_event(ud, ptr, osize, nsize, 0);
 }
 
-#ifdef MEMPROF_PDEP
+#ifdef LM_HAVE_BMI2
 static __attribute__((target("bmi2"))) void *
 memprof_allocf_pdep(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -461,9 +444,9 @@ memprof_allocf_pdep(void *ud, void *ptr, size_t osize, size_t nsize)
 /* The wrapper for this CPU: PDEP halves the cost of an event's ULEBs. */
 static lua_Alloc memprof_wrapper(void)
 {
-#ifdef MEMPROF_PDEP
+#ifdef LM_HAVE_BMI2
   static int fast = -1;
-  if (fast < 0) fast = pdep_is_fast();
+  if (fast < 0) fast = lm_bmi2_is_fast();
   if (fast) return memprof_allocf_pdep;
 #endif
   return memprof_allocf;

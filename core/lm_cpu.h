@@ -1,0 +1,32 @@
+/* Whether BMI2's PEXT and PDEP are fast here: shared by the core's ULEB
+ * decoder and the VM's encoder (luajit-patch copies this file). */
+#ifndef LM_CPU_H
+#define LM_CPU_H
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LM_HAVE_BMI2 1
+
+/*
+ * BMI1 and BMI2 (BLSMSK, PEXT, PDEP), and fast: Intel's CPUs and AMD's
+ * since Zen 3.  On AMD's families 15h and 17h (Zen 1 and 2) and Hygon's
+ * (Zen 1) PEXT and PDEP are microcoded and slower than shifts, so those
+ * and other vendors keep the portable paths.
+ */
+static inline int lm_bmi2_is_fast(void)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2"))
+        return 0;
+    if (__builtin_cpu_is("intel"))
+        return 1;
+    return __builtin_cpu_is("amd") && !__builtin_cpu_is("amdfam15h") &&
+           !__builtin_cpu_is("amdfam17h");
+}
+#else
+static inline int lm_bmi2_is_fast(void)
+{
+    return 0;
+}
+#endif
+
+#endif
