@@ -371,25 +371,17 @@ static int event_sym_kind(enum lm_revision rev, unsigned int source)
     }
 }
 
+/* A location's words, as many as location_words() says (the fast path
+ * reads them by the same count). */
 static int parse_loc(struct lm_decoder *d, struct cursor *c,
                      struct lm_loc_ref *loc)
 {
-    switch (loc->source) {
-    case LM_SRC_LFUNC:
-        READ(loc->addr);
-        READ(loc->line);
-        break;
-    case LM_SRC_CFUNC:
-        READ(loc->addr);
-        break;
-    case LM_SRC_TRACE:
-        READ(loc->traceno);
-        if (d->revision != LM_REV_R3)
-            READ(loc->trace_addr);
-        break;
-    default: /* internal: nothing */
-        break;
-    }
+    unsigned int words = location_words(d, loc->source);
+
+    if (words >= 1)
+        READ(loc->addr); /* or the trace's number */
+    if (words == 2)
+        READ(loc->line); /* or the trace's machine code */
     return P_OK;
 }
 
