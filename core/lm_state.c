@@ -67,6 +67,12 @@ static int loc_is(const struct lm_loc *l, const struct lm_loc_ref *r)
     return l->addr == r->addr && l->line == r->line && l->source == r->source;
 }
 
+/* The site cache's entry for a location whose ref_hash() is h. */
+static uint32_t *site_cache_at(struct lm_state *s, uint64_t h)
+{
+    return &s->site_cache[h & (LM_SITE_CACHE - 1)];
+}
+
 /* Takes a location out of the index: later events get a new one. */
 static void retire_loc(struct lm_state *s, uint32_t id)
 {
@@ -77,8 +83,8 @@ static void retire_loc(struct lm_state *s, uint32_t id)
     l->retired = 1;
     uint64_t h = loc_hash(l);
     lm_hindex_remove(&s->loc_index, h, id);
-    if (s->site_cache[h & (LM_SITE_CACHE - 1)] == id)
-        s->site_cache[h & (LM_SITE_CACHE - 1)] = LM_NONE;
+    if (*site_cache_at(s, h) == id)
+        *site_cache_at(s, h) = LM_NONE;
     s->last_loc = LM_NONE;
 }
 
@@ -201,7 +207,7 @@ static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
         h = ref_hash(r);
     if (s->cfuncs_changed)
         retire_renamed_cfunc_locs(s);
-    id = s->site_cache[h & (LM_SITE_CACHE - 1)];
+    id = *site_cache_at(s, h);
     if (id != LM_NONE && loc_is(&s->locs[id], r))
         goto found;
     LM_HINDEX_FOREACH(&s->loc_index, h, id, slot)
@@ -213,7 +219,7 @@ static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
     if (id == LM_NONE)
         return LM_NONE;
 found:
-    s->site_cache[h & (LM_SITE_CACHE - 1)] = id;
+    *site_cache_at(s, h) = id;
     s->last_loc = id;
     s->last_hash = h;
     return id;
@@ -525,7 +531,7 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
 
     if (!is_event(r))
         return;
-    id = s->site_cache[p->loc & (LM_SITE_CACHE - 1)];
+    id = *site_cache_at(s, p->loc);
     if (id == LM_NONE)
         id = lm_hindex_first(&s->loc_index, p->loc, &slot);
     if (id != LM_NONE)
