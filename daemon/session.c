@@ -408,7 +408,7 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         log_debug("session %llu: %u C symbols in %llu ms",
                   (unsigned long long)s->id, s->csyms.n,
                   (unsigned long long)(now_ms() - t0));
-        if (s->hello[4] >= 2)
+        if (s->hello[4] >= LJMP_INGEST_ACK_VERSION)
             ack_hello(s);
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
@@ -423,6 +423,12 @@ static uint64_t session_events(const struct session *s)
     const struct lm_totals *t = &s->prof.state.totals;
 
     return t->alloc_events + t->realloc_events + t->free_events;
+}
+
+/* A budget shared by the live sessions: each one's part. */
+static size_t live_share(const struct server *srv, size_t budget)
+{
+    return budget / (srv->nlive ? srv->nlive : 1);
 }
 
 /*
@@ -440,8 +446,7 @@ static ssize_t take_stream(struct session *s, const uint8_t *p, size_t n)
     uint64_t events = session_events(s), at = s->stream_bytes;
     size_t used = 0;
 
-    s->prof.state.direct_bytes =
-        DIRECT_BUDGET / (s->srv->nlive ? s->srv->nlive : 1);
+    s->prof.state.direct_bytes = live_share(s->srv, DIRECT_BUDGET);
     enum lm_status st = lm_profile_feed(&s->prof, p, n, &used);
 
     s->stream_bytes += used;
@@ -572,7 +577,7 @@ static void session_hangup(struct session *s, const char *why)
 
 static size_t read_size(const struct server *srv)
 {
-    size_t share = TURN_BUDGET / (srv->nlive ? srv->nlive : 1);
+    size_t share = live_share(srv, TURN_BUDGET);
 
     if (share < READ_MIN)
         share = READ_MIN;

@@ -33,6 +33,7 @@
 #define LJMP_TRAILER_MAGIC      "LJMT"
 #define LJMP_INGEST_VERSION     2
 #define LJMP_INGEST_MIN_VERSION 1 /* the oldest hello ljmpd takes */
+#define LJMP_INGEST_ACK_VERSION 2 /* the first whose hello is answered */
 #define LJMP_HELLO_ACK          0x06
 #define LJMP_ACK_WAIT_MS        1000
 #define LJMP_HELLO_MAX          (4 + 3 + 255)
