@@ -120,16 +120,9 @@ static inline __attribute__((target("bmi2"))) uint64_t spread_pdep(uint64_t v)
 }
 #endif
 
-/* The bytes of a ULEB by the leading zeros of its value (a load where a
-** division by 7 takes five instructions). */
-static const uint8_t uleb_len[64] = {
-  10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7,
-  7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5,
-  5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3,
-  3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1
-};
-
-/* The same with shifts: 28-bit halves, then 14-bit quarters, then 7. */
+#if LJ_LE && defined(__GNUC__)
+/* The 7-bit groups spread with shifts: 28-bit halves, then 14-bit
+** quarters, then 7. */
 static LJ_AINLINE uint64_t spread_shifts(uint64_t v)
 {
   uint64_t x = (v & 0x000000000fffffffULL) |
@@ -138,9 +131,20 @@ static LJ_AINLINE uint64_t spread_shifts(uint64_t v)
   return (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
 }
 
+/* The bytes of a ULEB by the leading zeros of its value (a load where a
+** division by 7 takes five instructions). */
+static const uint8_t uleb_len[64] = {
+  10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7,
+  7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5,
+  5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3,
+  3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1
+};
+#endif
+
 /*
 ** A ULEB128 at p; returns the byte after it.  Inlined into the allocator
-** wrapper, which is compiled twice (pdep: with BMI2's PDEP or not).  A
+** wrapper, which is compiled twice (pdep: with BMI2's PDEP or not).  The
+** hot path encodes through a local cursor: stores through a uint8_t
 ** pointer may alias anything, so writing via mp->buf + mp->pos would make
 ** the compiler reload the position after every byte.
 */
