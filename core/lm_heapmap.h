@@ -12,10 +12,11 @@
 
 /*
  * Open addressing in groups of 8 slots, after Abseil's SwissTable: a
- * control byte per slot (empty, or 7 bits of the hash) lets one 64-bit
- * word test a whole group, so a look-up touches one control word and,
- * nearly always, one slot.  Slots are 16 bytes (address, size, location),
- * 17 bytes with the control byte.  Groups are probed linearly.
+ * control byte per slot (empty, or 7 bits of the hash) lets one compare
+ * test a whole group (see lm_heap_match_tag), so a look-up touches one
+ * control word and, nearly always, one slot.  Slots are 16 bytes
+ * (address, size, location), 17 bytes with the control byte.  Groups
+ * are probed linearly.
  *
  * Each group also counts the blocks that hash to it but live in a later
  * group, because it was full when they came (after folly's F14): a
