@@ -111,12 +111,6 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-static uint64_t events_of(const struct lm_profile *p)
-{
-    const struct lm_totals *t = &p->state.totals;
-    return t->alloc_events + t->realloc_events + t->free_events;
-}
-
 /* In a child, so that the high-water mark is this stream's alone. */
 static void measure_rss(const char *path, size_t chunk)
 {
@@ -178,7 +172,7 @@ static int bench_core(int argc, char **argv)
         double t0 = now();
         run_once(buf, len, chunk, &p);
         secs[r] = now() - t0;
-        events = events_of(&p);
+        events = lm_totals_events(&p.state.totals);
         lm_profile_free(&p);
     }
     double m = median(secs, runs);

@@ -547,8 +547,7 @@ static uint64_t count_events(const char *path)
     while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
         lm_profile_feed(&p, buf, n, NULL);
     fclose(f);
-    const struct lm_totals *t = &p.state.totals;
-    uint64_t events = t->alloc_events + t->realloc_events + t->free_events;
+    uint64_t events = lm_totals_events(&p.state.totals);
     if (lm_decoder_finish(&p.dec) != LM_DONE) {
         fprintf(stderr, "ljmpd-bench: %s: %s\n", path, p.dec.errmsg);
         exit(1);

@@ -99,6 +99,12 @@ struct lm_totals {
 #undef LM_TOTAL_FIELD
 };
 
+/* Alloc, realloc and free events: what a VM's trailer counts. */
+static inline uint64_t lm_totals_events(const struct lm_totals *t)
+{
+    return t->alloc_events + t->realloc_events + t->free_events;
+}
+
 struct lm_state_limits {
     uint32_t max_locations; /* 0 for the default */
     /* Records are applied without the prefetch pipeline while the heap map

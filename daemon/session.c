@@ -420,9 +420,7 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 
 static uint64_t session_events(const struct session *s)
 {
-    const struct lm_totals *t = &s->prof.state.totals;
-
-    return t->alloc_events + t->realloc_events + t->free_events;
+    return lm_totals_events(&s->prof.state.totals);
 }
 
 /* A budget shared by the live sessions: each one's part. */
