@@ -293,9 +293,18 @@ static int bench_replay(int argc, char **argv)
     uint8_t ack = 0;
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         write_all(fd, hello,
-                  ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "replay")) != 0 ||
-        read(fd, &ack, 1) != 1 || ack != LJMP_HELLO_ACK || /* as a VM waits */
-        write_all(fd, buf, len) != 0 ||
+                  ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "replay")) != 0) {
+        fprintf(stderr, "ljmp-bench replay: %s: %s\n", argv[1],
+                strerror(errno));
+        return 1;
+    }
+    /* As a VM does, wait for ljmpd's answer before streaming. */
+    if (read(fd, &ack, 1) != 1 || ack != LJMP_HELLO_ACK) {
+        fprintf(stderr, "ljmp-bench replay: %s: no answer to the hello\n",
+                argv[1]);
+        return 1;
+    }
+    if (write_all(fd, buf, len) != 0 ||
         write_all(fd, trailer, sizeof(trailer)) != 0) {
         fprintf(stderr, "ljmp-bench replay: %s: %s\n", argv[1],
                 strerror(errno));
