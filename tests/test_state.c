@@ -483,7 +483,6 @@ static void test_heap_map_collisions(void)
             lm_heap_put(&m, addrs[i], (struct lm_block){(uint32_t)i, 1}, &blk),
             0);
     CU_ASSERT_EQUAL(m.count, 300);
-    /* The size the addresses were chosen for: they did all collide. */
     /* The size the addresses were chosen for: they all collide in it. */
     CU_ASSERT_EQUAL(m.shard[0].cap, 480);
     /* Take every other, then the rest: the group's overflow count, stuck
