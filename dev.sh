@@ -110,6 +110,16 @@ run_tests() {
   CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF \
     -DLJMP_VM_BIN="$PWD/build/luajit-patch/work/src/luajit"
   (cd build-san && ctest --output-on-failure)
+  log "build (clang, ThreadSanitizer): the core's tests, for its worker thread"
+  CC=clang cmake -S . -B build-tsan -DLJMP_WERROR=ON -DLJMP_TSAN=ON \
+    -DLJMP_LUAJIT=OFF >/dev/null
+  cmake --build build-tsan -j "$JOBS" --target test_core >/dev/null
+  if ! TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_core \
+    >build-tsan/test_core.log 2>&1; then
+    tail -n 60 build-tsan/test_core.log
+    echo "ThreadSanitizer run failed: build-tsan/test_core.log" >&2
+    exit 1
+  fi
 }
 
 case "${1:-}" in

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lm_hash.h"
+#include "lm_par.h"
 
 /* The per-event path: inlined into the loops that apply records, where
  * GCC would otherwise keep calls whose register saves and restores cost
@@ -665,6 +666,225 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
     return 0;
 }
 
+/* -- Two parts, split by block address (see lm_state.h and lm_par.h). */
+
+void lm_state_join(struct lm_state *part, const struct lm_state *s)
+{
+    part->heap.seed = s->heap.seed;
+    part->direct_bytes = s->direct_bytes;
+}
+
+/* The part an operation belongs to: bits the heap map leaves alone (it
+ * takes the top 6 for the shard, 50..56 for the tag, 0..31 for the home),
+ * so each part's blocks still spread over all its shards and groups. */
+static HOT void route_op(uint32_t split, const struct lm_op *op,
+                         struct lm_op *mine, size_t *nmine, struct lm_op *other,
+                         size_t *nother)
+{
+    if ((uint32_t)(op->hash >> 32 & 0xffff) < split)
+        other[(*nother)++] = *op;
+    else
+        mine[(*nmine)++] = *op;
+}
+
+/* A location's key line, fetched ahead: with thousands of sites, most
+ * events miss the one-entry cache, and their records are not in L1. */
+static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
+                         uint64_t *h)
+{
+    if (!is_event(r))
+        return;
+    *h = ref_hash(&r->loc);
+    uint32_t id = *site_cache_at(s, *h);
+    if (id != LM_NONE)
+        __builtin_prefetch(&s->locs[id].addr);
+}
+
+int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
+                   uint32_t split, struct lm_op *mine, size_t *nmine,
+                   struct lm_op *other, size_t *nother, size_t *failed_at,
+                   const char **err)
+{
+    uint64_t hashes[RING];
+
+    *nmine = *nother = 0;
+    for (size_t i = 0; i < n && i < NEAR; i++)
+        plan_loc(s, &recs[i], &hashes[i % RING]);
+    for (size_t i = 0; i < n; i++) {
+        const struct lm_record *r = &recs[i];
+        struct lm_op op;
+        uint32_t loc;
+
+        if (i + NEAR < n)
+            plan_loc(s, &recs[i + NEAR], &hashes[(i + NEAR) % RING]);
+        *failed_at = i;
+        if (!is_event(r)) {
+            *err = "out of memory";
+            if (apply_symbol(s, r) != 0)
+                return -1;
+            continue;
+        }
+        if (r->osize > LM_HEAP_MAX_SIZE || r->nsize > LM_HEAP_MAX_SIZE) {
+            *err = "block size of 4 GiB or more";
+            return -1;
+        }
+        loc = get_loc(s, &r->loc, 1, hashes[i % RING], err);
+        if (loc == LM_NONE)
+            return -1;
+        if (r->kind != LM_REC_ALLOC) {
+            op = (struct lm_op){r->oaddr,
+                                lm_heap_hash(&s->heap, r->oaddr),
+                                (uint32_t)r->osize,
+                                (uint32_t)r->nsize,
+                                loc,
+                                r->kind == LM_REC_FREE ? LM_OP_FREE
+                                                       : LM_OP_REALLOC_OLD};
+            route_op(split, &op, mine, nmine, other, nother);
+        }
+        if (r->kind != LM_REC_FREE) {
+            op = (struct lm_op){r->naddr,
+                                lm_heap_hash(&s->heap, r->naddr),
+                                (uint32_t)r->nsize,
+                                0,
+                                loc,
+                                r->kind == LM_REC_ALLOC ? LM_OP_ALLOC
+                                                        : LM_OP_REALLOC_NEW};
+            route_op(split, &op, mine, nmine, other, nother);
+        }
+    }
+    return 0;
+}
+
+int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs)
+{
+    if (nlocs > part->locs_cap) {
+        uint32_t cap = part->locs_cap ? part->locs_cap : 64;
+        while (cap < nlocs)
+            cap *= 2;
+        struct lm_loc *p = aligned_alloc(64, (size_t)cap * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        if (part->nlocs > 0)
+            memcpy(p, part->locs, (size_t)part->nlocs * sizeof(*p));
+        free(part->locs);
+        part->locs = p;
+        part->locs_cap = cap;
+    }
+    if (nlocs > part->nlocs) {
+        memset(&part->locs[part->nlocs], 0,
+               (size_t)(nlocs - part->nlocs) * sizeof(*part->locs));
+        part->nlocs = nlocs;
+    }
+    return 0;
+}
+
+/* An operation's effect: apply_event's, with the location known. */
+static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
+                        uint32_t oslot, const char **err)
+{
+    struct lm_counters *c = &s->locs[op->loc].c;
+    struct plan p = {.o = op->hash, .oslot = oslot};
+
+    switch (op->kind) {
+    case LM_OP_ALLOC:
+        c->alloc_events++;
+        c->alloc_bytes += op->size;
+        s->totals.alloc_events++;
+        s->totals.alloc_bytes += op->size;
+        return add_block(s, op->loc, op->addr, op->hash, op->size, err);
+    case LM_OP_FREE:
+        c->free_events++;
+        c->free_bytes += op->size;
+        s->totals.free_events++;
+        s->totals.freed_bytes += op->size;
+        return release_block(s, LM_EV_FREE, op->loc, op->addr, &p, 0, err);
+    case LM_OP_REALLOC_OLD:
+        c->realloc_events++;
+        c->realloc_new_bytes += op->nsize;
+        c->realloc_old_bytes += op->size;
+        s->totals.realloc_events++;
+        s->totals.alloc_bytes += op->nsize;
+        s->totals.freed_bytes += op->size;
+        return release_block(s, LM_EV_REALLOC, op->loc, op->addr, &p, op->nsize,
+                             err);
+    default: /* LM_OP_REALLOC_NEW */
+        return add_block(s, op->loc, op->addr, op->hash, op->size, err);
+    }
+}
+
+/* plan_near for an operation: the site's counters and, for a release,
+ * the owner's record; returns where the block was seen. */
+static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
+{
+    uint32_t slot = UINT32_MAX;
+    struct lm_block blk;
+
+    prefetch_two_lines(&s->locs[op->loc].c);
+    if ((op->kind == LM_OP_FREE || op->kind == LM_OP_REALLOC_OLD) &&
+        lm_heap_peek_hashed(&s->heap, op->hash, op->addr, &blk, &slot))
+        prefetch_two_lines(&s->locs[blk.loc]);
+    return slot;
+}
+
+/* The same pipeline as lm_state_apply's, with the hashes already made. */
+int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
+                       const char **err)
+{
+    uint32_t oslot[RING];
+    size_t far = fits_in_cache(s) ? 0 : FAR;
+    size_t near = far != 0 && !locs_fit_in_cache(s) ? NEAR : 0;
+
+    for (size_t i = 0; i < n && i < far; i++)
+        lm_heap_prefetch(&s->heap, ops[i].hash);
+    for (size_t i = 0; i < n && i < near; i++)
+        oslot[i % RING] = plan_op(s, &ops[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + far < n && far != 0)
+            lm_heap_prefetch(&s->heap, ops[i + far].hash);
+        if (i + near < n && near != 0)
+            oslot[(i + near) % RING] = plan_op(s, &ops[i + near]);
+        if (apply_op(s, &ops[i], near != 0 ? oslot[i % RING] : UINT32_MAX,
+                     err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int lm_state_absorb(struct lm_state *s, struct lm_state *part)
+{
+    uint64_t peak = s->totals.peak_live_blocks;
+    struct lm_override *ovr = lm_state_overrides(part);
+    int rc = -1;
+
+    if (ovr == NULL)
+        goto out;
+    for (uint32_t i = 0; i < part->nlocs; i++) {
+        struct lm_counters *to = &s->locs[i].c;
+        const struct lm_counters *from = &part->locs[i].c;
+#define LM_ADD_COUNTER(name) to->name += from->name;
+        LM_COUNTERS(LM_ADD_COUNTER)
+#undef LM_ADD_COUNTER
+    }
+    for (uint32_t i = 0; i < part->novr; i++) {
+        const struct lm_override *o = &ovr[i];
+        uint32_t id = override_id(s, (uint8_t)o->kind, o->site, o->primary);
+        if (id == LM_NONE)
+            goto out;
+        s->ovr[id].count += o->count;
+        s->ovr[id].allocated += o->allocated;
+        s->ovr[id].freed += o->freed;
+    }
+#define LM_ADD_TOTAL(name) s->totals.name += part->totals.name;
+    LM_TOTALS(LM_ADD_TOTAL)
+#undef LM_ADD_TOTAL
+    s->totals.peak_live_blocks = peak;
+    rc = lm_heap_absorb(&s->heap, &part->heap);
+out:
+    free(ovr);
+    lm_state_free(part);
+    return rc;
+}
+
 /* Name of a Lua location: chunk (or its alias) and line. */
 static int lfunc_name(const struct lm_state *s, uint32_t proto, uint64_t addr,
                       uint64_t line, char *buf, size_t len)
@@ -756,14 +976,33 @@ uint64_t lm_state_memory(const struct lm_state *s)
 int lm_profile_init(struct lm_profile *p, const struct lm_limits *limits,
                     const struct lm_state_limits *state_limits)
 {
+    p->par = NULL;
     if (lm_state_init(&p->state, state_limits) != 0)
         return -1;
     lm_decoder_init(&p->dec, limits, lm_state_apply, &p->state);
     return 0;
 }
 
+int lm_profile_threads(struct lm_profile *p, int threads)
+{
+    if (threads < 2 || p->par != NULL)
+        return 0;
+    p->par = lm_par_new(&p->state);
+    if (p->par == NULL)
+        return -1;
+    p->dec.sink = lm_par_apply;
+    p->dec.sink_ctx = p->par;
+    return 0;
+}
+
+int lm_profile_settle(struct lm_profile *p, char *errbuf, size_t errlen)
+{
+    return p->par != NULL ? lm_par_finish(p->par, errbuf, errlen) : 0;
+}
+
 void lm_profile_free(struct lm_profile *p)
 {
+    lm_par_free(p->par);
     lm_decoder_free(&p->dec);
     lm_state_free(&p->state);
 }

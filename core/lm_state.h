@@ -155,6 +155,64 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
                    size_t *failed_at, char *errbuf, size_t errlen);
 
 /*
+ * -- Applying a stream in two parts, by block address (see lm_par.h).
+ *
+ * The state that reads the records (the "main" state: symbols and
+ * locations) resolves each event's location and splits it into heap
+ * operations, one per block it touches; each operation goes to the part
+ * that owns the block's address, and a part applies its operations to its
+ * own heap map, location counters, overrides and totals.  Every block's
+ * operations stay in stream order within one part, and everything else
+ * is a sum, so the parts merged are the state one pass would build.
+ */
+enum lm_op_kind {
+    LM_OP_ALLOC,       /* a new block; counts an alloc event */
+    LM_OP_FREE,        /* a released block; counts a free event */
+    LM_OP_REALLOC_OLD, /* a realloc's old block; counts the realloc */
+    LM_OP_REALLOC_NEW, /* a realloc's new block */
+};
+
+struct lm_op {
+    uint64_t addr, hash; /* the block and its lm_heap_hash() */
+    uint32_t size;       /* the block's size */
+    uint32_t nsize;      /* LM_OP_REALLOC_OLD: the new block's size */
+    uint32_t loc;        /* the event's location in the main state */
+    uint32_t kind;       /* enum lm_op_kind */
+};
+
+/* Operations one record can make at most. */
+#define LM_OPS_PER_RECORD 2
+
+/* Makes part (initialised) a part of s: the same heap hash. */
+void lm_state_join(struct lm_state *part, const struct lm_state *s);
+
+/*
+ * Applies the symbols of n records to s and splits their events into
+ * operations: those on blocks whose hash's bits 32..47 are below `split`
+ * go to other (*nother of them), the rest to mine (*nmine).  Each array
+ * has room for n * LM_OPS_PER_RECORD.  On an error (*failed_at, *err),
+ * the operations of the records before it are out.
+ */
+int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
+                   uint32_t split, struct lm_op *mine, size_t *nmine,
+                   struct lm_op *other, size_t *nother, size_t *failed_at,
+                   const char **err);
+
+/* Gives part (zeroed) counters for the main state's first nlocs
+ * locations. */
+int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs);
+
+/* Applies operations in order to s (s itself or a part of it). */
+int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
+                       const char **err);
+
+/*
+ * Adds a part's counters, overrides, totals and blocks to s and frees
+ * the part.  peak_live_blocks is left to the caller, who alone saw both.
+ */
+int lm_state_absorb(struct lm_state *s, struct lm_state *part);
+
+/*
  * Formats the location's name as Tarantool's parser prints it (see
  * memprof-format.md); returns snprintf's result.
  */
@@ -170,15 +228,32 @@ struct lm_override *lm_state_overrides(const struct lm_state *s);
 /* Bytes of memory the state holds, tables included. */
 uint64_t lm_state_memory(const struct lm_state *s);
 
+struct lm_par;
+
 /* A decoder feeding a state: what a reader of one stream needs. */
 struct lm_profile {
     struct lm_decoder dec;
     struct lm_state state;
+    struct lm_par *par; /* the worker thread, if any (lm_par.h) */
 };
 
 int lm_profile_init(struct lm_profile *p, const struct lm_limits *limits,
                     const struct lm_state_limits *state_limits);
 void lm_profile_free(struct lm_profile *p);
+
+/*
+ * Before the first feed: with threads = 2, a worker thread applies part
+ * of the stream (lm_par.h); 1 keeps to the caller's thread.  -1 when the
+ * worker cannot start (the profile still works, on one thread).
+ */
+int lm_profile_threads(struct lm_profile *p, int threads);
+
+/*
+ * Brings the state up to date with everything fed: with a worker, waits
+ * for it and merges its part (no more feeding after).  Call before
+ * reading p->state.  0, or -1 with a message in errbuf.
+ */
+int lm_profile_settle(struct lm_profile *p, char *errbuf, size_t errlen);
 
 static inline enum lm_status lm_profile_feed(struct lm_profile *p,
                                              const void *buf, size_t len,

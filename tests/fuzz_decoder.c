@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lm_groups.h"
+#include "lm_par.h"
 #include "lm_report.h"
 #include "lm_state.h"
 
@@ -56,6 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     state_limits.direct_bytes = budgets[data[0] % 3];
     if (lm_profile_init(&p, &limits, &state_limits) != 0)
         return 0;
+    /* The last byte's low bit: two threads, block addresses shared between
+     * them as the byte says (0..255 of 256ths to the worker). */
+    if (size > 1 && (data[size - 1] & 1)) {
+        if (lm_profile_threads(&p, 2) != 0)
+            abort();
+        lm_par_set_share(p.par, (uint32_t)data[size - 1] << 8);
+    }
     struct lm_groups g;
     int groups_ok = lm_groups_init(&g) == 0;
     while (off < size && st == LM_NEED_MORE) {
@@ -73,6 +81,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
     }
     lm_decoder_finish(&p.dec);
+    char err[128];
+    if (lm_profile_settle(&p, err, sizeof(err)) != 0)
+        abort(); /* only out of memory */
     /* Names, sorting and overrides must hold for whatever was accepted. */
     FILE *devnull = fopen("/dev/null", "w");
     if (devnull != NULL) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "lm_groups.h"
+#include "lm_par.h"
 #include "lm_report.h"
 #include "test_util.h"
 
@@ -747,6 +748,12 @@ static void random_stream(struct lm_buf *b, uint64_t seed, int nevents,
         if (i % 5000 == 4999)
             lm_enc_event_lfunc(b, 0x1000 + 16 * (uint64_t)(x % 64), "@c.lua",
                                (uint64_t)i);
+        else if (i % 997 == 996) /* a block from before the profile */
+            lm_enc_free(b, LM_REV_R3, &loc, 0x7f000000 + (uint64_t)i * 16, 32);
+        else if (i % 1499 == 1498 && live[k] != 0) /* a free the VM lost */
+            lm_enc_alloc(b, LM_REV_R3, &loc, live[k], size);
+        else if (i % 2003 == 2002) /* a failed allocation */
+            lm_enc_alloc(b, LM_REV_R3, &loc, 0, size);
         else if (live[k] == 0) {
             live[k] = next += 256;
             lm_enc_alloc(b, LM_REV_R3, &loc, live[k], size);
@@ -803,6 +810,116 @@ static void test_direct_and_pipelined_agree(void)
     check_paths_agree(100, UINT64_MAX, 256 * 1024);
 }
 
+/* Every block of a is in b, with its size and site; b has no others. */
+static void check_same_heap(const struct lm_state *a, const struct lm_state *b)
+{
+    CU_ASSERT_EQUAL(a->heap.count, b->heap.count);
+    for (unsigned int k = 0; k < LM_HEAP_SHARDS; k++) {
+        const struct lm_heap_shard *s = &a->heap.shard[k];
+        for (uint32_t i = 0; i < s->cap; i++) {
+            struct lm_block blk;
+            uint32_t where;
+            if (s->ctrl[i] >= LM_HEAP_EMPTY)
+                continue;
+            uint64_t addr = s->slots[i].addr;
+            if (!lm_heap_peek_hashed(&b->heap, lm_heap_hash(&b->heap, addr),
+                                     addr, &blk, &where)) {
+                CU_FAIL("a block is missing");
+                return;
+            }
+            CU_ASSERT_EQUAL(blk.size, s->slots[i].size);
+            CU_ASSERT_EQUAL(blk.loc, s->slots[i].loc);
+        }
+    }
+}
+
+/*
+ * One stream applied on one thread and on two (all blocks to the caller,
+ * all to the worker, shared) ends in the same state: totals, counters,
+ * overrides (through the report), the heap map.  The peak is sampled
+ * with two threads: never above the true one, never below the end's.
+ */
+static void check_threads_agree(uint64_t budget, size_t chunk)
+{
+    static const uint32_t shares[] = {0, 65536, 20000, 62000};
+    struct lm_buf b = {0};
+    struct lm_profile one;
+    struct lm_state_limits lim = {0, budget};
+    char err[128];
+
+    random_stream(&b, 7, 300000, 2000);
+    CU_ASSERT_FATAL(!b.oom);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_init(&one, NULL, &lim), 0);
+    CU_ASSERT_EQUAL(feed_chunked(&one, b.data, b.len, chunk), LM_DONE);
+    CU_ASSERT_TRUE(one.state.totals.unknown_frees > 100);
+    CU_ASSERT_TRUE(one.state.totals.overwritten_blocks > 50);
+    CU_ASSERT_TRUE(one.state.totals.failed_allocs > 100);
+    char *expected = report_text(&one.state);
+    for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++) {
+        struct lm_profile two;
+        CU_ASSERT_EQUAL_FATAL(lm_profile_init(&two, NULL, &lim), 0);
+        CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&two, 2), 0);
+        lm_par_set_share(two.par, shares[i]);
+        CU_ASSERT_EQUAL(feed_chunked(&two, b.data, b.len, chunk), LM_DONE);
+        CU_ASSERT_EQUAL(lm_profile_settle(&two, err, sizeof(err)), 0);
+        struct lm_totals t1 = one.state.totals, t2 = two.state.totals;
+        CU_ASSERT_TRUE(t2.peak_live_blocks <= t1.peak_live_blocks);
+        CU_ASSERT_TRUE(t2.peak_live_blocks >= t2.live_blocks);
+        t1.peak_live_blocks = t2.peak_live_blocks = 0;
+        CU_ASSERT_EQUAL(memcmp(&t1, &t2, sizeof(t1)), 0);
+        CU_ASSERT_EQUAL(one.state.nlocs, two.state.nlocs);
+        for (uint32_t l = 0; l < one.state.nlocs; l++)
+            CU_ASSERT_EQUAL(memcmp(&one.state.locs[l].c, &two.state.locs[l].c,
+                                   sizeof(struct lm_counters)),
+                            0);
+        check_same_heap(&one.state, &two.state);
+        char *got = report_text(&two.state);
+        CU_ASSERT_STRING_EQUAL(got, expected);
+        free(got);
+        lm_profile_free(&two);
+    }
+    free(expected);
+    lm_profile_free(&one);
+    lm_buf_free(&b);
+}
+
+static void test_threads_agree(void)
+{
+    check_threads_agree(UINT64_MAX, 0); /* no prefetching */
+    check_threads_agree(1, 4096);       /* the full pipeline, in chunks */
+}
+
+/* An error in the middle leaves both threads' work before it applied. */
+static void test_threads_stop_at_error(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x100, 2), in = loc_internal();
+    char err[128];
+
+    begin_r3(&b);
+    for (uint64_t i = 1; i <= 20000; i++)
+        lm_enc_alloc(&b, LM_REV_R3, &l, i * 16, 7);
+    lm_enc_realloc(&b, LM_REV_R3, &in, 0x10, 7, 0x20, INT64_MAX);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x900000, 7);
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&p, 2), 0);
+    lm_par_set_share(p.par, 32768);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 1000), LM_ERROR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.dec.errmsg, "4 GiB or more"));
+    CU_ASSERT_EQUAL(lm_profile_settle(&p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(p.state.totals.alloc_events, 20000);
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, 20000 * 7);
+    CU_ASSERT_EQUAL(p.state.totals.peak_live_blocks, 20000);
+    CU_ASSERT_EQUAL(p.state.heap.count, 20000);
+    CU_ASSERT_EQUAL(p.state.totals.realloc_events, 0);
+    /* Settled: no more feeding. */
+    CU_ASSERT_EQUAL(lm_profile_settle(&p, err, sizeof(err)), 0);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 void register_state_tests(void)
 {
     CU_pSuite s = CU_add_suite("state", NULL, NULL);
@@ -831,4 +948,6 @@ void register_state_tests(void)
     CU_add_test(s, "symbol table re-encoded", test_symtab_reencoded);
     CU_add_test(s, "direct and pipelined paths agree",
                 test_direct_and_pipelined_agree);
+    CU_add_test(s, "one thread and two agree", test_threads_agree);
+    CU_add_test(s, "two threads stop at an error", test_threads_stop_at_error);
 }

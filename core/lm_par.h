@@ -1,0 +1,47 @@
+/* Applies a stream's records on two threads: one reads, both apply. */
+#ifndef LM_PAR_H
+#define LM_PAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lm_state.h"
+
+/*
+ * A big profile is bound by cache misses in its heap map, and a report
+ * has a second core idle: the caller's thread resolves every event's
+ * location (symbols and locations must be seen in stream order), keeps
+ * the heap operations on its own share of block addresses and hands the
+ * rest to a worker thread in batches, which applies them to a part of
+ * the state of its own (see lm_state_split).  lm_par_finish() merges the
+ * part back, and the state is then the one lm_state_apply() would have
+ * built, except that peak_live_blocks is sampled at each hand-over (every
+ * few thousand events) rather than after each event: a lower bound, no
+ * further below the true peak than the heap grows in one batch.
+ */
+struct lm_par;
+
+/* Starts the worker for s, a state nothing was applied to yet; NULL when
+ * out of memory or without a thread. */
+struct lm_par *lm_par_new(struct lm_state *s);
+
+/* The worker's share of block addresses, in 65536ths (tests use 0 and
+ * 65536 to give all blocks to one side); before the first record. */
+void lm_par_set_share(struct lm_par *p, uint32_t share);
+
+/* Applies records in stream order: an lm_sink_fn, with an lm_par as its
+ * context. */
+int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
+                 size_t *failed_at, char *errbuf, size_t errlen);
+
+/*
+ * Waits for the worker and merges its part into the state (also after
+ * an error in lm_par_apply: the state then holds the records before it).
+ * 0, or -1 with a message in errbuf when out of memory.
+ */
+int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen);
+
+/* Finishes if needed, and frees. */
+void lm_par_free(struct lm_par *p);
+
+#endif
