@@ -15,7 +15,11 @@
 #include <unistd.h>
 
 #include "ljmp_ingest.h"
+#include "lm_par.h"
 #include "lm_state.h"
+
+/* The worker's share with --threads 2 (0: lm_par's default). */
+static uint32_t worker_share;
 
 static double now(void)
 {
@@ -78,11 +82,16 @@ static uint8_t *load(const char *path, size_t *len)
 }
 
 /* Decodes and aggregates the whole buffer, in chunks of `chunk` bytes. */
-static void run_once(const uint8_t *buf, size_t len, size_t chunk,
+static void run_once(const uint8_t *buf, size_t len, size_t chunk, int threads,
                      struct lm_profile *p)
 {
-    if (lm_profile_init(p, NULL, NULL) != 0)
+    char err[128];
+
+    if (lm_profile_init(p, NULL, NULL) != 0 ||
+        lm_profile_threads(p, threads) != 0)
         exit(1);
+    if (p->par != NULL && worker_share != 0)
+        lm_par_set_share(p->par, worker_share);
     for (size_t off = 0; off < len; off += chunk) {
         size_t n = len - off < chunk ? len - off : chunk;
         if (lm_profile_feed(p, buf + off, n, NULL) == LM_ERROR)
@@ -91,6 +100,10 @@ static void run_once(const uint8_t *buf, size_t len, size_t chunk,
     if (lm_decoder_finish(&p->dec) != LM_DONE) {
         fprintf(stderr, "ljmp-bench: stream did not decode: %s\n",
                 p->dec.errmsg);
+        exit(1);
+    }
+    if (lm_profile_settle(p, err, sizeof(err)) != 0) {
+        fprintf(stderr, "ljmp-bench: %s\n", err);
         exit(1);
     }
 }
@@ -112,7 +125,7 @@ static int write_all(int fd, const void *p, size_t n)
 }
 
 /* In a child, so that the high-water mark is this stream's alone. */
-static void measure_rss(const char *path, size_t chunk)
+static void measure_rss(const char *path, size_t chunk, int threads)
 {
     pid_t pid = fork();
 
@@ -121,7 +134,7 @@ static void measure_rss(const char *path, size_t chunk)
         uint8_t *buf = load(path, &len);
         long base = status_kb("VmRSS");
         struct lm_profile p;
-        run_once(buf, len, chunk, &p);
+        run_once(buf, len, chunk, threads, &p);
         long hwm = status_kb("VmHWM");
         uint64_t blocks = p.state.totals.peak_live_blocks;
         printf("peak live blocks   %" PRIu64 "\n", blocks);
@@ -144,7 +157,7 @@ static void measure_rss(const char *path, size_t chunk)
 
 static int bench_core(int argc, char **argv)
 {
-    int runs = 5;
+    int runs = 5, threads = 1;
     size_t chunk = 0;
     const char *path = NULL;
 
@@ -153,11 +166,16 @@ static int bench_core(int argc, char **argv)
             runs = atoi(argv[++i]);
         else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc)
             chunk = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--share") == 0 && i + 1 < argc)
+            worker_share = (uint32_t)strtoul(argv[++i], NULL, 10);
         else
             path = argv[i];
     }
-    if (path == NULL || runs < 1) {
-        fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES]\n",
+    if (path == NULL || runs < 1 || threads < 1 || threads > 2) {
+        fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES] "
+              "[--threads 1|2 [--share N]]\n",
               stderr);
         return 1;
     }
@@ -170,7 +188,7 @@ static int bench_core(int argc, char **argv)
     for (int r = 0; r < runs; r++) {
         struct lm_profile p;
         double t0 = now();
-        run_once(buf, len, chunk, &p);
+        run_once(buf, len, chunk, threads, &p);
         secs[r] = now() - t0;
         events = lm_totals_events(&p.state.totals);
         lm_profile_free(&p);
@@ -178,14 +196,15 @@ static int bench_core(int argc, char **argv)
     double m = median(secs, runs);
     printf("stream             %s: %.1f MB, %" PRIu64 " events\n", path,
            (double)len / 1e6, events);
-    printf("chunk              %zu bytes\n", chunk);
+    printf("chunk              %zu bytes, %d thread%s\n", chunk, threads,
+           threads > 1 ? "s" : "");
     printf("decode+aggregate   median of %d: %.3f s = %.1f M events/s, "
            "%.0f MB/s (target >= 30 M events/s)\n",
            runs, m, (double)events / m / 1e6, (double)len / m / 1e6);
     fflush(stdout);
     free(secs);
     free(buf);
-    measure_rss(path, chunk);
+    measure_rss(path, chunk, threads);
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* `ljmpctl report FILE|-|PID`: the report of a recorded stream, or of a
  * live session from ljmpd. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,8 @@ static const char report_help[] =
     "  --json             one JSON object with the same data and totals\n"
     "  --max-string=N     reject chunk or symbol names longer than N bytes\n"
     "                     (default 1 MiB, at most 1 GiB)\n"
+    "  --threads=N        1, or 2 to apply the stream on two threads (the\n"
+    "                     default when this process may use two CPUs)\n"
     "  -h, --help         this help\n"
     "\n"
     "A stream that ends early (a VM that died) is reported up to its last\n"
@@ -50,17 +54,29 @@ static const char report_help[] =
 struct report_args {
     struct lm_report_opts opts;
     struct lm_limits limits;
+    int threads;
     const char *path;
 };
 
+/* Two threads pay off only with a second CPU to run on. */
+static int default_threads(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 1;
+    return CPU_COUNT(&set) >= 2 ? 2 : 1;
+}
+
 static int parse_args(int argc, char **argv, struct report_args *a)
 {
-    enum { OPT_LEAK = 256, OPT_HUMAN, OPT_JSON, OPT_MAXSTR };
+    enum { OPT_LEAK = 256, OPT_HUMAN, OPT_JSON, OPT_MAXSTR, OPT_THREADS };
     static const struct option longopts[] = {
         {"leak-only", no_argument, NULL, OPT_LEAK},
         {"human-readable", no_argument, NULL, OPT_HUMAN},
         {"json", no_argument, NULL, OPT_JSON},
         {"max-string", required_argument, NULL, OPT_MAXSTR},
+        {"threads", required_argument, NULL, OPT_THREADS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -70,6 +86,7 @@ static int parse_args(int argc, char **argv, struct report_args *a)
     memset(a, 0, sizeof(*a));
     a->limits.max_string = LM_DEFAULT_MAX_STRING;
     a->limits.max_buffered = LM_DEFAULT_MAX_BUFFERED;
+    a->threads = default_threads();
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -92,6 +109,16 @@ static int parse_args(int argc, char **argv, struct report_args *a)
                 return -1;
             }
             a->limits.max_buffered = a->limits.max_string + 64;
+            break;
+        case OPT_THREADS:
+            if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0) {
+                fprintf(stderr,
+                        "ljmpctl report: bad --threads '%s' (1 or "
+                        "2)\n",
+                        optarg);
+                return -1;
+            }
+            a->threads = optarg[0] - '0';
             break;
         case 'h':
             fputs(report_help, stdout);
@@ -176,9 +203,16 @@ static int cmd_report(int argc, char **argv)
         fprintf(stderr, "ljmpctl report: out of memory\n");
         return EXIT_USAGE;
     }
+    /* Without the worker thread the report is the same, only slower. */
+    (void)lm_profile_threads(&p, a.threads);
     int read_failed = read_stream(fd, a.path, &p, &st);
+    char err[128];
     if (fd != STDIN_FILENO)
         close(fd);
+    if (!read_failed && lm_profile_settle(&p, err, sizeof(err)) != 0) {
+        fprintf(stderr, "ljmpctl report: %s: %s\n", a.path, err);
+        read_failed = 1;
+    }
     if (read_failed) {
         rc = EXIT_USAGE;
     } else if (st == LM_ERROR) {
