@@ -878,6 +878,12 @@ int lm_state_absorb(struct lm_state *s, struct lm_state *part)
     LM_TOTALS(LM_ADD_TOTAL)
 #undef LM_ADD_TOTAL
     s->totals.peak_live_blocks = peak;
+    if (part->heap.count > s->heap.count) {
+        /* The same hash: move the fewer blocks (the worker has most). */
+        struct lm_heapmap t = s->heap;
+        s->heap = part->heap;
+        part->heap = t;
+    }
     rc = lm_heap_absorb(&s->heap, &part->heap);
 out:
     free(ovr);
