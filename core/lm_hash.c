@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum { TABLE_MMAP_MIN = 64 * 1024 };
+enum { TABLE_MMAP_MIN = 4 * 1024 };
 
 uint64_t lm_hash_bytes(const void *data, size_t len)
 {
@@ -43,8 +43,14 @@ int lm_reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem)
 
 void *lm_table_alloc(size_t size)
 {
-    if (size < TABLE_MMAP_MIN)
-        return calloc(1, size);
+    if (size < TABLE_MMAP_MIN) {
+        /* Cache-line aligned, as mapped pages are. */
+        size_t rounded = (size + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, rounded);
+        if (p != NULL)
+            memset(p, 0, rounded);
+        return p;
+    }
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;

@@ -34,10 +34,10 @@ int lm_reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem);
     lm_reserve((void **)&(arr), &(cap), (n), sizeof(*(arr)))
 
 /*
- * Zeroed memory for a table.  Large tables are mapped directly so that
- * freeing one returns its pages to the system at once: the heap map's
- * memory bound is measured as resident size, and malloc's dynamic mmap
- * threshold would otherwise keep retired tables resident.
+ * Zeroed, cache-line aligned memory for a table.  Large tables are mapped
+ * directly so that freeing one returns its pages to the system at once:
+ * the heap map's memory bound is measured as resident size, and malloc's
+ * dynamic mmap threshold would otherwise keep retired tables resident.
  */
 void *lm_table_alloc(size_t size);
 void lm_table_free(void *p, size_t size);

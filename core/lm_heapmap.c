@@ -29,10 +29,28 @@ static size_t ctrl_bytes(uint32_t cap)
     return (size_t)cap + cap / LM_HEAP_GROUP;
 }
 
+/*
+ * A shard's control bytes, overflow counts and slots share one table (the
+ * slots from a cache line boundary): one allocation, big enough to be
+ * mapped pages once the shard holds a few thousand blocks.  Separate
+ * control tables stayed small enough for malloc, and the ones a growing
+ * heap left behind were holes it never gave back: 3.7 bytes of peak RSS
+ * per live block in s20m.bin.
+ */
+static size_t slots_offset(uint32_t cap)
+{
+    return (ctrl_bytes(cap) + 63) & ~(size_t)63;
+}
+
+static size_t table_bytes(uint32_t cap)
+{
+    return slots_offset(cap) + (size_t)cap * sizeof(struct lm_heap_slot);
+}
+
 static void shard_release(struct lm_heap_shard *s)
 {
-    lm_table_free(s->ctrl, ctrl_bytes(s->cap));
-    lm_table_free(s->slots, (size_t)s->cap * sizeof(*s->slots));
+    if (s->ctrl != NULL)
+        lm_table_free(s->ctrl, table_bytes(s->cap));
     s->ctrl = s->over = NULL;
     s->slots = NULL;
 }
@@ -71,14 +89,12 @@ static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
 {
     struct lm_heap_shard old = *s;
 
-    s->ctrl = lm_table_alloc(ctrl_bytes(cap));
-    s->slots = lm_table_alloc((size_t)cap * sizeof(*s->slots));
-    if (s->ctrl == NULL || s->slots == NULL) {
-        lm_table_free(s->ctrl, ctrl_bytes(cap));
-        lm_table_free(s->slots, (size_t)cap * sizeof(*s->slots));
+    s->ctrl = lm_table_alloc(table_bytes(cap));
+    if (s->ctrl == NULL) {
         *s = old;
         return -1;
     }
+    s->slots = (struct lm_heap_slot *)(void *)(s->ctrl + slots_offset(cap));
     memset(s->ctrl, LM_HEAP_EMPTY, cap);
     s->over = s->ctrl + cap; /* zeroed */
     s->cap = cap;
@@ -158,7 +174,7 @@ uint64_t lm_heap_memory(const struct lm_heapmap *m)
     uint64_t bytes = 0;
 
     for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++)
-        bytes += ctrl_bytes(m->shard[i].cap) +
-                 (uint64_t)m->shard[i].cap * sizeof(struct lm_heap_slot);
+        if (m->shard[i].cap != 0)
+            bytes += table_bytes(m->shard[i].cap);
     return bytes;
 }

@@ -43,7 +43,7 @@ void lm_state_free(struct lm_state *s)
     lm_heap_free(&s->heap);
     lm_hindex_free(&s->loc_index);
     lm_hindex_free(&s->ovr_index);
-    free(s->locs);
+    lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*s->locs));
     free(s->cfunc_locs);
     free(s->ovr);
     memset(s, 0, sizeof(*s));
@@ -145,21 +145,30 @@ static int bind_symbol(struct lm_state *s, uint32_t id)
     return 0;
 }
 
-/* Location records are cache-line aligned (see struct lm_loc). */
-static int grow_locs(struct lm_state *s)
+/*
+ * Location records are cache-line aligned (see struct lm_loc), in table
+ * memory: a big array is mapped pages, which a resize gives back, not a
+ * hole in malloc's heap that stays resident.
+ */
+static int resize_locs(struct lm_state *s, uint32_t cap)
 {
-    if (s->nlocs < s->locs_cap)
-        return 0;
-    uint32_t cap = s->locs_cap ? s->locs_cap * 2 : 64;
-    struct lm_loc *p = aligned_alloc(64, (size_t)cap * sizeof(*p));
+    struct lm_loc *p = lm_table_alloc((size_t)cap * sizeof(*p));
+
     if (p == NULL)
         return -1;
     if (s->nlocs > 0)
         memcpy(p, s->locs, (size_t)s->nlocs * sizeof(*p));
-    free(s->locs);
+    lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*p));
     s->locs = p;
     s->locs_cap = cap;
     return 0;
+}
+
+static int grow_locs(struct lm_state *s)
+{
+    if (s->nlocs < s->locs_cap)
+        return 0;
+    return resize_locs(s, s->locs_cap ? s->locs_cap * 2 : 64);
 }
 
 static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
@@ -761,14 +770,8 @@ int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs)
         uint32_t cap = part->locs_cap ? part->locs_cap : 64;
         while (cap < nlocs)
             cap *= 2;
-        struct lm_loc *p = aligned_alloc(64, (size_t)cap * sizeof(*p));
-        if (p == NULL)
+        if (resize_locs(part, cap) != 0)
             return -1;
-        if (part->nlocs > 0)
-            memcpy(p, part->locs, (size_t)part->nlocs * sizeof(*p));
-        free(part->locs);
-        part->locs = p;
-        part->locs_cap = cap;
     }
     if (nlocs > part->nlocs) {
         memset(&part->locs[part->nlocs], 0,
