@@ -90,8 +90,9 @@ static void run_once(const uint8_t *buf, size_t len, size_t chunk, int threads,
     if (lm_profile_init(p, NULL, NULL) != 0 ||
         lm_profile_threads(p, threads) != 0)
         exit(1);
-    if (p->par != NULL && worker_share != 0)
-        lm_par_set_share(p->par, worker_share);
+    if (p->par != NULL && worker_share != 0 &&
+        lm_par_set_share(p->par, worker_share) != 0)
+        exit(1);
     for (size_t off = 0; off < len; off += chunk) {
         size_t n = len - off < chunk ? len - off : chunk;
         if (lm_profile_feed(p, buf + off, n, NULL) == LM_ERROR)

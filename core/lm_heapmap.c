@@ -135,7 +135,7 @@ int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
     return 0;
 }
 
-/* The smallest capacity whose load limit holds n blocks. */
+/* A capacity whose load limit holds n blocks (a few slots to spare). */
 static uint32_t cap_for(uint32_t n)
 {
     uint32_t cap = (uint32_t)(((uint64_t)n * 4 + 2) / 3 + 4);

@@ -20,11 +20,15 @@ enum {
 };
 
 /*
- * The worker's share of the heap map's hash space, in 65536ths.  Most of
+ * The worker's share of the heap map's hash space, in 65536ths: all of
  * it, since the caller's thread also decodes and resolves locations.
- * Measured with `ljmp-bench core --threads 2` (see bench/README.md).
+ * With `ljmp-bench core --threads 2 --share N`, 56000 left the worker
+ * idle a quarter of the time on s20m.bin and a binary_trees recording;
+ * from 62000 to 65536 the two sides wait about as long and the times
+ * differ by less than the machine's noise (bench/README.md).  With every
+ * block on one side, the peak of live blocks is that side's own, exact.
  */
-#define WORKER_SHARE 62000u
+#define WORKER_SHARE 65536u
 
 struct batch {
     struct lm_op *ops;
@@ -93,9 +97,12 @@ static void *work(void *arg)
     return NULL;
 }
 
-/* Hands the batch being filled over, then waits for a free one. */
-static void hand_over(struct lm_par *p)
+/* Hands the batch being filled over, then waits for a free one; -1 if
+ * the worker ran out of memory (the stream cannot be applied whole). */
+static int hand_over(struct lm_par *p)
 {
+    int failed;
+
     pthread_mutex_lock(&p->mu);
     struct batch *b = &p->ring[p->head % NBATCH];
     b->n = p->nfill;
@@ -105,15 +112,20 @@ static void hand_over(struct lm_par *p)
     pthread_cond_signal(&p->cv);
     while (p->head - p->tail == NBATCH)
         pthread_cond_wait(&p->cv, &p->mu);
+    failed = p->failed;
     pthread_mutex_unlock(&p->mu);
     p->nfill = 0;
+    return failed ? -1 : 0;
 }
 
 struct lm_par *lm_par_new(struct lm_state *s)
 {
-    struct lm_par *p = calloc(1, sizeof(*p));
+    struct lm_par *p;
     int n = 0;
 
+    if (s->heap.count != 0 || s->nlocs != 0)
+        return NULL;
+    p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
     p->s = s;
@@ -146,9 +158,13 @@ fail:
     return NULL;
 }
 
-void lm_par_set_share(struct lm_par *p, uint32_t share)
+int lm_par_set_share(struct lm_par *p, uint32_t share)
 {
+    /* A block's side must not change while it lives. */
+    if (p->finished || p->head != 0 || p->nfill != 0 || p->s->heap.count != 0)
+        return -1;
     p->share = share;
+    return 0;
 }
 
 int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
@@ -175,8 +191,8 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
         /* What came before an error is applied, as lm_state_apply does. */
         if (lm_state_apply_ops(p->s, p->mine, nmine, &err) != 0)
             rc = -1, at = 0;
-        if (p->nfill >= HANDOVER_OPS)
-            hand_over(p);
+        if (p->nfill >= HANDOVER_OPS && hand_over(p) != 0)
+            rc = -1, at = 0, err = "out of memory";
         if (rc != 0) {
             *failed_at = done + at;
             snprintf(errbuf, errlen, "cannot apply record: %s", err);
@@ -191,10 +207,13 @@ int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen)
 {
     int rc = 0;
 
-    if (p->finished)
+    if (p->finished) {
+        if (p->finish_rc != 0)
+            snprintf(errbuf, errlen, "cannot apply records: out of memory");
         return p->finish_rc;
+    }
     if (p->nfill > 0)
-        hand_over(p);
+        (void)hand_over(p); /* a failure is read below */
     pthread_mutex_lock(&p->mu);
     p->quit = 1;
     pthread_cond_signal(&p->cv);

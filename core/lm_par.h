@@ -15,19 +15,25 @@
  * rest to a worker thread in batches, which applies them to a part of
  * the state of its own (see lm_state_split).  lm_par_finish() merges the
  * part back, and the state is then the one lm_state_apply() would have
- * built, except that peak_live_blocks is sampled at each hand-over (every
- * few thousand events) rather than after each event: a lower bound, no
- * further below the true peak than the heap grows in one batch.
+ * built.  Only peak_live_blocks may differ, when both sides hold blocks
+ * (lm_par_set_share): it is then sampled at each hand-over (every few
+ * thousand operations) rather than after each event, a lower bound no
+ * further below the true peak than the heap grows between two hand-overs.
+ * By default the worker holds every block, and the peak is exact.
+ *
+ * The worker keeps its own counters for every location (the records are
+ * 192 bytes): twice the location memory of one thread.
  */
 struct lm_par;
 
-/* Starts the worker for s, a state nothing was applied to yet; NULL when
- * out of memory or without a thread. */
+/* Starts the worker for s, a state nothing was applied to yet (blocks
+ * already live would be looked for on the wrong side); NULL when that is
+ * not so, when out of memory or without a thread. */
 struct lm_par *lm_par_new(struct lm_state *s);
 
 /* The worker's share of block addresses, in 65536ths (tests use 0 and
- * 65536 to give all blocks to one side); before the first record. */
-void lm_par_set_share(struct lm_par *p, uint32_t share);
+ * 65536 to give all blocks to one side): 0, or -1 once records came. */
+int lm_par_set_share(struct lm_par *p, uint32_t share);
 
 /* Applies records in stream order: an lm_sink_fn, with an lm_par as its
  * context. */
@@ -36,8 +42,9 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
 
 /*
  * Waits for the worker and merges its part into the state (also after
- * an error in lm_par_apply: the state then holds the records before it).
- * 0, or -1 with a message in errbuf when out of memory.
+ * an error in lm_par_apply: the state then holds the records before it,
+ * unless memory ran out).  0, or -1 with a message in errbuf when out of
+ * memory.
  */
 int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen);
 

@@ -855,7 +855,11 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
 
 int lm_state_absorb(struct lm_state *s, struct lm_state *part)
 {
-    uint64_t peak = s->totals.peak_live_blocks;
+    /* Each side's own peak is a lower bound of the whole's, and exact
+     * when that side held every block. */
+    uint64_t peak = s->totals.peak_live_blocks > part->totals.peak_live_blocks
+                        ? s->totals.peak_live_blocks
+                        : part->totals.peak_live_blocks;
     struct lm_override *ovr = lm_state_overrides(part);
     int rc = -1;
 

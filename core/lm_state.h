@@ -208,7 +208,9 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
 
 /*
  * Adds a part's counters, overrides, totals and blocks to s and frees
- * the part.  peak_live_blocks is left to the caller, who alone saw both.
+ * the part.  peak_live_blocks becomes the larger of the two sides' own
+ * peaks: exact if one side held every block, else a lower bound that the
+ * caller may raise with what it sampled of both.
  */
 int lm_state_absorb(struct lm_state *s, struct lm_state *part);
 

@@ -38,52 +38,119 @@ static void check_groups(struct lm_groups *g, const struct lm_state *s)
     lm_groups_free(g);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Feeds data in chunks, naming groups as the locations come (like a live
+ * view) when g is given, and asks the decoder how the stream ended. */
+static void feed(struct lm_profile *p, const uint8_t *data, size_t size,
+                 size_t chunk, struct lm_groups *g)
 {
-    struct lm_limits limits = {4096, 4096 + 64};
-    struct lm_state_limits state_limits = {1 << 16, 0};
-    struct lm_profile p;
     enum lm_status st = LM_NEED_MORE;
-    size_t chunk, off = 1;
 
-    if (size < 1)
-        return 0;
-    /* The first byte picks the chunk size: 1..255, or 0 for all at once;
-     * and, modulo 3, the path records take through the state (direct,
-     * the full prefetch pipeline, or the heap-only one once 256 blocks
-     * are live at under 5 locations), which must agree. */
-    static const uint64_t budgets[3] = {UINT64_MAX, 1, 4096};
-    chunk = data[0] ? data[0] : size;
-    state_limits.direct_bytes = budgets[data[0] % 3];
-    if (lm_profile_init(&p, &limits, &state_limits) != 0)
-        return 0;
-    /* The last byte's low bit: two threads, block addresses shared between
-     * them as the byte says (0..255 of 256ths to the worker). */
-    if (size > 1 && (data[size - 1] & 1)) {
-        if (lm_profile_threads(&p, 2) != 0)
-            abort();
-        lm_par_set_share(p.par, (uint32_t)data[size - 1] << 8);
-    }
-    struct lm_groups g;
-    int groups_ok = lm_groups_init(&g) == 0;
-    while (off < size && st == LM_NEED_MORE) {
+    for (size_t off = 0; off < size && st == LM_NEED_MORE;) {
         size_t n = size - off < chunk ? size - off : chunk, used;
         /* A private copy: any read past it is caught by ASan. */
         uint8_t *copy = malloc(n);
         memcpy(copy, data + off, n);
-        st = lm_profile_feed(&p, copy, n, &used);
+        st = lm_profile_feed(p, copy, n, &used);
         free(copy);
         if (used > n)
             abort();
         off += n;
-        /* Named as the locations come, like a live view. */
-        if (groups_ok && lm_groups_update(&g, &p.state) != 0)
+        if (g != NULL && lm_groups_update(g, &p->state) != 0)
             abort();
     }
-    lm_decoder_finish(&p.dec);
+    lm_decoder_finish(&p->dec);
+}
+
+/* The text report of a state (everything but the totals), malloc'd
+ * (NULL if it cannot be made). */
+static char *report_of(const struct lm_state *s)
+{
+    struct lm_report_opts opts = {0, 0, 0};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    if (f == NULL)
+        return NULL;
+    if (lm_report_write(f, s, &opts) != 0)
+        abort();
+    fclose(f);
+    return text;
+}
+
+/* Two threads end where one does: the same error at the same offset, the
+ * same totals (the peak only sampled when both sides hold blocks), the
+ * same report. */
+static void check_one_thread_agrees(const uint8_t *data, size_t size,
+                                    size_t chunk, const struct lm_limits *lim,
+                                    const struct lm_state_limits *slim,
+                                    const struct lm_profile *two,
+                                    int peak_exact)
+{
+    struct lm_profile one;
+
+    if (lm_profile_init(&one, lim, slim) != 0)
+        return;
+    feed(&one, data, size, chunk, NULL);
+    if (one.dec.phase != two->dec.phase ||
+        one.dec.err_offset != two->dec.err_offset ||
+        strcmp(one.dec.errmsg, two->dec.errmsg) != 0)
+        abort();
+    struct lm_totals t1 = one.state.totals, t2 = two->state.totals;
+    if (t2.peak_live_blocks > t1.peak_live_blocks ||
+        t2.peak_live_blocks < t2.live_blocks ||
+        (peak_exact && t2.peak_live_blocks != t1.peak_live_blocks))
+        abort();
+    t1.peak_live_blocks = t2.peak_live_blocks = 0;
+    if (memcmp(&t1, &t2, sizeof(t1)) != 0)
+        abort();
+    char *r1 = report_of(&one.state), *r2 = report_of(&two->state);
+    if (r1 != NULL && r2 != NULL && strcmp(r1, r2) != 0)
+        abort();
+    free(r1);
+    free(r2);
+    lm_profile_free(&one);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct lm_limits limits = {4096, 4096 + 64};
+    struct lm_state_limits state_limits = {1 << 16, 0};
+    static const uint64_t budgets[3] = {UINT64_MAX, 1, 4096};
+    static const uint32_t shares[4] = {0, 20000, 62000, 65536};
+    struct lm_profile p;
     char err[128];
+
+    if (size < 1)
+        return 0;
+    /*
+     * The first byte picks the chunk size: 1..255, or 0 for all at once;
+     * modulo 3, the path records take through the state (direct, the full
+     * prefetch pipeline, or the heap-only one once 256 blocks are live at
+     * under 5 locations), which must agree; with bit 6 set, two threads,
+     * the worker's share of block addresses from bits 3 and 4, checked
+     * against one thread.
+     */
+    uint8_t how = data[0];
+    size_t chunk = how ? how : size;
+    int threads = how & 0x40 ? 2 : 1;
+    state_limits.direct_bytes = budgets[how % 3];
+    data++;
+    size--;
+    if (lm_profile_init(&p, &limits, &state_limits) != 0)
+        return 0;
+    if (threads == 2 && (lm_profile_threads(&p, 2) != 0 ||
+                         lm_par_set_share(p.par, shares[how >> 3 & 3]) != 0))
+        abort();
+    struct lm_groups g;
+    int groups_ok = lm_groups_init(&g) == 0;
+    feed(&p, data, size, chunk, groups_ok ? &g : NULL);
     if (lm_profile_settle(&p, err, sizeof(err)) != 0)
         abort(); /* only out of memory */
+    uint32_t share = shares[how >> 3 & 3];
+    if (threads == 2)
+        check_one_thread_agrees(data, size, chunk, &limits, &state_limits, &p,
+                                share == 0 || share == 65536);
     /* Names, sorting and overrides must hold for whatever was accepted. */
     FILE *devnull = fopen("/dev/null", "w");
     if (devnull != NULL) {

@@ -836,8 +836,9 @@ static void check_same_heap(const struct lm_state *a, const struct lm_state *b)
 /*
  * One stream applied on one thread and on two (all blocks to the caller,
  * all to the worker, shared) ends in the same state: totals, counters,
- * overrides (through the report), the heap map.  The peak is sampled
- * with two threads: never above the true one, never below the end's.
+ * overrides (through the report), the heap map.  With blocks on both
+ * sides the peak is sampled: never above the true one, never below the
+ * end's.
  */
 static void check_threads_agree(uint64_t budget, size_t chunk)
 {
@@ -859,12 +860,14 @@ static void check_threads_agree(uint64_t budget, size_t chunk)
         struct lm_profile two;
         CU_ASSERT_EQUAL_FATAL(lm_profile_init(&two, NULL, &lim), 0);
         CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&two, 2), 0);
-        lm_par_set_share(two.par, shares[i]);
+        CU_ASSERT_EQUAL(lm_par_set_share(two.par, shares[i]), 0);
         CU_ASSERT_EQUAL(feed_chunked(&two, b.data, b.len, chunk), LM_DONE);
         CU_ASSERT_EQUAL(lm_profile_settle(&two, err, sizeof(err)), 0);
         struct lm_totals t1 = one.state.totals, t2 = two.state.totals;
         CU_ASSERT_TRUE(t2.peak_live_blocks <= t1.peak_live_blocks);
         CU_ASSERT_TRUE(t2.peak_live_blocks >= t2.live_blocks);
+        if (shares[i] == 0 || shares[i] == 65536) /* one side: exact */
+            CU_ASSERT_EQUAL(t2.peak_live_blocks, t1.peak_live_blocks);
         t1.peak_live_blocks = t2.peak_live_blocks = 0;
         CU_ASSERT_EQUAL(memcmp(&t1, &t2, sizeof(t1)), 0);
         CU_ASSERT_EQUAL(one.state.nlocs, two.state.nlocs);
@@ -905,8 +908,10 @@ static void test_threads_stop_at_error(void)
     lm_enc_epilogue(&b);
     lm_profile_init(&p, NULL, NULL);
     CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&p, 2), 0);
-    lm_par_set_share(p.par, 32768);
+    CU_ASSERT_EQUAL(lm_par_set_share(p.par, 32768), 0);
     CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 1000), LM_ERROR);
+    /* Blocks are live: their sides cannot change any more. */
+    CU_ASSERT_EQUAL(lm_par_set_share(p.par, 0), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(p.dec.errmsg, "4 GiB or more"));
     CU_ASSERT_EQUAL(lm_profile_settle(&p, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(p.state.totals.alloc_events, 20000);
@@ -916,6 +921,63 @@ static void test_threads_stop_at_error(void)
     CU_ASSERT_EQUAL(p.state.totals.realloc_events, 0);
     /* Settled: no more feeding. */
     CU_ASSERT_EQUAL(lm_profile_settle(&p, err, sizeof(err)), 0);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/*
+ * With blocks on both sides, the peak is sampled where both are at the
+ * same point of the stream: 20 k blocks, all freed, then 10 more.  The
+ * sample may miss the top by what lies between two hand-overs (4 k
+ * operations for the worker, 8 k in all when it has half of them), never
+ * more, never above it.  With blocks on one side, it is exact.
+ */
+static void test_threads_sample_peak(void)
+{
+    static const uint32_t shares[] = {0, 32768, 65536};
+    struct lm_buf b = {0};
+    struct lm_loc_ref l = loc_lua(0x100, 2);
+    char err[128];
+
+    begin_r3(&b);
+    for (uint64_t i = 1; i <= 20000; i++)
+        lm_enc_alloc(&b, LM_REV_R3, &l, i * 16, 7);
+    for (uint64_t i = 1; i <= 20000; i++)
+        lm_enc_free(&b, LM_REV_R3, &l, i * 16, 7);
+    for (uint64_t i = 1; i <= 10; i++)
+        lm_enc_alloc(&b, LM_REV_R3, &l, i * 16, 7);
+    lm_enc_epilogue(&b);
+    CU_ASSERT_FATAL(!b.oom);
+    for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++) {
+        struct lm_profile p;
+        lm_profile_init(&p, NULL, NULL);
+        CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&p, 2), 0);
+        CU_ASSERT_EQUAL(lm_par_set_share(p.par, shares[i]), 0);
+        CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+        CU_ASSERT_EQUAL(lm_profile_settle(&p, err, sizeof(err)), 0);
+        CU_ASSERT_EQUAL(p.state.totals.live_blocks, 10);
+        CU_ASSERT_TRUE(p.state.totals.peak_live_blocks <= 20000);
+        CU_ASSERT_TRUE(p.state.totals.peak_live_blocks >= 20000 - 9000);
+        if (shares[i] != 32768) /* one side's own count is exact */
+            CU_ASSERT_EQUAL(p.state.totals.peak_live_blocks, 20000);
+        lm_profile_free(&p);
+    }
+    lm_buf_free(&b);
+}
+
+/* A worker starts only on an empty state: live blocks would be looked
+ * for on the wrong side. */
+static void test_threads_need_empty_state(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l = loc_lua(0x100, 2);
+
+    begin_r3(&b);
+    lm_enc_alloc(&b, LM_REV_R3, &l, 0x10, 7);
+    run(&p, &b, LM_NEED_MORE);
+    CU_ASSERT_EQUAL(lm_profile_threads(&p, 2), -1);
+    CU_ASSERT_PTR_NULL(p.par);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
@@ -950,4 +1012,7 @@ void register_state_tests(void)
                 test_direct_and_pipelined_agree);
     CU_add_test(s, "one thread and two agree", test_threads_agree);
     CU_add_test(s, "two threads stop at an error", test_threads_stop_at_error);
+    CU_add_test(s, "two threads sample the peak", test_threads_sample_peak);
+    CU_add_test(s, "two threads need an empty state",
+                test_threads_need_empty_state);
 }
