@@ -398,6 +398,36 @@ static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
     return 0;
 }
 
+/* An event counted at its site and in the totals. */
+static HOT void count_alloc(struct lm_state *s, struct lm_counters *c,
+                            uint64_t nsize)
+{
+    c->alloc_events++;
+    c->alloc_bytes += nsize;
+    s->totals.alloc_events++;
+    s->totals.alloc_bytes += nsize;
+}
+
+static HOT void count_free(struct lm_state *s, struct lm_counters *c,
+                           uint64_t osize)
+{
+    c->free_events++;
+    c->free_bytes += osize;
+    s->totals.free_events++;
+    s->totals.freed_bytes += osize;
+}
+
+static HOT void count_realloc(struct lm_state *s, struct lm_counters *c,
+                              uint64_t osize, uint64_t nsize)
+{
+    c->realloc_events++;
+    c->realloc_new_bytes += nsize;
+    c->realloc_old_bytes += osize;
+    s->totals.realloc_events++;
+    s->totals.alloc_bytes += nsize;
+    s->totals.freed_bytes += osize;
+}
+
 static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
                            const struct plan *h, const char **err)
 {
@@ -414,24 +444,13 @@ static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
     struct lm_counters *c = &s->locs[loc].c;
     switch (r->kind) {
     case LM_REC_ALLOC:
-        c->alloc_events++;
-        c->alloc_bytes += r->nsize;
-        s->totals.alloc_events++;
-        s->totals.alloc_bytes += r->nsize;
+        count_alloc(s, c, r->nsize);
         return add_block(s, loc, r->naddr, h->n, r->nsize, err);
     case LM_REC_FREE:
-        c->free_events++;
-        c->free_bytes += r->osize;
-        s->totals.free_events++;
-        s->totals.freed_bytes += r->osize;
+        count_free(s, c, r->osize);
         return release_block(s, LM_EV_FREE, loc, r->oaddr, h, 0, err);
     default: /* LM_REC_REALLOC */
-        c->realloc_events++;
-        c->realloc_new_bytes += r->nsize;
-        c->realloc_old_bytes += r->osize;
-        s->totals.realloc_events++;
-        s->totals.alloc_bytes += r->nsize;
-        s->totals.freed_bytes += r->osize;
+        count_realloc(s, c, r->osize, r->nsize);
         if (release_block(s, LM_EV_REALLOC, loc, r->oaddr, h, r->nsize, err))
             return -1;
         return add_block(s, loc, r->naddr, h->n, r->nsize, err);
@@ -790,24 +809,13 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
 
     switch (op->kind) {
     case LM_OP_ALLOC:
-        c->alloc_events++;
-        c->alloc_bytes += op->size;
-        s->totals.alloc_events++;
-        s->totals.alloc_bytes += op->size;
+        count_alloc(s, c, op->size);
         return add_block(s, op->loc, op->addr, op->hash, op->size, err);
     case LM_OP_FREE:
-        c->free_events++;
-        c->free_bytes += op->size;
-        s->totals.free_events++;
-        s->totals.freed_bytes += op->size;
+        count_free(s, c, op->size);
         return release_block(s, LM_EV_FREE, op->loc, op->addr, &p, 0, err);
     case LM_OP_REALLOC_OLD:
-        c->realloc_events++;
-        c->realloc_new_bytes += op->nsize;
-        c->realloc_old_bytes += op->size;
-        s->totals.realloc_events++;
-        s->totals.alloc_bytes += op->nsize;
-        s->totals.freed_bytes += op->size;
+        count_realloc(s, c, op->size, op->nsize);
         return release_block(s, LM_EV_REALLOC, op->loc, op->addr, &p, op->nsize,
                              err);
     default: /* LM_OP_REALLOC_NEW */
