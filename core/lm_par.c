@@ -52,28 +52,24 @@ struct lm_par {
     /* Guarded by mu: batches handed over and batches applied. */
     uint64_t head, tail;
     int quit;
+    int failed; /* set by the worker when out of memory */
     /* The worker's, read by the caller after the join. */
     uint64_t peak; /* live blocks, sampled after each batch */
-    int failed;
 };
 
-/* Applies one batch to the worker's part. */
-static void apply_batch(struct lm_par *p, const struct batch *b)
+/* Applies one batch to the worker's part: 0, or -1 when out of memory. */
+static int apply_batch(struct lm_par *p, const struct batch *b)
 {
     const char *err;
 
-    /* After a failure the part is incomplete: no use going on. */
-    if (p->failed)
-        return;
     if (lm_state_mirror_locs(&p->part, b->nlocs) != 0 ||
-        lm_state_apply_ops(&p->part, b->ops, b->n, &err) != 0) {
-        p->failed = 1;
-        return;
-    }
+        lm_state_apply_ops(&p->part, b->ops, b->n, &err) != 0)
+        return -1;
     /* Both parts are now at the same point of the stream. */
     uint64_t live = b->main_live + p->part.totals.live_blocks;
     if (live > p->peak)
         p->peak = live;
+    return 0;
 }
 
 static void *work(void *arg)
@@ -87,9 +83,14 @@ static void *work(void *arg)
         if (p->tail == p->head)
             break;
         const struct batch *b = &p->ring[p->tail % NBATCH];
+        /* After a failure the part is incomplete: batches are only
+         * taken off the ring, so that the caller does not wait. */
+        int skip = p->failed;
         pthread_mutex_unlock(&p->mu);
-        apply_batch(p, b);
+        int rc = skip ? 0 : apply_batch(p, b);
         pthread_mutex_lock(&p->mu);
+        if (rc != 0)
+            p->failed = 1;
         p->tail++;
         pthread_cond_signal(&p->cv);
     }
