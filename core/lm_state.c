@@ -861,6 +861,48 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
     return 0;
 }
 
+/*
+ * Adds a part's overrides to s.  When s has none (the worker held every
+ * block, the default), the part's table is taken whole, its pending
+ * counts folded in place: no copy of it, no second table built.
+ */
+static int absorb_overrides(struct lm_state *s, struct lm_state *part)
+{
+    if (s->novr == 0) { /* then no location of s has pending counts */
+        for (uint32_t i = 0; i < part->nlocs; i++)
+            for (int k = 0; k < LM_OVR_PENDING; k++)
+                flush_pending(part, &part->locs[i].pending[k]);
+        struct lm_override *ovr = s->ovr;
+        uint32_t novr = s->novr, cap = s->ovr_cap;
+        struct lm_hindex index = s->ovr_index;
+        s->ovr = part->ovr;
+        s->novr = part->novr;
+        s->ovr_cap = part->ovr_cap;
+        s->ovr_index = part->ovr_index;
+        part->ovr = ovr;
+        part->novr = novr;
+        part->ovr_cap = cap;
+        part->ovr_index = index;
+        return 0;
+    }
+    struct lm_override *ovr = lm_state_overrides(part);
+    if (ovr == NULL)
+        return -1;
+    for (uint32_t i = 0; i < part->novr; i++) {
+        const struct lm_override *o = &ovr[i];
+        uint32_t id = override_id(s, (uint8_t)o->kind, o->site, o->primary);
+        if (id == LM_NONE) {
+            free(ovr);
+            return -1;
+        }
+        s->ovr[id].count += o->count;
+        s->ovr[id].allocated += o->allocated;
+        s->ovr[id].freed += o->freed;
+    }
+    free(ovr);
+    return 0;
+}
+
 int lm_state_absorb(struct lm_state *s, struct lm_state *part)
 {
     /* Each side's own peak is a lower bound of the whole's, and exact
@@ -868,11 +910,8 @@ int lm_state_absorb(struct lm_state *s, struct lm_state *part)
     uint64_t peak = s->totals.peak_live_blocks > part->totals.peak_live_blocks
                         ? s->totals.peak_live_blocks
                         : part->totals.peak_live_blocks;
-    struct lm_override *ovr = lm_state_overrides(part);
     int rc = -1;
 
-    if (ovr == NULL)
-        goto out;
     for (uint32_t i = 0; i < part->nlocs; i++) {
         struct lm_counters *to = &s->locs[i].c;
         const struct lm_counters *from = &part->locs[i].c;
@@ -880,15 +919,8 @@ int lm_state_absorb(struct lm_state *s, struct lm_state *part)
         LM_COUNTERS(LM_ADD_COUNTER)
 #undef LM_ADD_COUNTER
     }
-    for (uint32_t i = 0; i < part->novr; i++) {
-        const struct lm_override *o = &ovr[i];
-        uint32_t id = override_id(s, (uint8_t)o->kind, o->site, o->primary);
-        if (id == LM_NONE)
-            goto out;
-        s->ovr[id].count += o->count;
-        s->ovr[id].allocated += o->allocated;
-        s->ovr[id].freed += o->freed;
-    }
+    if (absorb_overrides(s, part) != 0)
+        goto out;
 #define LM_ADD_TOTAL(name) s->totals.name += part->totals.name;
     LM_TOTALS(LM_ADD_TOTAL)
 #undef LM_ADD_TOTAL
@@ -901,7 +933,6 @@ int lm_state_absorb(struct lm_state *s, struct lm_state *part)
     }
     rc = lm_heap_absorb(&s->heap, &part->heap);
 out:
-    free(ovr);
     lm_state_free(part);
     return rc;
 }
