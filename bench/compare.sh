@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares the core's speed at two commits on one stream, in interleaved
 # runs, since this machine's speed drifts more between minutes than most
-# changes move it.  Usage: bench/compare.sh OLD NEW FILE [ROUNDS]
+# changes move it.  Usage: [THREADS=2] bench/compare.sh OLD NEW FILE [ROUNDS]
 # OLD and NEW are git revisions (NEW may be "work": the working tree).
 # See bench/README.md.
 set -euo pipefail
@@ -27,7 +27,7 @@ build_at "$new" new
 
 # One timed decode + aggregation of FILE by bench-NAME, in seconds.
 once() {
-  "$tmp/bench-$1" core "$file" --runs 1 |
+  "$tmp/bench-$1" core "$file" --runs 1 ${THREADS:+--threads "$THREADS"} |
     sed -n 's/.*median of 1: \([0-9.]*\) s.*/\1/p'
 }
 for r in $(seq "$rounds"); do
