@@ -428,6 +428,17 @@ static HOT void count_realloc(struct lm_state *s, struct lm_counters *c,
     s->totals.freed_bytes += osize;
 }
 
+static HOT void count_event(struct lm_state *s, const struct lm_record *r,
+                            struct lm_counters *c)
+{
+    if (r->kind == LM_REC_ALLOC)
+        count_alloc(s, c, r->nsize);
+    else if (r->kind == LM_REC_FREE)
+        count_free(s, c, r->osize);
+    else
+        count_realloc(s, c, r->osize, r->nsize);
+}
+
 static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
                            const struct plan *h, const char **err)
 {
@@ -759,6 +770,8 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
         loc = get_loc(s, &r->loc, 1, hashes[i % RING], err);
         if (loc == LM_NONE)
             return -1;
+        /* Counted here, where the site's record was just read. */
+        count_event(s, r, &s->locs[loc].c);
         if (r->kind != LM_REC_ALLOC) {
             op = (struct lm_op){r->oaddr,
                                 lm_heap_hash(&s->heap, r->oaddr),
@@ -804,35 +817,29 @@ int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs)
 static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
                         uint32_t oslot, const char **err)
 {
-    struct lm_counters *c = &s->locs[op->loc].c;
     struct plan p = {.o = op->hash, .oslot = oslot};
 
     switch (op->kind) {
-    case LM_OP_ALLOC:
-        count_alloc(s, c, op->size);
-        return add_block(s, op->loc, op->addr, op->hash, op->size, err);
     case LM_OP_FREE:
-        count_free(s, c, op->size);
         return release_block(s, LM_EV_FREE, op->loc, op->addr, &p, 0, err);
     case LM_OP_REALLOC_OLD:
-        count_realloc(s, c, op->size, op->nsize);
         return release_block(s, LM_EV_REALLOC, op->loc, op->addr, &p, op->nsize,
                              err);
-    default: /* LM_OP_REALLOC_NEW */
+    default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW */
         return add_block(s, op->loc, op->addr, op->hash, op->size, err);
     }
 }
 
-/* plan_near for an operation: the site's counters and, for a release,
- * the owner's record; returns where the block was seen. */
+/* plan_near for an operation: a new block's site, whose live counts
+ * grow, or a released block's owner; returns where that block was seen. */
 static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
 {
     uint32_t slot = UINT32_MAX;
     struct lm_block blk;
 
-    prefetch_two_lines(&s->locs[op->loc].c);
-    if ((op->kind == LM_OP_FREE || op->kind == LM_OP_REALLOC_OLD) &&
-        lm_heap_peek_hashed(&s->heap, op->hash, op->addr, &blk, &slot))
+    if (op->kind == LM_OP_ALLOC || op->kind == LM_OP_REALLOC_NEW)
+        __builtin_prefetch(&s->locs[op->loc].c);
+    else if (lm_heap_peek_hashed(&s->heap, op->hash, op->addr, &blk, &slot))
         prefetch_two_lines(&s->locs[blk.loc]);
     return slot;
 }

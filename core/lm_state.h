@@ -158,17 +158,18 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
  * -- Applying a stream in two parts, by block address (see lm_par.h).
  *
  * The state that reads the records (the "main" state: symbols and
- * locations) resolves each event's location and splits it into heap
- * operations, one per block it touches; each operation goes to the part
- * that owns the block's address, and a part applies its operations to its
- * own heap map, location counters, overrides and totals.  Every block's
+ * locations) resolves each event's location, counts the event there and
+ * splits it into heap operations, one per block it touches; each
+ * operation goes to the part that owns the block's address, and a part
+ * applies its operations to its own heap map, live counters, overrides
+ * and totals.  Every block's
  * operations stay in stream order within one part, and everything else
  * is a sum, so the parts merged are the state one pass would build.
  */
 enum lm_op_kind {
-    LM_OP_ALLOC,       /* a new block; counts an alloc event */
-    LM_OP_FREE,        /* a released block; counts a free event */
-    LM_OP_REALLOC_OLD, /* a realloc's old block; counts the realloc */
+    LM_OP_ALLOC,       /* a new block */
+    LM_OP_FREE,        /* a block freed */
+    LM_OP_REALLOC_OLD, /* a realloc's old block */
     LM_OP_REALLOC_NEW, /* a realloc's new block */
 };
 
@@ -187,8 +188,8 @@ struct lm_op {
 void lm_state_join(struct lm_state *part, const struct lm_state *s);
 
 /*
- * Applies the symbols of n records to s and splits their events into
- * operations: those on blocks whose hash's bits 32..47 are below `split`
+ * Applies the symbols of n records to s, counts their events at their
+ * sites and splits them into operations: those on blocks whose hash's bits 32..47 are below `split`
  * go to other (*nother of them), the rest to mine (*nmine).  Each array
  * has room for n * LM_OPS_PER_RECORD.  On an error (*failed_at, *err),
  * the operations of the records before it are out.
