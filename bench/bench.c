@@ -125,33 +125,51 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* In a child, so that the high-water mark is this stream's alone. */
+/* The peak RSS growth of one decode + aggregation, printed by a fresh
+ * process (`ljmp-bench rss`): one forked after the timed runs would find
+ * their freed memory already resident, and the figure would depend on
+ * --runs. */
+static int bench_rss(int argc, char **argv)
+{
+    if (argc != 3)
+        return 1;
+    const char *path = argv[0];
+    size_t len, chunk = strtoull(argv[1], NULL, 10);
+    int threads = atoi(argv[2]);
+    uint8_t *buf = load(path, &len);
+    long base = status_kb("VmRSS");
+    struct lm_profile p;
+
+    run_once(buf, len, chunk ? chunk : len, threads, &p);
+    long hwm = status_kb("VmHWM");
+    uint64_t blocks = p.state.totals.peak_live_blocks;
+    printf("peak live blocks   %" PRIu64 "\n", blocks);
+    printf("peak RSS growth    %.1f MiB = %.1f bytes per peak live "
+           "block (target <= 32)\n",
+           (double)(hwm - base) / 1024,
+           (double)(hwm - base) * 1024 / (double)(blocks ? blocks : 1));
+    printf("state memory       %.1f MiB at the end (heap map %.1f "
+           "bytes per live block)\n",
+           (double)lm_state_memory(&p.state) / 1048576,
+           (double)lm_heap_memory(&p.state.heap) /
+               (double)(p.state.totals.live_blocks ? p.state.totals.live_blocks
+                                                   : 1));
+    return 0;
+}
+
 static void measure_rss(const char *path, size_t chunk, int threads)
 {
-    pid_t pid = fork();
+    char chunk_arg[32], threads_arg[16];
+    pid_t pid;
 
+    fflush(stdout);
+    snprintf(chunk_arg, sizeof(chunk_arg), "%zu", chunk);
+    snprintf(threads_arg, sizeof(threads_arg), "%d", threads);
+    pid = fork();
     if (pid == 0) {
-        size_t len;
-        uint8_t *buf = load(path, &len);
-        long base = status_kb("VmRSS");
-        struct lm_profile p;
-        run_once(buf, len, chunk, threads, &p);
-        long hwm = status_kb("VmHWM");
-        uint64_t blocks = p.state.totals.peak_live_blocks;
-        printf("peak live blocks   %" PRIu64 "\n", blocks);
-        printf("peak RSS growth    %.1f MiB = %.1f bytes per peak live "
-               "block (target <= 32)\n",
-               (double)(hwm - base) / 1024,
-               (double)(hwm - base) * 1024 / (double)(blocks ? blocks : 1));
-        printf("state memory       %.1f MiB at the end (heap map %.1f "
-               "bytes per live block)\n",
-               (double)lm_state_memory(&p.state) / 1048576,
-               (double)lm_heap_memory(&p.state.heap) /
-                   (double)(p.state.totals.live_blocks
-                                ? p.state.totals.live_blocks
-                                : 1));
-        fflush(stdout);
-        _exit(0);
+        execl("/proc/self/exe", "ljmp-bench", "rss", path, chunk_arg,
+              threads_arg, (char *)NULL);
+        _exit(127);
     }
     waitpid(pid, NULL, 0);
 }
@@ -343,6 +361,8 @@ int main(int argc, char **argv)
         return bench_core(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "exec") == 0)
         return bench_exec(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "rss") == 0) /* internal, for core */
+        return bench_rss(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "replay") == 0)
         return bench_replay(argc - 2, argv + 2);
     fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES]\n"
