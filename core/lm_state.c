@@ -813,7 +813,8 @@ int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs)
     return 0;
 }
 
-/* An operation's effect: apply_event's, with the location known. */
+/* An operation's effect on blocks, live counts and overrides: the rest
+ * of apply_event's, the event being counted by lm_state_split. */
 static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
                         uint32_t oslot, const char **err)
 {
