@@ -745,17 +745,20 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
                    const char **err)
 {
     uint64_t hashes[RING];
+    /* Planned only when the locations are many: with a few, the one-entry
+     * cache nearly always holds the site, and compares without a hash. */
+    size_t near = locs_fit_in_cache(s) ? 0 : NEAR;
 
     *nmine = *nother = 0;
-    for (size_t i = 0; i < n && i < NEAR; i++)
+    for (size_t i = 0; i < n && i < near; i++)
         plan_loc(s, &recs[i], &hashes[i % RING]);
     for (size_t i = 0; i < n; i++) {
         const struct lm_record *r = &recs[i];
         struct lm_op op;
         uint32_t loc;
 
-        if (i + NEAR < n)
-            plan_loc(s, &recs[i + NEAR], &hashes[(i + NEAR) % RING]);
+        if (near != 0 && i + near < n)
+            plan_loc(s, &recs[i + near], &hashes[(i + near) % RING]);
         *failed_at = i;
         if (!is_event(r)) {
             *err = "out of memory";
@@ -767,7 +770,7 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
             *err = "block size of 4 GiB or more";
             return -1;
         }
-        loc = get_loc(s, &r->loc, 1, hashes[i % RING], err);
+        loc = get_loc(s, &r->loc, near != 0, near ? hashes[i % RING] : 0, err);
         if (loc == LM_NONE)
             return -1;
         /* Counted here, where the site's record was just read. */
