@@ -808,11 +808,11 @@ int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs)
         if (resize_locs(part, cap) != 0)
             return -1;
     }
-    if (nlocs > part->nlocs) {
-        memset(&part->locs[part->nlocs], 0,
-               (size_t)(nlocs - part->nlocs) * sizeof(*part->locs));
+    /* Table memory comes zeroed and past nlocs was never written: the
+     * new counters start at zero, and the pages of locations that never
+     * own a block of this part are never touched (nor resident). */
+    if (nlocs > part->nlocs)
         part->nlocs = nlocs;
-    }
     return 0;
 }
 
