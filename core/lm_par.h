@@ -9,20 +9,24 @@
 
 /*
  * A big profile is bound by cache misses in its heap map, and a report
- * has a second core idle: the caller's thread resolves every event's
- * location (symbols and locations must be seen in stream order), keeps
- * the heap operations on its own share of block addresses and hands the
- * rest to a worker thread in batches, which applies them to a part of
- * the state of its own (see lm_state_split).  lm_par_finish() merges the
- * part back, and the state is then the one lm_state_apply() would have
- * built.  Only peak_live_blocks may differ, when both sides hold blocks
- * (lm_par_set_share): it is then sampled at each hand-over (every few
- * thousand operations) rather than after each event, a lower bound no
- * further below the true peak than the heap grows between two hand-overs.
- * By default the worker holds every block, and the peak is exact.
+ * has a second core idle.  The caller's thread resolves every event's
+ * location and counts the event there (symbols and locations must be
+ * seen in stream order), and hands the event's heap operations to a
+ * worker thread in batches; the worker applies them to a part of the
+ * state of its own (see lm_state_split): blocks, their owners' live
+ * counts, overrides.  lm_par_finish() merges the part back, and the
+ * state is then the one lm_state_apply() would have built.
  *
- * The worker keeps its own counters for every location (the records are
- * 192 bytes): twice the location memory of one thread.
+ * By default the worker holds every block.  lm_par_set_share() can keep
+ * a share of block addresses on the caller's side; then the peak of live
+ * blocks is sampled at each hand-over (every few thousand operations)
+ * rather than after each event: a lower bound, no further below the
+ * true peak than the heap grows between two hand-overs.
+ *
+ * The worker keeps its own counters for the locations that own its
+ * blocks (records of 192 bytes, in zeroed table memory of which only
+ * the pages it uses become resident): up to twice the location memory
+ * of one thread.
  */
 struct lm_par;
 
