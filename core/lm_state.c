@@ -776,23 +776,15 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
         /* Counted here, where the site's record was just read. */
         count_event(s, r, &s->locs[loc].c);
         if (r->kind != LM_REC_ALLOC) {
-            op = (struct lm_op){r->oaddr,
-                                lm_heap_hash(&s->heap, r->oaddr),
-                                (uint32_t)r->osize,
-                                (uint32_t)r->nsize,
-                                loc,
-                                r->kind == LM_REC_FREE ? LM_OP_FREE
-                                                       : LM_OP_REALLOC_OLD};
+            op = (struct lm_op){
+                r->oaddr, lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize,
+                loc, r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
             route_op(split, &op, mine, nmine, other, nother);
         }
         if (r->kind != LM_REC_FREE) {
-            op = (struct lm_op){r->naddr,
-                                lm_heap_hash(&s->heap, r->naddr),
-                                (uint32_t)r->nsize,
-                                0,
-                                loc,
-                                r->kind == LM_REC_ALLOC ? LM_OP_ALLOC
-                                                        : LM_OP_REALLOC_NEW};
+            op = (struct lm_op){
+                r->naddr, lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize,
+                loc, r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
             route_op(split, &op, mine, nmine, other, nother);
         }
     }
@@ -827,7 +819,7 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
     case LM_OP_FREE:
         return release_block(s, LM_EV_FREE, op->loc, op->addr, &p, 0, err);
     case LM_OP_REALLOC_OLD:
-        return release_block(s, LM_EV_REALLOC, op->loc, op->addr, &p, op->nsize,
+        return release_block(s, LM_EV_REALLOC, op->loc, op->addr, &p, op->size,
                              err);
     default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW */
         return add_block(s, op->loc, op->addr, op->hash, op->size, err);

@@ -175,10 +175,12 @@ enum lm_op_kind {
 
 struct lm_op {
     uint64_t addr, hash; /* the block and its lm_heap_hash() */
-    uint32_t size;       /* the block's size */
-    uint32_t nsize;      /* LM_OP_REALLOC_OLD: the new block's size */
-    uint32_t loc;        /* the event's location in the main state */
-    uint32_t kind;       /* enum lm_op_kind */
+    /* A new block's size; for LM_OP_REALLOC_OLD, the size of the block
+     * that replaces it (a released block's own size is in the heap map);
+     * unused for LM_OP_FREE. */
+    uint32_t size;
+    uint32_t loc;  /* the event's location in the main state */
+    uint32_t kind; /* enum lm_op_kind */
 };
 
 /* Operations one record can make at most. */
@@ -189,10 +191,10 @@ void lm_state_join(struct lm_state *part, const struct lm_state *s);
 
 /*
  * Applies the symbols of n records to s, counts their events at their
- * sites and splits them into operations: those on blocks whose hash's bits 32..47 are below `split`
- * go to other (*nother of them), the rest to mine (*nmine).  Each array
- * has room for n * LM_OPS_PER_RECORD.  On an error (*failed_at, *err),
- * the operations of the records before it are out.
+ * sites and splits them into operations: those on blocks whose hash's
+ * bits 32..47 are below `split` go to other (*nother of them), the rest to mine
+ * (*nmine).  Each array has room for n * LM_OPS_PER_RECORD.  On an error
+ * (*failed_at, *err), the operations of the records before it are out.
  */
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
                    uint32_t split, struct lm_op *mine, size_t *nmine,
