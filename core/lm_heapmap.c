@@ -47,21 +47,18 @@ static size_t table_bytes(uint32_t cap)
     return slots_offset(cap) + (size_t)cap * sizeof(struct lm_heap_slot);
 }
 
+/* Frees a shard's table and leaves it empty. */
 static void shard_release(struct lm_heap_shard *s)
 {
     if (s->ctrl != NULL)
         lm_table_free(s->ctrl, table_bytes(s->cap));
-    s->ctrl = s->over = NULL;
-    s->slots = NULL;
+    *s = (struct lm_heap_shard){0};
 }
 
 void lm_heap_free(struct lm_heapmap *m)
 {
-    for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++) {
-        struct lm_heap_shard *s = &m->shard[i];
-        shard_release(s);
-        s->cap = s->count = s->limit = 0;
-    }
+    for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++)
+        shard_release(&m->shard[i]);
     m->count = 0;
 }
 
@@ -164,7 +161,6 @@ int lm_heap_absorb(struct lm_heapmap *dst, struct lm_heapmap *src)
          * one map's blocks. */
         src->count -= s->count;
         shard_release(s);
-        s->cap = s->count = s->limit = 0;
     }
     return 0;
 }
