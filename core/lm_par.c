@@ -175,9 +175,7 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
 
     if (p->finished) {
         *failed_at = 0;
-        snprintf(errbuf, errlen,
-                 "cannot apply record: the profile is "
-                 "settled");
+        snprintf(errbuf, errlen, "cannot apply record: the profile is settled");
         return -1;
     }
     for (size_t done = 0; done < n;) {
@@ -204,15 +202,11 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
     return 0;
 }
 
-int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen)
+/* Joins the worker and merges its part: 0, or -1 when out of memory. */
+static int join_and_merge(struct lm_par *p)
 {
     int rc = 0;
 
-    if (p->finished) {
-        if (p->finish_rc != 0)
-            snprintf(errbuf, errlen, "cannot apply records: out of memory");
-        return p->finish_rc;
-    }
     if (p->nfill > 0)
         (void)hand_over(p); /* a failure is read below */
     pthread_mutex_lock(&p->mu);
@@ -230,11 +224,18 @@ int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen)
         rc = -1;
     if (p->peak > p->s->totals.peak_live_blocks)
         p->s->totals.peak_live_blocks = p->peak;
-    if (rc != 0)
-        snprintf(errbuf, errlen, "cannot apply records: out of memory");
-    p->finished = 1;
-    p->finish_rc = rc;
     return rc;
+}
+
+int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen)
+{
+    if (!p->finished) {
+        p->finish_rc = join_and_merge(p);
+        p->finished = 1;
+    }
+    if (p->finish_rc != 0)
+        snprintf(errbuf, errlen, "cannot apply records: out of memory");
+    return p->finish_rc;
 }
 
 void lm_par_free(struct lm_par *p)
