@@ -241,11 +241,6 @@ static void print_daemon(FILE *out, const Ljmp__DaemonCounters *d)
             (unsigned long long)d->sessions_truncated);
 }
 
-static uint64_t events_of(const Ljmp__Totals *t)
-{
-    return t->alloc_events + t->realloc_events + t->free_events;
-}
-
 static void print_list(const Ljmp__SessionList *l)
 {
     printf("%-7s %-8s %-6s %-10s %12s %14s %10s  %-19s  %s\n", "SESSION", "PID",
@@ -258,7 +253,7 @@ static void print_list(const Ljmp__SessionList *l)
             continue;
         printf("%-7llu %-8u %-6u %-10s %12llu %14llu %10llu  ",
                (unsigned long long)s->id, s->pid, s->uid, state_of(s),
-               (unsigned long long)events_of(t),
+               (unsigned long long)ljmp_wire_totals_events(t),
                (unsigned long long)t->live_bytes,
                (unsigned long long)t->live_blocks);
         put_time(stdout, s->session_start_ms);
@@ -318,7 +313,8 @@ static void print_session_block(const Ljmp__SessionSnapshot *ss)
         "  events %llu (alloc %llu, realloc %llu, free %llu); allocated "
         "%llu B, freed %llu B; live %llu B in %llu blocks; %.0f events/s, "
         "%.0f B/s\n",
-        (unsigned long long)events_of(t), (unsigned long long)t->alloc_events,
+        (unsigned long long)ljmp_wire_totals_events(t),
+        (unsigned long long)t->alloc_events,
         (unsigned long long)t->realloc_events,
         (unsigned long long)t->free_events, (unsigned long long)t->alloc_bytes,
         (unsigned long long)t->freed_bytes, (unsigned long long)t->live_bytes,
@@ -421,7 +417,8 @@ static void print_watch_lines(const Ljmp__Snapshot *snap)
                "dropped=%llu",
                (unsigned long long)snap->seq, (unsigned long long)snap->time_ms,
                (unsigned long long)ss->info->id, ss->info->pid,
-               state_of(ss->info), (unsigned long long)events_of(t),
+               state_of(ss->info),
+               (unsigned long long)ljmp_wire_totals_events(t),
                (unsigned long long)t->alloc_bytes,
                (unsigned long long)t->freed_bytes,
                (unsigned long long)t->live_bytes,

@@ -155,11 +155,6 @@ static const char *human(char *buf, size_t len, double v)
     return buf;
 }
 
-static uint64_t events_of(const Ljmp__Totals *t)
-{
-    return t->alloc_events + t->realloc_events + t->free_events;
-}
-
 /* The lines of a session's header, the same on a screen and in a block. */
 static void session_header(char *l1, char *l2, size_t len,
                            const Ljmp__SessionSnapshot *ss)
@@ -178,7 +173,7 @@ static void session_header(char *l1, char *l2, size_t len,
     snprintf(l2, len,
              "events %llu (%.0f/s)  allocated %s (%s/s)  freed %s  live %s "
              "in %llu blocks",
-             (unsigned long long)events_of(t), ss->events_per_s,
+             (unsigned long long)ljmp_wire_totals_events(t), ss->events_per_s,
              human(a, sizeof(a), (double)t->alloc_bytes),
              human(rate, sizeof(rate), ss->alloc_bytes_per_s),
              human(f, sizeof(f), (double)t->freed_bytes),

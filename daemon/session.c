@@ -345,9 +345,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
             "session %llu: pid %d %s%s%s (%llu events, %llu stream bytes)",
             (unsigned long long)s->id, (int)s->pid, ljmp_wire_state_name(state),
             s->reason[0] ? ": " : "", s->reason,
-            (unsigned long long)(s->prof.state.totals.alloc_events +
-                                 s->prof.state.totals.realloc_events +
-                                 s->prof.state.totals.free_events),
+            (unsigned long long)lm_totals_events(&s->prof.state.totals),
             (unsigned long long)s->stream_bytes);
     if (s->rec != NULL) {
         struct recording *rec = s->rec;

@@ -411,10 +411,7 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
         return NULL;
     ss->has_alloc_bytes_per_s = ss->has_events_per_s = 1;
     ss->alloc_bytes_per_s = per_second(ss->delta->alloc_bytes, seconds);
-    ss->events_per_s =
-        per_second(ss->delta->alloc_events + ss->delta->realloc_events +
-                       ss->delta->free_events,
-                   seconds);
+    ss->events_per_s = per_second(ljmp_wire_totals_events(ss->delta), seconds);
     if (top == 0)
         return ss;
     struct ranked *heap = arena_alloc(a, top * sizeof(*heap));

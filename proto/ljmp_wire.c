@@ -33,6 +33,11 @@ uint8_t *ljmp_wire_pack(const ProtobufCMessage *msg, size_t *frame_len)
     return frame;
 }
 
+uint64_t ljmp_wire_totals_events(const Ljmp__Totals *t)
+{
+    return t->alloc_events + t->realloc_events + t->free_events;
+}
+
 const char *ljmp_wire_state_name(Ljmp__SessionState state)
 {
     switch (state) {

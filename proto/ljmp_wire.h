@@ -43,6 +43,10 @@ static inline void ljmp_wire_put_len(uint8_t *hdr, uint32_t len)
  * out of memory or larger than LJMP_WIRE_MAX_FRAME. */
 uint8_t *ljmp_wire_pack(const ProtobufCMessage *msg, size_t *frame_len);
 
+/* Alloc, realloc and free events of a snapshot's totals (or of its
+ * delta): what a VM's trailer counts. */
+uint64_t ljmp_wire_totals_events(const Ljmp__Totals *t);
+
 /* Names of enum values, for logs and printing. */
 const char *ljmp_wire_state_name(Ljmp__SessionState state);
 const char *ljmp_wire_error_name(Ljmp__ErrorCode code);
