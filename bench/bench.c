@@ -365,7 +365,8 @@ int main(int argc, char **argv)
         return bench_rss(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "replay") == 0)
         return bench_replay(argc - 2, argv + 2);
-    fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES]\n"
+    fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES] "
+          "[--threads 1|2 [--share N]]\n"
           "       ljmp-bench exec [--runs N] -- COMMAND...\n"
           "       ljmp-bench drain SOCKET\n"
           "       ljmp-bench replay FILE SOCKET EVENTS\n",
