@@ -110,14 +110,31 @@ run_tests() {
   CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF \
     -DLJMP_VM_BIN="$PWD/build/luajit-patch/work/src/luajit"
   (cd build-san && ctest --output-on-failure)
-  log "build (clang, ThreadSanitizer): the core's tests, for its worker thread"
+  log "build (clang, ThreadSanitizer): the core's tests (its worker thread)"
+  log "and the daemon's (its feed threads)"
   CC=clang cmake -S . -B build-tsan -DLJMP_WERROR=ON -DLJMP_TSAN=ON \
-    -DLJMP_LUAJIT=OFF >/dev/null
-  cmake --build build-tsan -j "$JOBS" --target test_core >/dev/null
-  if ! TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_core \
-    >build-tsan/test_core.log 2>&1; then
-    tail -n 60 build-tsan/test_core.log
-    echo "ThreadSanitizer run failed: build-tsan/test_core.log" >&2
+    -DLJMP_LUAJIT=OFF -DLJMP_VM_BIN="$PWD/build/luajit-patch/work/src/luajit" \
+    >/dev/null
+  cmake --build build-tsan -j "$JOBS" --target test_core test_daemon >/dev/null
+  tsan_run test_core
+  tsan_run test_daemon 2
+}
+
+# Runs a test of the ThreadSanitizer build; a report from it or from a
+# process it started (ljmpd) fails the run.
+tsan_run() {
+  local name=$1 log=build-tsan/$1.log
+  shift
+  rm -f build-tsan/tsan-report.*
+  if ! TSAN_OPTIONS="halt_on_error=1 log_path=$PWD/build-tsan/tsan-report" \
+    "build-tsan/tests/$name" "$@" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "ThreadSanitizer run of $name failed: $log" >&2
+    exit 1
+  fi
+  if compgen -G 'build-tsan/tsan-report.*' >/dev/null; then
+    head -n 80 build-tsan/tsan-report.*
+    echo "ThreadSanitizer reported on $name: build-tsan/tsan-report.*" >&2
     exit 1
   fi
 }

@@ -26,6 +26,8 @@ struct opts {
     int nice;
     unsigned interval_ms;
     long hold_blocks;
+    const char *feed_threads; /* ljmpd's --feed-threads, or its default */
+    int replay_only;
 };
 
 struct sub {
@@ -112,7 +114,11 @@ static void wait_for_socket(const char *path)
 static pid_t start_ljmpd(const struct opts *o)
 {
     char *argv[] = {(char *)o->ljmpd, "-i",   ingest, "-c", control, "-q",
-                    "--retain-count", "1000", NULL};
+                    "--retain-count", "1000", NULL,   NULL, NULL};
+    if (o->feed_threads != NULL) {
+        argv[8] = "--feed-threads";
+        argv[9] = (char *)o->feed_threads;
+    }
     pid_t pid = spawn(argv, NULL, NULL);
 
     /* The daemon serves every VM: as a service it runs with more weight
@@ -599,7 +605,8 @@ static void usage(void)
           "--probe LUA --hold LUA\n"
           "                   --drain LJMP-BENCH [--vms N] [--subs M] "
           "[--interval MS] [--hold-blocks N] [--nice N]\n"
-          "                   [--replay FILE]\n",
+          "                   [--replay FILE [--replay-only]] "
+          "[--feed-threads N]\n",
           stderr);
     exit(2);
 }
@@ -619,6 +626,8 @@ int main(int argc, char **argv)
         {"hold-blocks", required_argument, NULL, 'b'},
         {"nice", required_argument, NULL, 'N'},
         {"replay", required_argument, NULL, 'R'},
+        {"replay-only", no_argument, NULL, 'O'},
+        {"feed-threads", required_argument, NULL, 'F'},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {
@@ -663,6 +672,12 @@ int main(int argc, char **argv)
         case 'R':
             o.replay = optarg;
             break;
+        case 'O':
+            o.replay_only = 1;
+            break;
+        case 'F':
+            o.feed_threads = optarg;
+            break;
         default:
             usage();
         }
@@ -682,9 +697,11 @@ int main(int argc, char **argv)
            "%d\n",
            o.vms, o.script, o.subs, o.interval_ms, o.nice);
     double *drain_t = calloc((size_t)o.vms, sizeof(*drain_t));
-    drain_phase(&o, drain_t);
-    ingest_phase(&o, drain_t);
-    memory_phase(&o);
+    if (!o.replay_only || o.replay == NULL) {
+        drain_phase(&o, drain_t);
+        ingest_phase(&o, drain_t);
+        memory_phase(&o);
+    }
     if (o.replay != NULL)
         replay_phase(&o);
     free(drain_t);

@@ -134,8 +134,10 @@ static void do_list(struct peer *p, const Ljmp__Request *req)
         if (ss == NULL)
             goto oom;
         ljmp__session_snapshot__init(ss);
-        if ((ss->info = snapshot_info(&a, s)) == NULL ||
-            (ss->totals = snapshot_totals(&a, s)) == NULL)
+        session_lock(s);
+        ss->totals = snapshot_totals(&a, s);
+        session_unlock(s);
+        if ((ss->info = snapshot_info(&a, s)) == NULL || ss->totals == NULL)
             goto oom;
         list.sessions[list.n_sessions++] = ss;
     }
@@ -313,7 +315,9 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
     }
     int failed = (f = open_memstream(&text, &len)) == NULL;
     if (!failed) {
+        session_lock(s);
         failed = lm_report_write(f, &s->prof.state, &opts) != 0;
+        session_unlock(s);
         failed |= fclose(f) != 0;
     }
     if (failed) {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,9 @@ static const char usage_text[] =
     "      --max-clients N      control connections at once (256)\n"
     "      --read-budget BYTES  ingest bytes per session per loop turn\n"
     "                           (262144): fairness between busy VMs\n"
+    "      --feed-threads N     threads that decode streams (default: the\n"
+    "                           CPUs ljmpd may use, at most 8; 0: decode on\n"
+    "                           the event loop's thread)\n"
     "      --hello-timeout MS   a new VM connection's hello must come within\n"
     "                           this time (5000)\n"
     "      --client-idle SECONDS  close a client that asked for nothing\n"
@@ -96,6 +100,7 @@ enum {
     OPT_CLIENT_IDLE,
     OPT_MAX_LOCATIONS,
     OPT_MAX_STRING,
+    OPT_FEED_THREADS,
 };
 
 static const struct option long_options[] = {
@@ -113,6 +118,7 @@ static const struct option long_options[] = {
     {"client-idle", required_argument, NULL, OPT_CLIENT_IDLE},
     {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
     {"max-string", required_argument, NULL, OPT_MAX_STRING},
+    {"feed-threads", required_argument, NULL, OPT_FEED_THREADS},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -148,6 +154,23 @@ static void path_arg(char *out, size_t len, const char *name, const char *arg)
     strcpy(out, arg);
 }
 
+/*
+ * As many feed threads as CPUs ljmpd may run on (its affinity, as set by
+ * taskset or systemd's CPUAffinity=), at most 8; none on one CPU, where a
+ * thread would only add hand-overs to the loop's work.
+ */
+static unsigned default_feed_threads(void)
+{
+    cpu_set_t set;
+    int n = 1;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n < 2)
+        return 0;
+    return n < 8 ? (unsigned)n : 8;
+}
+
 static void parse_options(struct config *cfg, int argc, char **argv)
 {
     int c, level = LOG_INFO;
@@ -165,6 +188,7 @@ static void parse_options(struct config *cfg, int argc, char **argv)
     cfg->client_idle_s = 300;
     cfg->max_locations = 1u << 20;
     cfg->max_string = LM_DEFAULT_MAX_STRING;
+    cfg->feed_threads = default_feed_threads();
     while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
         switch (c) {
         case 'i':
@@ -217,6 +241,9 @@ static void parse_options(struct config *cfg, int argc, char **argv)
         case OPT_MAX_STRING:
             cfg->max_string =
                 number_arg("max-string", optarg, 10, 64, LM_MAX_STRING_LIMIT);
+            break;
+        case OPT_FEED_THREADS:
+            cfg->feed_threads = number_arg("feed-threads", optarg, 10, 0, 64);
             break;
         case 'v':
             level = level < LOG_DEBUG ? level + 1 : level;
@@ -427,6 +454,8 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     sd_notify(0, "STOPPING=1");
     srv->stopping = 1;
     control_expire_records(srv, now_ms());
+    /* What the feed threads hold goes into the state and the recordings. */
+    feed_settle(srv);
     TAILQ_FOREACH(s, &srv->sessions, link)
     if (s->rec != NULL) {
         struct recording *rec = s->rec;
@@ -531,8 +560,7 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->ops);
     srv->start_ms = now_ms();
     wall_ms(srv->start_ms);
-    if ((srv->rbuf = malloc(srv->cfg.read_budget)) == NULL ||
-        (srv->base = new_event_base()) == NULL)
+    if ((srv->base = new_event_base()) == NULL || feed_start(srv) != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -585,6 +613,7 @@ static void server_free(struct server *srv)
     struct session *s;
     struct peer *p;
 
+    feed_stop(srv); /* before the sessions its threads may be feeding */
     while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
         peer_free(p);
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
@@ -611,7 +640,6 @@ static void server_free(struct server *srv)
         event_free(srv->sigint);
     if (srv->base != NULL)
         event_base_free(srv->base);
-    free(srv->rbuf);
 }
 
 int main(int argc, char **argv)

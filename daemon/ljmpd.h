@@ -2,6 +2,7 @@
 #ifndef LJMPD_H
 #define LJMPD_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/types.h>
@@ -25,6 +26,7 @@ struct config {
     unsigned max_sessions;              /* streaming at once */
     unsigned max_peers;                 /* control connections at once */
     size_t read_budget;                 /* ingest bytes per callback */
+    unsigned feed_threads;              /* 0: decode on the loop's thread */
     unsigned hello_timeout_ms;          /* for a new ingest peer's hello */
     size_t peer_queue;                  /* control output bytes before drops */
     unsigned client_idle_s;             /* idle clients closed after this */
@@ -67,12 +69,33 @@ enum session_phase {
 struct recording {
     int fd;
     uint64_t bytes;
+    uint64_t from_offset; /* the stream offset it copies from */
     int from_start;
     struct peer *waiter; /* told when it ends; NULL once gone */
     int counted;         /* in the waiter's nrecordings */
     int spliced;         /* from_start: the C symbols are in the file */
     uint64_t request_id;
     char error[320];
+};
+
+/*
+ * Stream bytes handed to a feed thread (feed.c), in one of a session's
+ * read buffers: a thread applies one while the loop reads into the next,
+ * and the loop takes the results back in order in session_fed().
+ */
+#define SESSION_BUFS 2
+struct feed_job {
+    struct feed_job *next; /* in the feed's done list */
+    struct session *s;
+    uint8_t *buf; /* read_budget bytes; NULL once the session ended */
+    const uint8_t *p;
+    size_t n;
+    uint64_t at;           /* stream offset of p */
+    uint64_t direct_bytes; /* the state's direct-path budget for it */
+    int ran;               /* 0: not fed, as an earlier job ended the stream */
+    enum lm_status st;
+    size_t used;
+    uint64_t events; /* decoded from these bytes */
 };
 
 struct session {
@@ -96,9 +119,25 @@ struct session {
     size_t trailer_len;
     uint64_t trailer_events, trailer_bytes;
 
+    /* A feed thread changes prof and stream_bytes while jobs are out:
+     * the loop reads them under mu (session_lock). */
+    pthread_mutex_t mu;
     struct lm_profile prof;
-    struct lm_groups groups; /* its locations by name, for views */
     uint64_t stream_bytes;   /* fed to the decoder */
+    struct lm_groups groups; /* its locations by name, for views */
+
+    /* The loop's: jobs out from job_head on, oldest first; with all out
+     * the socket is not read. */
+    struct feed_job jobs[SESSION_BUFS];
+    unsigned job_head, jobs_out;
+    uint64_t post_offset; /* stream offset after the bytes posted */
+    char hangup[64];      /* the VM hung up while jobs were out: why */
+    /* The feed's, under its lock. */
+    struct session *feed_next; /* in its to-do list */
+    unsigned feed_run;         /* the job a thread takes next */
+    unsigned feed_queued;      /* jobs posted and not taken */
+    int feed_listed;           /* in the to-do list, or being fed */
+    int feed_ended;            /* a job ended the stream: no more are run */
 
     Ljmp__SessionState state;
     char reason[256];
@@ -160,7 +199,7 @@ struct server {
     uint64_t next_session_id, next_peer_id;
     uint64_t start_ms;
     struct server_counters counters;
-    uint8_t *rbuf; /* one read buffer for every ingest session */
+    struct feed *feed;
     int stopping;
 };
 
@@ -181,18 +220,39 @@ uint64_t wall_ms(uint64_t mono);
 
 /* session.c */
 void session_accept(struct server *srv, int fd);
+/* Takes back a feed job's results: counts, records, ends or reads on. */
+void session_fed(struct feed_job *j);
+static inline void session_lock(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+}
+static inline void session_unlock(struct session *s)
+{
+    pthread_mutex_unlock(&s->mu);
+}
 void session_free(struct session *s);
 /* Ends a streaming session: closes its connection, keeps its state. */
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...) __attribute__((format(printf, 3, 4)));
-/* Whether s can be recorded from its first stream byte. */
-int session_recordable(const struct session *s);
 int session_record(struct session *s, struct recording *rec);
 void recording_finish(struct recording *rec, const struct session *s);
 /* Tells the recording's client it has begun, in session_id (0 while the
  * process has not streamed yet). */
 void recording_begun(const struct recording *rec, uint64_t session_id);
 int session_visible(const struct session *s, uid_t uid);
+
+/* feed.c: cfg.feed_threads threads decode and apply sessions' bytes; a
+ * session's jobs run in order, one at a time, sessions take turns. */
+int feed_start(struct server *srv);
+/* Feeds p[0..n), in s's next free read buffer, with the state's budget
+ * for its direct path: on a thread (the job is out until session_fed),
+ * or at once without threads. */
+void feed_post(struct session *s, const uint8_t *p, size_t n,
+               uint64_t direct_bytes);
+/* Waits for every job out and takes each back (session_fed). */
+void feed_settle(struct server *srv);
+/* Ends the threads; jobs not taken back are dropped with their sessions. */
+void feed_stop(struct server *srv);
 
 /* peer.c */
 void peer_accept(struct server *srv, int fd);

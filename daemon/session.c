@@ -74,6 +74,14 @@ static uint64_t read_process_start_ms(pid_t pid)
 
 static void session_read(evutil_socket_t fd, short what, void *arg);
 
+static void release_buffers(struct session *s)
+{
+    for (int i = 0; i < SESSION_BUFS; i++) {
+        free(s->jobs[i].buf);
+        s->jobs[i].buf = NULL;
+    }
+}
+
 void session_accept(struct server *srv, int fd)
 {
     struct ucred cred;
@@ -115,6 +123,7 @@ void session_accept(struct server *srv, int fd)
         free(s);
         goto oom;
     }
+    pthread_mutex_init(&s->mu, NULL);
     s->cmdline = read_cmdline(s->pid);
     s->process_start_ms = read_process_start_ms(s->pid);
     s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
@@ -122,14 +131,15 @@ void session_accept(struct server *srv, int fd)
         event_priority_set(s->ev, PRIO_INGEST);
     struct timeval hello_tv = {srv->cfg.hello_timeout_ms / 1000,
                                (srv->cfg.hello_timeout_ms % 1000) * 1000};
-    if (s->cmdline == NULL || s->ev == NULL ||
+    int bufs = 1;
+    for (int i = 0; i < SESSION_BUFS; i++) {
+        s->jobs[i].s = s;
+        bufs &= (s->jobs[i].buf = malloc(srv->cfg.read_budget)) != NULL;
+    }
+    if (s->cmdline == NULL || s->ev == NULL || !bufs ||
         event_add(s->ev, &hello_tv) != 0) {
-        if (s->ev != NULL)
-            event_free(s->ev);
-        free(s->cmdline);
-        lm_groups_free(&s->groups);
-        lm_profile_free(&s->prof);
-        free(s);
+        s->fd = -1; /* closed at oom */
+        session_free(s);
         goto oom;
     }
     s->id = ++srv->next_session_id;
@@ -159,6 +169,8 @@ void session_free(struct session *s)
     lm_profile_free(&s->prof);
     csyms_free(&s->csyms);
     free(s->cmdline);
+    release_buffers(s);
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -283,7 +295,9 @@ static int record_write(struct recording *rec, const uint8_t *p, size_t n)
  * Copies stream bytes, from stream offset `at`, into the recording; a
  * failed write ends it (the session goes on).  A recording from the start
  * gets the C symbols ljmpd read right after the symbol table's prologue,
- * so that the file names C functions as the live session does.
+ * so that the file names C functions as the live session does.  Bytes
+ * before the recording's first offset are in it already: a recording
+ * that began while they were being fed has them in its symbol table.
  */
 static void record_bytes(struct session *s, uint64_t at, const uint8_t *p,
                          size_t n)
@@ -291,6 +305,14 @@ static void record_bytes(struct session *s, uint64_t at, const uint8_t *p,
     struct recording *rec = s->rec;
     int rc = 0;
 
+    if (at < rec->from_offset) {
+        uint64_t skip = rec->from_offset - at;
+        if (skip >= n)
+            return;
+        p += skip;
+        n -= (size_t)skip;
+        at = rec->from_offset;
+    }
     if (rec->from_start && !rec->spliced && at + n >= LM_PROLOGUE_SIZE) {
         size_t head = at < LM_PROLOGUE_SIZE ? LM_PROLOGUE_SIZE - at : 0;
         rc = record_write(rec, p, head);
@@ -326,8 +348,12 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     s->ev = NULL;
     close(s->fd);
     s->fd = -1;
-    /* The decoder's buffers go; the state stays for queries. */
+    /* The decoder's and the reads' buffers go (those of jobs still out,
+     * which an earlier job's end left unfed, when they come back); the
+     * state stays for queries. */
     lm_decoder_free(&s->prof.dec);
+    if (s->jobs_out == 0)
+        release_buffers(s);
     srv->nlive--;
     srv->nended++;
     switch (state) {
@@ -436,30 +462,59 @@ static size_t live_share(const struct server *srv, size_t budget)
  */
 #define DIRECT_BUDGET (1u << 20)
 
-/* Feeds stream bytes; returns how many were taken, or -1 once ended. */
-static ssize_t take_stream(struct session *s, const uint8_t *p, size_t n)
+static void session_take(struct session *s, const uint8_t *p, size_t n);
+
+/* Stream bytes go to the decoder, on a feed thread if there are any. */
+static void take_stream(struct session *s, const uint8_t *p, size_t n)
 {
-    uint64_t events = session_events(s), at = s->stream_bytes;
-    size_t used = 0;
+    feed_post(s, p, n, live_share(s->srv, DIRECT_BUDGET));
+}
 
-    s->prof.state.direct_bytes = live_share(s->srv, DIRECT_BUDGET);
-    enum lm_status st = lm_profile_feed(&s->prof, p, n, &used);
+static void session_hangup(struct session *s, const char *why);
 
-    s->stream_bytes += used;
-    s->srv->counters.ingest_events += session_events(s) - events;
-    if (s->rec != NULL && used > 0)
-        record_bytes(s, at, p, used);
-    if (st == LM_ERROR) {
+/* A job's results: its events counted, its bytes recorded, the stream's
+ * end or error acted on. */
+static void take_results(struct session *s, const struct feed_job *j)
+{
+    s->srv->counters.ingest_events += j->events;
+    if (s->rec != NULL && j->used > 0)
+        record_bytes(s, j->at, j->p, j->used);
+    if (j->st == LM_ERROR) {
         s->error_offset = s->prof.dec.err_offset;
         session_end(s, LJMP__SESSION_STATE__FAILED,
                     "malformed stream at offset %llu: %s",
                     (unsigned long long)s->prof.dec.err_offset,
                     s->prof.dec.errmsg);
-        return -1;
+        return;
     }
-    if (st == LM_DONE)
+    if (j->st == LM_DONE)
         s->phase = SESSION_TRAILER;
-    return (ssize_t)used;
+    /* The trailer, if it came with the epilogue. */
+    session_take(s, j->p + j->used, j->n - j->used);
+}
+
+void session_fed(struct feed_job *j)
+{
+    struct session *s = j->s;
+    int was_full = s->jobs_out == SESSION_BUFS;
+
+    s->job_head = (s->job_head + 1) % SESSION_BUFS;
+    s->jobs_out--;
+    if (s->phase != SESSION_ENDED) {
+        if (j->ran)
+            take_results(s, j);
+        else
+            session_take(s, j->p, j->n); /* after the stream's end */
+    }
+    if (s->phase == SESSION_ENDED) {
+        if (s->jobs_out == 0)
+            release_buffers(s);
+        return;
+    }
+    if (s->jobs_out == 0 && s->hangup[0] != '\0')
+        session_hangup(s, s->hangup);
+    else if (was_full && s->hangup[0] == '\0')
+        event_add(s->ev, NULL); /* a buffer is free to read into */
 }
 
 /* Checks the VM's totals against what the daemon decoded. */
@@ -509,8 +564,8 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
             used = take_hello(s, p, n);
             break;
         case SESSION_STREAM:
-            used = take_stream(s, p, n);
-            break;
+            take_stream(s, p, n); /* session_fed() goes on */
+            return;
         case SESSION_TRAILER:
             used = take_trailer(s, p, n);
             break;
@@ -580,6 +635,18 @@ static size_t read_size(const struct server *srv)
     return share < srv->cfg.read_budget ? share : srv->cfg.read_budget;
 }
 
+/* The VM hung up or the socket failed: now, or once the jobs out are
+ * applied (the state must have all the bytes read). */
+static void session_gone(struct session *s, const char *why)
+{
+    if (s->jobs_out == 0) {
+        session_hangup(s, why);
+        return;
+    }
+    snprintf(s->hangup, sizeof(s->hangup), "%s", why);
+    event_del(s->ev);
+}
+
 /* One read per callback: a busy VM waits for the next loop iteration
  * while the others are served. */
 static void session_read(evutil_socket_t fd, short what, void *arg)
@@ -594,22 +661,26 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
                            srv->cfg.hello_timeout_ms);
         return;
     }
-    n = read(fd, srv->rbuf, read_size(srv));
+    if (s->jobs_out == SESSION_BUFS)
+        return;
+    uint8_t *buf = s->jobs[(s->job_head + s->jobs_out) % SESSION_BUFS].buf;
+    n = read(fd, buf, read_size(srv));
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN)
             return;
-        session_hangup(s, strerror(errno));
+        session_gone(s, strerror(errno));
         return;
     }
     if (n == 0) {
-        session_hangup(s, "closed");
+        session_gone(s, "closed");
         return;
     }
     srv->counters.ingest_bytes += (uint64_t)n;
-    session_take(s, srv->rbuf, (size_t)n);
+    session_take(s, buf, (size_t)n);
 }
 
-int session_recordable(const struct session *s)
+/* Whether s can be recorded from its first stream byte (under its lock). */
+static int session_recordable(const struct session *s)
 {
     return (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM) &&
            s->stream_bytes == 0 && s->rec == NULL;
@@ -648,6 +719,7 @@ static int record_from_now(struct session *s, struct recording *rec)
     }
     int rc = record_write(rec, b.data, b.len);
     lm_buf_free(&b);
+    rec->from_offset = s->stream_bytes;
     if (rc == 0) {
         s->rec = rec;
         recording_counted(rec);
@@ -655,19 +727,28 @@ static int record_from_now(struct session *s, struct recording *rec)
     return rc;
 }
 
-/* Starts recording into rec; 0, or -1 with rec->error set. */
+/* Starts recording into rec; 0, or -1 with rec->error set.  Under the
+ * session's lock: a feed thread may be applying bytes meanwhile, and a
+ * recording from now starts where the state is. */
 int session_record(struct session *s, struct recording *rec)
 {
+    int rc = 0;
+
     if (s->rec != NULL) {
         snprintf(rec->error, sizeof(rec->error),
                  "session %llu is being recorded already",
                  (unsigned long long)s->id);
         return -1;
     }
-    if (!session_recordable(s))
-        return record_from_now(s, rec);
-    rec->from_start = 1;
-    s->rec = rec;
-    recording_counted(rec);
-    return 0;
+    session_lock(s);
+    if (!session_recordable(s)) {
+        rc = record_from_now(s, rec);
+    } else {
+        rec->from_start = 1;
+        rec->from_offset = 0;
+        s->rec = rec;
+        recording_counted(rec);
+    }
+    session_unlock(s);
+    return rc;
 }

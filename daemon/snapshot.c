@@ -467,14 +467,16 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
             continue;
         struct session_base *b = bases ? find_base(bases, s->id) : NULL;
         struct rows rows;
-        if (make_rows(a, s, &rows) != 0)
-            return NULL;
-        Ljmp__SessionSnapshot *ss = make_session(a, s, opts, b, &rows, now);
-        if (ss == NULL)
+        Ljmp__SessionSnapshot *ss = NULL;
+        session_lock(s);
+        int failed =
+            make_rows(a, s, &rows) != 0 ||
+            (ss = make_session(a, s, opts, b, &rows, now)) == NULL ||
+            (bases != NULL && update_base(bases, b, s, &rows, now) != 0);
+        session_unlock(s);
+        if (failed)
             return NULL;
         snap->sessions[snap->n_sessions++] = ss;
-        if (bases != NULL && update_base(bases, b, s, &rows, now) != 0)
-            return NULL;
     }
     /* Forget sessions that are gone. */
     for (size_t i = 0; bases != NULL && i < bases->n;) {

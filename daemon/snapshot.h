@@ -47,6 +47,7 @@ struct snapshot_opts {
 #define SNAPSHOT_MAX_TOP 1000
 
 Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s);
+/* Under the session's lock (session_lock): a feed thread may change it. */
 Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s);
 Ljmp__DaemonCounters *snapshot_daemon(struct arena *a,
                                       const struct server *srv);

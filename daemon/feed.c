@@ -1,0 +1,262 @@
+/* Feed threads: sessions' stream bytes decoded and applied off the event
+ * loop, so that ljmpd ingests on every CPU it may use. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+
+/*
+ * A session's jobs run one at a time, in order, and it has at most
+ * SESSION_BUFS out: with all out its socket is not read, and a busy VM
+ * waits in its socket as before.  Sessions with jobs take turns (one job
+ * each, then to the back of the line), so one busy VM cannot starve the
+ * others.
+ */
+struct feed {
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* a session queued, or stopping */
+    pthread_cond_t idle; /* a job done */
+    struct session *todo, **todo_tail;
+    struct feed_job *done, **done_tail;
+    unsigned running; /* jobs a thread has taken and not finished */
+    int stopping;
+    int efd;          /* readable while jobs are done */
+    struct event *ev; /* the loop's side of efd */
+    pthread_t *threads;
+    unsigned nthreads;
+};
+
+/* Decodes and applies a job's bytes; the loop reads the state meanwhile
+ * only under the session's lock. */
+static void feed_run(struct feed_job *j)
+{
+    struct session *s = j->s;
+
+    j->ran = 1;
+    session_lock(s);
+    s->prof.state.direct_bytes = j->direct_bytes;
+    uint64_t before = lm_totals_events(&s->prof.state.totals);
+    j->used = 0;
+    j->st = lm_profile_feed(&s->prof, j->p, j->n, &j->used);
+    s->stream_bytes += j->used;
+    j->events = lm_totals_events(&s->prof.state.totals) - before;
+    session_unlock(s);
+}
+
+/* Under f->mu. */
+static void list_session(struct feed *f, struct session *s)
+{
+    s->feed_next = NULL;
+    *f->todo_tail = s;
+    f->todo_tail = &s->feed_next;
+    pthread_cond_signal(&f->work);
+}
+
+/* The session's next job, taken off its queue (under f->mu). */
+static struct feed_job *take_job(struct session *s)
+{
+    struct feed_job *j = &s->jobs[s->feed_run];
+
+    s->feed_run = (s->feed_run + 1) % SESSION_BUFS;
+    s->feed_queued--;
+    return j;
+}
+
+/* Under f->mu; wakes the loop when the list was empty (it takes the
+ * whole list each time). */
+static void add_done(struct feed *f, struct feed_job *j)
+{
+    int wake = f->done == NULL;
+
+    j->next = NULL;
+    *f->done_tail = j;
+    f->done_tail = &j->next;
+    if (wake) {
+        uint64_t one = 1;
+        /* Fails only when the counter is full: then it is readable. */
+        (void)!write(f->efd, &one, sizeof(one));
+    }
+}
+
+static void *feed_thread(void *arg)
+{
+    struct feed *f = arg;
+
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (f->todo == NULL && !f->stopping)
+            pthread_cond_wait(&f->work, &f->mu);
+        if (f->stopping)
+            break;
+        struct session *s = f->todo;
+        if ((f->todo = s->feed_next) == NULL)
+            f->todo_tail = &f->todo;
+        struct feed_job *j = take_job(s);
+        f->running++;
+        pthread_mutex_unlock(&f->mu);
+
+        feed_run(j);
+
+        pthread_mutex_lock(&f->mu);
+        f->running--;
+        add_done(f, j);
+        /* Bytes after the end of a stream are the loop's (a trailer), and
+         * the loop may free the decoder once it sees the end. */
+        if (j->st == LM_DONE || j->st == LM_ERROR)
+            s->feed_ended = 1;
+        while (s->feed_queued > 0 && s->feed_ended)
+            add_done(f, take_job(s));
+        if (s->feed_queued > 0)
+            list_session(f, s);
+        else
+            s->feed_listed = 0;
+        pthread_cond_broadcast(&f->idle);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* Every job done so far, in the order they finished. */
+static struct feed_job *take_done(struct feed *f)
+{
+    pthread_mutex_lock(&f->mu);
+    struct feed_job *list = f->done;
+    f->done = NULL;
+    f->done_tail = &f->done;
+    pthread_mutex_unlock(&f->mu);
+    return list;
+}
+
+static void give_back(struct feed_job *list)
+{
+    while (list != NULL) {
+        struct feed_job *j = list;
+        list = j->next;
+        session_fed(j);
+    }
+}
+
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *srv = arg;
+    uint64_t n;
+
+    (void)what;
+    (void)!read(fd, &n, sizeof(n));
+    give_back(take_done(srv->feed));
+}
+
+void feed_post(struct session *s, const uint8_t *p, size_t n,
+               uint64_t direct_bytes)
+{
+    struct feed *f = s->srv->feed;
+    struct feed_job *j = &s->jobs[(s->job_head + s->jobs_out) % SESSION_BUFS];
+
+    j->p = p;
+    j->n = n;
+    j->at = s->post_offset;
+    j->direct_bytes = direct_bytes;
+    j->ran = 0;
+    s->post_offset += n;
+    s->jobs_out++;
+    if (f->nthreads == 0) {
+        feed_run(j);
+        session_fed(j);
+        return;
+    }
+    if (s->jobs_out == SESSION_BUFS)
+        event_del(s->ev);
+    pthread_mutex_lock(&f->mu);
+    s->feed_queued++;
+    if (s->feed_ended) {
+        add_done(f, take_job(s));
+    } else if (!s->feed_listed) {
+        s->feed_listed = 1;
+        list_session(f, s);
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void feed_settle(struct server *srv)
+{
+    struct feed *f = srv->feed;
+
+    if (f == NULL)
+        return;
+    pthread_mutex_lock(&f->mu);
+    while (f->todo != NULL || f->running > 0)
+        pthread_cond_wait(&f->idle, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+    give_back(take_done(f));
+}
+
+int feed_start(struct server *srv)
+{
+    struct feed *f = calloc(1, sizeof(*f));
+    sigset_t all, old;
+
+    if (f == NULL)
+        return -1;
+    srv->feed = f;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->work, NULL);
+    pthread_cond_init(&f->idle, NULL);
+    f->todo_tail = &f->todo;
+    f->done_tail = &f->done;
+    f->efd = -1;
+    if (srv->cfg.feed_threads == 0)
+        return 0;
+    f->threads = calloc(srv->cfg.feed_threads, sizeof(*f->threads));
+    f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (f->threads == NULL || f->efd < 0 ||
+        (f->ev = event_new(srv->base, f->efd, EV_READ | EV_PERSIST, on_done,
+                           srv)) == NULL ||
+        event_priority_set(f->ev, PRIO_DEFAULT) != 0 ||
+        event_add(f->ev, NULL) != 0) {
+        log_error("feed threads: %s", strerror(errno ? errno : ENOMEM));
+        return -1;
+    }
+    /* Signals are the loop's business. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (unsigned i = 0; i < srv->cfg.feed_threads; i++) {
+        int rc = pthread_create(&f->threads[i], NULL, feed_thread, f);
+        if (rc != 0) {
+            log_error("feed thread %u: %s", i, strerror(rc));
+            break;
+        }
+        f->nthreads++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return f->nthreads == srv->cfg.feed_threads ? 0 : -1;
+}
+
+void feed_stop(struct server *srv)
+{
+    struct feed *f = srv->feed;
+
+    if (f == NULL)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stopping = 1;
+    pthread_cond_broadcast(&f->work);
+    pthread_mutex_unlock(&f->mu);
+    for (unsigned i = 0; i < f->nthreads; i++)
+        pthread_join(f->threads[i], NULL);
+    if (f->ev != NULL)
+        event_free(f->ev);
+    if (f->efd >= 0)
+        close(f->efd);
+    pthread_cond_destroy(&f->idle);
+    pthread_cond_destroy(&f->work);
+    pthread_mutex_destroy(&f->mu);
+    free(f->threads);
+    free(f);
+    srv->feed = NULL;
+}
