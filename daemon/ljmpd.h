@@ -226,6 +226,11 @@ static inline void session_lock(struct session *s)
 {
     pthread_mutex_lock(&s->mu);
 }
+/* 0 when taken, or nonzero while a feed thread holds it. */
+static inline int session_trylock(struct session *s)
+{
+    return pthread_mutex_trylock(&s->mu);
+}
 static inline void session_unlock(struct session *s)
 {
     pthread_mutex_unlock(&s->mu);

@@ -443,6 +443,24 @@ static int make_rows(struct arena *a, struct session *s, struct rows *rows)
     return 0;
 }
 
+/* A session's part of a snapshot, under its lock; NULL when out of
+ * memory. */
+static Ljmp__SessionSnapshot *session_part(struct arena *a, struct session *s,
+                                           const struct snapshot_opts *opts,
+                                           struct snapshot_bases *bases,
+                                           uint64_t now)
+{
+    struct session_base *b = bases ? find_base(bases, s->id) : NULL;
+    Ljmp__SessionSnapshot *ss;
+    struct rows rows;
+
+    if (make_rows(a, s, &rows) != 0 ||
+        (ss = make_session(a, s, opts, b, &rows, now)) == NULL ||
+        (bases != NULL && update_base(bases, b, s, &rows, now) != 0))
+        return NULL;
+    return ss;
+}
+
 Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_opts *opts,
                                struct snapshot_bases *bases, uint64_t now)
@@ -461,22 +479,33 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
         return NULL;
     for (size_t i = 0; bases != NULL && i < bases->n; i++)
         bases->v[i].seen = 0;
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    {
-        if (!snapshot_matches(s, opts))
-            continue;
-        struct session_base *b = bases ? find_base(bases, s->id) : NULL;
-        struct rows rows;
-        Ljmp__SessionSnapshot *ss = NULL;
-        session_lock(s);
-        int failed =
-            make_rows(a, s, &rows) != 0 ||
-            (ss = make_session(a, s, opts, b, &rows, now)) == NULL ||
-            (bases != NULL && update_base(bases, b, s, &rows, now) != 0);
-        session_unlock(s);
-        if (failed)
-            return NULL;
-        snap->sessions[snap->n_sessions++] = ss;
+    /*
+     * Sessions a feed thread holds come last, in a second pass: by then
+     * their jobs (a few hundred microseconds each) are usually done, and
+     * the loop waits at most for the slowest, not for each in turn.  A
+     * busy machine may have preempted the thread mid-job; waiting one
+     * after another, 100 subscribers' snapshots of 33 sessions lost up
+     * to 60 ms at a time.
+     */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i = 0;
+        TAILQ_FOREACH(s, &srv->sessions, link)
+        {
+            if (!snapshot_matches(s, opts))
+                continue;
+            if (pass == 0 ? session_trylock(s) != 0
+                          : snap->sessions[i] != NULL) {
+                i++;
+                continue;
+            }
+            if (pass == 1)
+                session_lock(s);
+            snap->sessions[i] = session_part(a, s, opts, bases, now);
+            session_unlock(s);
+            if (snap->sessions[i++] == NULL)
+                return NULL;
+        }
+        snap->n_sessions = i;
     }
     /* Forget sessions that are gone. */
     for (size_t i = 0; bases != NULL && i < bases->n;) {
