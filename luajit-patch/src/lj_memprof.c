@@ -71,6 +71,11 @@ typedef struct Memprof {
   int err;  /* errno of the first failed write; the stream stops there. */
   int last_err;  /* How the last stream ended, for readers after it. */
   volatile int moving;  /* The Lua stack is being reallocated. */
+  /* Events the allocator's fast path may write before the general path
+  ** runs again: 0 while anything needs the general path (a stack being
+  ** moved, an error, not running, too little room for a run of fast
+  ** events, a clock check due). */
+  uint32_t fast_left;
   uint64_t events, stream_bytes;
   uint64_t flushed_ns;  /* When the buffer was last written out. */
 } Memprof;
@@ -90,7 +95,10 @@ static void mp_flush(Memprof *mp)
 {
   if (mp->pos > 0 && mp->err == 0) {
     int e = mp->opt.write(mp->opt.ctx, mp->buf, mp->pos);
-    if (e != 0) mp->err = e;
+    if (e != 0) {
+      mp->err = e;
+      mp->fast_left = 0;
+    }
     else mp->stream_bytes += mp->pos;
   }
   mp->pos = 0;
@@ -131,14 +139,27 @@ static LJ_AINLINE uint64_t spread_shifts(uint64_t v)
   return (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
 }
 
-/* The bytes of a ULEB by the leading zeros of its value (a load where a
-** division by 7 takes five instructions). */
+/* The bytes of a ULEB of at least two bytes, by the highest set bit of
+** its value (loads where a division by 7 takes five instructions), and
+** its continuation bits. */
 static const uint8_t uleb_len[64] = {
-  10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7,
-  7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5,
-  5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3,
-  3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1
+  1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+  3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5,
+  5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7,
+  7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 10
 };
+
+#define CONT(n) (0x8080808080808080ULL >> (64 - 8 * (n)))
+static const uint64_t uleb_cont[64] = {
+  0, 0, 0, 0, 0, 0, 0, CONT(1), CONT(1), CONT(1), CONT(1), CONT(1),
+  CONT(1), CONT(1), CONT(2), CONT(2), CONT(2), CONT(2), CONT(2), CONT(2),
+  CONT(2), CONT(3), CONT(3), CONT(3), CONT(3), CONT(3), CONT(3), CONT(3),
+  CONT(4), CONT(4), CONT(4), CONT(4), CONT(4), CONT(4), CONT(4), CONT(5),
+  CONT(5), CONT(5), CONT(5), CONT(5), CONT(5), CONT(5), CONT(6), CONT(6),
+  CONT(6), CONT(6), CONT(6), CONT(6), CONT(6), CONT(7), CONT(7), CONT(7),
+  CONT(7), CONT(7), CONT(7), CONT(7), 0, 0, 0, 0, 0, 0, 0, 0
+};
+#undef CONT
 #endif
 
 /*
@@ -160,7 +181,7 @@ static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
     ** addresses vary, which a loop would mispredict), set the
     ** continuation bits, store 8 bytes and keep as many as needed.  The
     ** buffer's reserve covers the slack. */
-    uint32_t len = uleb_len[__builtin_clzll(v)];  /* >= 2 */
+    uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v);  /* 7 to 55 */
     uint64_t x;
 #ifdef LM_HAVE_BMI2
     if (pdep)
@@ -168,9 +189,9 @@ static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
     else
 #endif
       x = spread_shifts(v);
-    x |= 0x8080808080808080ULL & (((uint64_t)1 << (8 * (len - 1))) - 1);
+    x |= uleb_cont[hb];
     memcpy(p, &x, 8);
-    return p + len;
+    return p + uleb_len[hb];
   }
 #endif
   UNUSED(pdep);
@@ -274,6 +295,7 @@ void lj_memprof_add_proto(global_State *g, const GCproto *pt)
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
   sym_proto(mp, pt);
+  mp->fast_left = 0;  /* The room it counted on is used. */
 }
 
 void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
@@ -284,6 +306,7 @@ void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_TRACE));
   sym_trace(mp, tr);
+  mp->fast_left = 0;
 #else
   UNUSED(g); UNUSED(tr);
 #endif
@@ -291,7 +314,10 @@ void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
 
 void lj_memprof_stack_moving(global_State *g, int moving)
 {
-  if (memprof.g == g) memprof.moving = moving;
+  if (memprof.g == g) {
+    memprof.moving = moving;
+    memprof.fast_left = 0;  /* The move's allocation names no Lua site. */
+  }
 }
 
 /* -- Allocation sites ---------------------------------------------------- */
@@ -386,12 +412,22 @@ static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s, int pdep)
 
 static int memprof_finish(Memprof *mp);
 
-/* The allocator wrapper's body, inlined into its two versions below. */
-static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
-				       size_t nsize, int pdep)
+/* A fast event: a header, three ULEBs of at most 10 bytes, and the 7
+** bytes past its end put_uleb() may store. */
+#define MEMPROF_FAST_MAX 38
+/* The room the general path leaves for a run of fast events. */
+#define MEMPROF_FAST_ROOM (MEMPROF_CLOCK_EVERY * MEMPROF_FAST_MAX)
+
+/*
+** An event of any kind from any state, after the allocator ran: the
+** general path.  It also arms the fast path below for the next run of
+** events, with room for them in the buffer, and reads the clock.
+*/
+static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
+				       void *nptr, int pdep)
 {
   Memprof *mp = &memprof;
-  void *nptr = mp->allocf(ud, ptr, osize, nsize);
+  int rearm = mp->fast_left == 0;
   Site s;
   if (mp->g == NULL) return nptr;
   if (mp->err != 0) {
@@ -428,8 +464,65 @@ static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
     }
     mp->pos = (size_t)(p - mp->buf);
   }
-  if ((mp->events & (MEMPROF_CLOCK_EVERY - 1)) == 0) mp_flush_if_stale(mp);
+  if (rearm || (mp->events & (MEMPROF_CLOCK_EVERY - 1)) == 0)
+    mp_flush_if_stale(mp);
+  if (mp->pos > MEMPROF_BUFSZ - MEMPROF_FAST_ROOM) mp_flush(mp);
+  if (rearm && mp->err == 0) mp->fast_left = MEMPROF_CLOCK_EVERY;
   return nptr;
+}
+
+static LJ_NOINLINE void *memprof_slow(void *ptr, size_t osize, size_t nsize,
+				      void *nptr)
+{
+  return memprof_record(ptr, osize, nsize, nptr, 0);
+}
+
+#ifdef LM_HAVE_BMI2
+static LJ_NOINLINE __attribute__((target("bmi2"))) void *
+memprof_slow_pdep(void *ptr, size_t osize, size_t nsize, void *nptr)
+{
+  return memprof_record(ptr, osize, nsize, nptr, 1);
+}
+#endif
+
+/*
+** The allocator wrapper.  Most events are frees by the collector and
+** allocations on traces: their sites need no stack walk, and they are
+** written here with little kept across the allocator's call and one
+** check (fast_left) for everything that needs the general path.
+*/
+static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
+				       size_t nsize, int pdep)
+{
+  Memprof *mp = &memprof;
+  void *nptr = mp->allocf(ud, ptr, osize, nsize);
+  uint32_t left = mp->fast_left;
+  uint8_t *p;
+  int32_t st;
+  if (LJ_UNLIKELY(left == 0)) goto general;
+  st = mp->g->vmstate;
+  p = mp->buf + mp->pos;
+  if (nsize == 0 && st == ~LJ_VMST_GC) {
+    *p = EV_HEADER(EV_FREE, SRC_INTERNAL);
+    p = put_uleb_with(p + 1, (uintptr_t)ptr, pdep);
+    p = put_uleb_with(p, osize, pdep);
+  } else if (ptr == NULL && st >= 0) {
+    *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
+    p = put_uleb_with(p + 1, (uint64_t)st, pdep);
+    p = put_uleb_with(p, (uintptr_t)nptr, pdep);
+    p = put_uleb_with(p, nsize, pdep);
+  } else {
+    goto general;
+  }
+  mp->pos = (size_t)(p - mp->buf);
+  mp->fast_left = left - 1;
+  mp->events++;
+  return nptr;
+general:
+#ifdef LM_HAVE_BMI2
+  if (pdep) return memprof_slow_pdep(ptr, osize, nsize, nptr);
+#endif
+  return memprof_slow(ptr, osize, nsize, nptr);
 }
 
 static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
@@ -489,6 +582,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp->pos = 0;
   mp->err = 0;
   mp->moving = 0;
+  mp->fast_left = 0;
   mp->events = mp->stream_bytes = 0;
   dump_symtab(mp, g);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
@@ -522,6 +616,7 @@ static int memprof_finish(Memprof *mp)
     g->allocd = mp->allocd;
   }
   mp->g = NULL;
+  mp->fast_left = 0;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, HDR_FINAL);
   mp_flush(mp);
