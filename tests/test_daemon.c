@@ -785,6 +785,99 @@ static void test_bad_ingest(void)
     ljmp__response__free_unpacked(r, NULL);
 }
 
+/* A stream of n allocations at an internal site, after a hello; returns
+ * the hello's size.  No epilogue. */
+static size_t build_stream(struct lm_buf *b, unsigned n)
+{
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+
+    lm_buf_bytes(b, hello, hl);
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    for (unsigned i = 0; i < n; i++)
+        lm_enc_alloc(b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)i, 48);
+    return hl;
+}
+
+/* The newest session of this process once it ended (NULL on timeout). */
+static Ljmp__Response *wait_own_session_end(uint64_t before)
+{
+    for (int i = 0; i < 500; i++) {
+        Ljmp__Response *r = list_sessions();
+        const Ljmp__SessionSnapshot *s = session_in(r, getpid());
+        if (s != NULL && s->info->id > before &&
+            s->info->state != LJMP__SESSION_STATE__STREAMING)
+            return r;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        sleep_ms(10);
+    }
+    return NULL;
+}
+
+/*
+ * Ingest in many reads, each a job for a feed thread: with the epilogue
+ * and the trailer in reads of their own the session is complete (the
+ * trailer's totals checked against what was decoded); a VM that hangs up
+ * while jobs are out has every byte it sent applied.
+ */
+static void test_stream_in_pieces(void)
+{
+    enum { SMALL = 20000, BIG = 200000, PIECE = 1000 };
+    struct lm_buf b = {0};
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    uint64_t before = newest_session_id(getpid());
+    size_t hl = build_stream(&b, SMALL);
+    size_t body = b.len;
+
+    lm_enc_epilogue(&b);
+    ljmp_trailer_encode(trailer, SMALL, b.len - hl);
+    int fd = connect_unix(ingest_path);
+    CU_ASSERT_TRUE_FATAL(fd >= 0);
+    for (size_t at = 0; at < body; at += PIECE) {
+        size_t n = body - at < PIECE ? body - at : PIECE;
+        CU_ASSERT_EQUAL(write(fd, b.data + at, n), (ssize_t)n);
+        sleep_ms(1);
+    }
+    CU_ASSERT_EQUAL(write(fd, b.data + body, b.len - body),
+                    (ssize_t)(b.len - body));
+    sleep_ms(20);
+    CU_ASSERT_EQUAL(write(fd, trailer, sizeof(trailer)),
+                    (ssize_t)sizeof(trailer));
+    sleep_ms(20);
+    close(fd);
+    Ljmp__Response *r = wait_own_session_end(before);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    const Ljmp__SessionSnapshot *s = session_in(r, getpid());
+    CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
+    CU_ASSERT_EQUAL(s->totals->alloc_events, SMALL);
+    before = s->info->id;
+    ljmp__response__free_unpacked(r, NULL);
+
+    /* 2.4 MB at once, then gone without an epilogue. */
+    b.len = 0;
+    build_stream(&b, BIG);
+    fd = connect_unix(ingest_path);
+    CU_ASSERT_TRUE_FATAL(fd >= 0);
+    for (size_t at = 0; at < b.len;) {
+        ssize_t w = write(fd, b.data + at, b.len - at);
+        CU_ASSERT_TRUE_FATAL(w > 0);
+        at += (size_t)w;
+    }
+    close(fd);
+    r = wait_own_session_end(before);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    s = session_in(r, getpid());
+    CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__TRUNCATED);
+    CU_ASSERT_EQUAL(s->totals->alloc_events, BIG);
+    CU_ASSERT_EQUAL(s->totals->stream_bytes, b.len - hl);
+    ljmp__response__free_unpacked(r, NULL);
+    lm_buf_free(&b);
+}
+
 /* A snapshot too large for a frame comes with fewer rows, and says so. */
 static void test_snapshot_over_frame(void)
 {
@@ -1373,6 +1466,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "VM killed mid-stream", test_vm_killed);
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
+    CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
     CU_add_test(s, "bad control", test_bad_control);
     CU_add_test(s, "snapshot over the frame limit", test_snapshot_over_frame);
     CU_add_test(s, "request flood", test_request_flood);
