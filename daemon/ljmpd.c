@@ -394,7 +394,9 @@ static void evict_sessions(struct server *srv, uint64_t now)
 
     for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
         next = TAILQ_NEXT(s, link);
-        if (s->phase != SESSION_ENDED)
+        /* Jobs out come back in one batch with the end; never free a
+         * session a feed thread might still hold. */
+        if (s->phase != SESSION_ENDED || s->jobs_out > 0)
             continue;
         if (srv->nended <= srv->cfg.retain_count &&
             now - s->end_ms < (uint64_t)srv->cfg.retain_s * 1000)

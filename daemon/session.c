@@ -131,12 +131,9 @@ void session_accept(struct server *srv, int fd)
         event_priority_set(s->ev, PRIO_INGEST);
     struct timeval hello_tv = {srv->cfg.hello_timeout_ms / 1000,
                                (srv->cfg.hello_timeout_ms % 1000) * 1000};
-    int bufs = 1;
-    for (int i = 0; i < SESSION_BUFS; i++) {
+    for (int i = 0; i < SESSION_BUFS; i++)
         s->jobs[i].s = s;
-        bufs &= (s->jobs[i].buf = malloc(srv->cfg.read_budget)) != NULL;
-    }
-    if (s->cmdline == NULL || s->ev == NULL || !bufs ||
+    if (s->cmdline == NULL || s->ev == NULL ||
         event_add(s->ev, &hello_tv) != 0) {
         s->fd = -1; /* closed at oom */
         session_free(s);
@@ -649,6 +646,16 @@ static void session_gone(struct session *s, const char *why)
 
 /* One read per callback: a busy VM waits for the next loop iteration
  * while the others are served. */
+static int alloc_buffers(struct session *s)
+{
+    for (int i = 0; i < SESSION_BUFS; i++)
+        if ((s->jobs[i].buf = malloc(s->srv->cfg.read_budget)) == NULL) {
+            release_buffers(s);
+            return -1;
+        }
+    return 0;
+}
+
 static void session_read(evutil_socket_t fd, short what, void *arg)
 {
     struct session *s = arg;
@@ -663,6 +670,12 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
     }
     if (s->jobs_out == SESSION_BUFS)
         return;
+    /* The buffers come with the first bytes (of the hello): a
+     * connection that sends nothing holds none. */
+    if (s->jobs[0].buf == NULL && alloc_buffers(s) != 0) {
+        session_reject(s, "ljmpd is out of memory for its read buffers");
+        return;
+    }
     uint8_t *buf = s->jobs[(s->job_head + s->jobs_out) % SESSION_BUFS].buf;
     n = read(fd, buf, read_size(srv));
     if (n < 0) {
@@ -699,12 +712,17 @@ static int record_from_now(struct session *s, struct recording *rec)
 
     if (s->phase != SESSION_STREAM || d->phase != LM_PH_EVENTS ||
         s->prof.state.revision != LM_REV_R3) {
+        /* A feed thread may have reached the stream's end before the
+         * loop took its job back: the decoder's phase says so first. */
+        const char *what = "reading its symbol table";
+        if (s->phase != SESSION_STREAM || d->phase > LM_PH_EVENTS)
+            what = "ending";
+        else if (d->phase == LM_PH_EVENTS)
+            what = lm_revision_name(s->prof.state.revision);
         snprintf(rec->error, sizeof(rec->error),
                  "session %llu is %s; a recording can start at the start "
                  "of a stream or among its R3 events",
-                 (unsigned long long)s->id,
-                 s->phase != SESSION_STREAM ? "ending"
-                                            : "reading its symbol table");
+                 (unsigned long long)s->id, what);
         return -1;
     }
     lm_enc_symtab_prologue(&b, d->ljs_version);
