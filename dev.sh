@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev dpkg-dev patch
   libcunit1-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler
-      libsystemd-dev libelf-dev systemd libncurses-dev tmux
+      libsystemd-dev libelf-dev systemd libncurses-dev tmux libseccomp-dev
 )
 JOBS=$(nproc 2>/dev/null || echo 2)
 

@@ -121,6 +121,184 @@ static void test_socket_activation_one_unit(void)
     activation_case("--fdname=ljmpd:ljmpd");
 }
 
+/* A set of system call names. */
+struct names {
+    char **v;
+    size_t n, cap;
+};
+
+static int names_has(const struct names *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void names_add(struct names *s, const char *name)
+{
+    if (names_has(s, name))
+        return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 256;
+        s->v = realloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = strdup(name);
+}
+
+static void names_remove(struct names *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], name) == 0) {
+            free(s->v[i]);
+            s->v[i] = s->v[--s->n];
+            return;
+        }
+}
+
+static void names_free(struct names *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+}
+
+/* The system calls a filter item names (a call, or a @group expanded by
+ * systemd-analyze, nested groups too), into out. */
+static void expand(const char *item, struct names *out)
+{
+    char cmd[256], line[256];
+
+    if (item[0] != '@') {
+        names_add(out, item);
+        return;
+    }
+    snprintf(cmd, sizeof(cmd), "systemd-analyze syscall-filter --no-pager %s",
+             item);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    int first = 1, found = 0;
+    while (fgets(line, sizeof(line), p) != NULL) {
+        char name[128];
+        if (sscanf(line, "%127s", name) != 1 || name[0] == '#')
+            continue;
+        if (first) { /* the group's own name */
+            first = 0;
+            continue;
+        }
+        found = 1;
+        expand(name, out);
+    }
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    CU_ASSERT_TRUE(found);
+}
+
+/*
+ * What the unit's SystemCallFilter= lines allow, in their order: the
+ * first is an allow list (checked), "~" lines take calls away and later
+ * plain lines give them back.
+ */
+static void unit_allowed(struct names *allowed)
+{
+    char path[512], line[1024];
+
+    snprintf(path, sizeof(path), "%s/ljmpd.service", UNITS_DIR);
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    int lines = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "SystemCallFilter=", 17) != 0)
+            continue;
+        char *v = line + 17;
+        int deny = *v == '~';
+        CU_ASSERT_FALSE(deny && lines == 0);
+        v += deny;
+        for (char *tok = strtok(v, " \t\n"); tok != NULL;
+             tok = strtok(NULL, " \t\n")) {
+            struct names set = {0};
+            expand(tok, &set);
+            for (size_t i = 0; i < set.n; i++) {
+                if (deny)
+                    names_remove(allowed, set.v[i]);
+                else
+                    names_add(allowed, set.v[i]);
+            }
+            names_free(&set);
+        }
+        lines++;
+    }
+    fclose(f);
+    CU_ASSERT_TRUE(lines > 0);
+}
+
+/*
+ * ljmpd at work (feed threads, a VM streaming, a report, a clean stop)
+ * makes no system call its unit refuses: under the unit, a refused call
+ * is an error at best and the daemon's death at worst.  The filter is
+ * applied by sandbox_exec, which kills on any call not allowed.
+ */
+static void test_unit_syscall_filter(void)
+{
+#ifdef LJMP_SANITIZED
+    return; /* the sanitizers' runtimes make calls of their own */
+#endif
+    struct names allowed = {0};
+    char list[160], ingest[100], control[100], cmd[1024], log[160];
+
+    unit_allowed(&allowed);
+    CU_ASSERT_TRUE(names_has(&allowed, "read") &&
+                   !names_has(&allowed, "reboot"));
+    snprintf(list, sizeof(list), "%s/allowed.txt", test_dir);
+    FILE *f = fopen(list, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (size_t i = 0; i < allowed.n; i++)
+        fprintf(f, "%s\n", allowed.v[i]);
+    fclose(f);
+    names_free(&allowed);
+
+    snprintf(ingest, sizeof(ingest), "%s/s-ingest.sock", test_dir);
+    snprintf(control, sizeof(control), "%s/s-control.sock", test_dir);
+    snprintf(log, sizeof(log), "%s/sandbox.log", test_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, STDERR_FILENO);
+        execl(SANDBOX_EXEC, SANDBOX_EXEC, list, LJMPD_PATH, "-v", "-i", ingest,
+              "-c", control, "--feed-threads", "2", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 300 && !connectable(control); i++)
+        sleep_ms(10);
+    snprintf(cmd, sizeof(cmd),
+             "LJMP_SOCKET='%s' %s -e 'local t = {} for i = 1, 100000 do "
+             "t[i %% 1000] = {i} end'",
+             ingest, LUAJIT_BIN);
+    CU_ASSERT_EQUAL(run(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s -s '%s' list >'%s/slist.out' 2>&1",
+             LJMPCTL_PATH, control, test_dir);
+    int complete = 0;
+    for (int i = 0; i < 100 && !complete; i++) {
+        if (run(cmd) == 0) {
+            char *out = test_slurp("slist.out");
+            complete = strstr(out, "complete") != NULL;
+            free(out);
+        }
+        if (!complete)
+            sleep_ms(50);
+    }
+    CU_ASSERT_TRUE(complete);
+    snprintf(cmd, sizeof(cmd), "%s -s '%s' snapshot --json >/dev/null",
+             LJMPCTL_PATH, control);
+    CU_ASSERT_EQUAL(run(cmd), 0);
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (WIFSIGNALED(st))
+        fprintf(stderr, "\nljmpd died of signal %d under the unit's filter\n",
+                WTERMSIG(st));
+}
+
 /* Reads datagrams from the notify socket until one contains want. */
 static int notified(int fd, const char *want, int timeout_ms, char *all,
                     size_t len)
@@ -186,6 +364,7 @@ int main(void)
         return 1;
     s = CU_add_suite("systemd", NULL, NULL);
     CU_add_test(s, "units verify", test_units_verify);
+    CU_add_test(s, "the unit's system call filter", test_unit_syscall_filter);
     CU_add_test(s, "socket activation", test_socket_activation);
     CU_add_test(s, "socket activation, one unit",
                 test_socket_activation_one_unit);
