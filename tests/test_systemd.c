@@ -231,11 +231,39 @@ static void unit_allowed(struct names *allowed)
     CU_ASSERT_TRUE(lines > 0);
 }
 
+/* A running script attached and detached by ljmpd (signals, /proc). */
+static void attach_under_filter(const char *ingest, const char *control)
+{
+    char stop[160], cmd[512];
+
+    snprintf(stop, sizeof(stop), "%s/sandbox.stop", test_dir);
+    pid_t vm = fork();
+    if (vm == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        setenv("LJMP_INGEST", ingest, 1);
+        execl(LUAJIT_BIN, LUAJIT_BIN, VM_SCRIPTS "/busy.lua", stop, "30",
+              (char *)NULL);
+        _exit(127);
+    }
+    sleep_ms(300); /* the VM's agent is installed at its start */
+    snprintf(cmd, sizeof(cmd), "%s -s '%s' attach %d >/dev/null", LJMPCTL_PATH,
+             control, (int)vm);
+    CU_ASSERT_EQUAL(run(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s -s '%s' detach %d >/dev/null", LJMPCTL_PATH,
+             control, (int)vm);
+    CU_ASSERT_EQUAL(run(cmd), 0);
+    fclose(fopen(stop, "w"));
+    int st;
+    waitpid(vm, &st, 0);
+    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /*
- * ljmpd at work (feed threads, a VM streaming, a report, a clean stop)
- * makes no system call its unit refuses: under the unit, a refused call
- * is an error at best and the daemon's death at worst.  The filter is
- * applied by sandbox_exec, which kills on any call not allowed.
+ * ljmpd at work (feed threads, a VM streaming, a snapshot, attach and
+ * detach, a clean stop) makes no system call its unit refuses: under the unit,
+ * a refused call is an error at best and the daemon's death at worst.  The
+ * filter is applied by sandbox_exec, which kills on any call not allowed.
  */
 static void test_unit_syscall_filter(void)
 {
@@ -290,6 +318,7 @@ static void test_unit_syscall_filter(void)
     snprintf(cmd, sizeof(cmd), "%s -s '%s' snapshot --json >/dev/null",
              LJMPCTL_PATH, control);
     CU_ASSERT_EQUAL(run(cmd), 0);
+    attach_under_filter(ingest, control);
     kill(pid, SIGTERM);
     int st;
     waitpid(pid, &st, 0);
