@@ -60,11 +60,38 @@ static void test_units_verify(void)
     free(out);
 }
 
+/* A VM that makes n tables streams into ingest; 1 once ljmpd, asked on
+ * control, lists its session as complete. */
+static int stream_one(const char *ingest, const char *control, unsigned n)
+{
+    char cmd[1024];
+    int complete = 0;
+
+    snprintf(cmd, sizeof(cmd),
+             "LJMP_SOCKET='%s' %s -e 'local t = {} for i = 1, %u do "
+             "t[i %% 1000] = {i} end'",
+             ingest, LUAJIT_BIN, n);
+    if (run(cmd) != 0)
+        return 0;
+    snprintf(cmd, sizeof(cmd), "%s -s '%s' list >'%s/list.out' 2>&1",
+             LJMPCTL_PATH, control, test_dir);
+    for (int i = 0; i < 100 && !complete; i++) {
+        if (run(cmd) == 0) {
+            char *out = test_slurp("list.out");
+            complete = strstr(out, "complete") != NULL;
+            free(out);
+        }
+        if (!complete)
+            sleep_ms(50);
+    }
+    return complete;
+}
+
 /* ljmpd started by systemd-socket-activate with the two named sockets:
  * a VM streams into one, ljmpctl asks on the other. */
 static void activation_case(const char *fdnames)
 {
-    char ingest[100], control[100], cmd[1024], log[160];
+    char ingest[100], control[100], log[160];
 
     snprintf(ingest, sizeof(ingest), "%s/a-ingest.sock", test_dir);
     snprintf(control, sizeof(control), "%s/a-control.sock", test_dir);
@@ -81,26 +108,9 @@ static void activation_case(const char *fdnames)
     }
     for (int i = 0; i < 300 && !connectable(control); i++)
         sleep_ms(10);
-    /* The first connection starts ljmpd on the passed sockets. */
-    snprintf(cmd, sizeof(cmd),
-             "LJMP_SOCKET='%s' %s -e 'local t = {} for i = 1, 1000 do t[i] = "
-             "{} end'",
-             ingest, LUAJIT_BIN);
-    CU_ASSERT_EQUAL(run(cmd), 0);
-    /* ljmpd starts on that first connection and reads the session. */
-    snprintf(cmd, sizeof(cmd), "%s -s '%s' list >'%s/alist.out' 2>&1",
-             LJMPCTL_PATH, control, test_dir);
-    int complete = 0;
-    for (int i = 0; i < 100 && !complete; i++) {
-        if (run(cmd) == 0) {
-            char *out = test_slurp("alist.out");
-            complete = strstr(out, "complete") != NULL;
-            free(out);
-        }
-        if (!complete)
-            sleep_ms(50);
-    }
-    CU_ASSERT_TRUE(complete);
+    /* The first connection starts ljmpd on the passed sockets, and it
+     * reads the session. */
+    CU_ASSERT_TRUE(stream_one(ingest, control, 1000));
     kill(pid, SIGTERM);
     int st;
     waitpid(pid, &st, 0);
@@ -297,24 +307,7 @@ static void test_unit_syscall_filter(void)
     }
     for (int i = 0; i < 300 && !connectable(control); i++)
         sleep_ms(10);
-    snprintf(cmd, sizeof(cmd),
-             "LJMP_SOCKET='%s' %s -e 'local t = {} for i = 1, 100000 do "
-             "t[i %% 1000] = {i} end'",
-             ingest, LUAJIT_BIN);
-    CU_ASSERT_EQUAL(run(cmd), 0);
-    snprintf(cmd, sizeof(cmd), "%s -s '%s' list >'%s/slist.out' 2>&1",
-             LJMPCTL_PATH, control, test_dir);
-    int complete = 0;
-    for (int i = 0; i < 100 && !complete; i++) {
-        if (run(cmd) == 0) {
-            char *out = test_slurp("slist.out");
-            complete = strstr(out, "complete") != NULL;
-            free(out);
-        }
-        if (!complete)
-            sleep_ms(50);
-    }
-    CU_ASSERT_TRUE(complete);
+    CU_ASSERT_TRUE(stream_one(ingest, control, 100000));
     snprintf(cmd, sizeof(cmd), "%s -s '%s' snapshot --json >/dev/null",
              LJMPCTL_PATH, control);
     CU_ASSERT_EQUAL(run(cmd), 0);
