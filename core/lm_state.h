@@ -162,9 +162,9 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
  * splits it into heap operations, one per block it touches; each
  * operation goes to the part that owns the block's address, and a part
  * applies its operations to its own heap map, live counters, overrides
- * and totals.  Every block's
- * operations stay in stream order within one part, and everything else
- * is a sum, so the parts merged are the state one pass would build.
+ * and totals.  Every block's operations stay in stream order within one
+ * part, and everything else is a sum, so the parts merged are the state
+ * one pass would build.
  */
 enum lm_op_kind {
     LM_OP_ALLOC,       /* a new block */
@@ -192,8 +192,9 @@ void lm_state_join(struct lm_state *part, const struct lm_state *s);
 /*
  * Applies the symbols of n records to s, counts their events at their
  * sites and splits them into operations: those on blocks whose hash's
- * bits 32..47 are below `split` go to other (*nother of them), the rest to mine
- * (*nmine).  Each array has room for n * LM_OPS_PER_RECORD.  On an error
+ * bits 32..47 are below `split` go to other (*nother of them), the rest
+ * to mine (*nmine).  Each array has room for n * LM_OPS_PER_RECORD.  On an
+ * error
  * (*failed_at, *err), the operations of the records before it are out.
  */
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,

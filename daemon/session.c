@@ -82,6 +82,17 @@ static void release_buffers(struct session *s)
     }
 }
 
+/* A session's read buffers, made with its first bytes. */
+static int alloc_buffers(struct session *s)
+{
+    for (int i = 0; i < SESSION_BUFS; i++)
+        if ((s->jobs[i].buf = malloc(s->srv->cfg.read_budget)) == NULL) {
+            release_buffers(s);
+            return -1;
+        }
+    return 0;
+}
+
 void session_accept(struct server *srv, int fd)
 {
     struct ucred cred;
@@ -646,16 +657,6 @@ static void session_gone(struct session *s, const char *why)
 
 /* One read per callback: a busy VM waits for the next loop iteration
  * while the others are served. */
-static int alloc_buffers(struct session *s)
-{
-    for (int i = 0; i < SESSION_BUFS; i++)
-        if ((s->jobs[i].buf = malloc(s->srv->cfg.read_budget)) == NULL) {
-            release_buffers(s);
-            return -1;
-        }
-    return 0;
-}
-
 static void session_read(evutil_socket_t fd, short what, void *arg)
 {
     struct session *s = arg;

@@ -682,6 +682,22 @@ static uint64_t newest_session_id(pid_t pid)
     return id;
 }
 
+/* The newest session of this process once it ended (NULL on timeout). */
+static Ljmp__Response *wait_own_session_end(uint64_t before)
+{
+    for (int i = 0; i < 500; i++) {
+        Ljmp__Response *r = list_sessions();
+        const Ljmp__SessionSnapshot *s = session_in(r, getpid());
+        if (s != NULL && s->info->id > before &&
+            s->info->state != LJMP__SESSION_STATE__STREAMING)
+            return r;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        sleep_ms(10);
+    }
+    return NULL;
+}
+
 /* Raw bytes on the ingest socket, then hang up; the session's reason. */
 static char *ingest_raw(const void *data, size_t len, Ljmp__SessionState *st)
 {
@@ -693,18 +709,12 @@ static char *ingest_raw(const void *data, size_t len, Ljmp__SessionState *st)
         return NULL;
     CU_ASSERT_EQUAL(write(fd, data, len), (ssize_t)len);
     shutdown(fd, SHUT_WR);
-    for (int i = 0; i < 500 && reason == NULL; i++) {
-        Ljmp__Response *r = list_sessions();
+    Ljmp__Response *r = wait_own_session_end(before);
+    if (r != NULL) {
         const Ljmp__SessionSnapshot *s = session_in(r, getpid());
-        if (s != NULL && s->info->id > before &&
-            s->info->state != LJMP__SESSION_STATE__STREAMING) {
-            *st = s->info->state;
-            reason = strdup(s->info->reason ? s->info->reason : "");
-        }
-        if (r != NULL)
-            ljmp__response__free_unpacked(r, NULL);
-        if (reason == NULL)
-            sleep_ms(10);
+        *st = s->info->state;
+        reason = strdup(s->info->reason ? s->info->reason : "");
+        ljmp__response__free_unpacked(r, NULL);
     }
     close(fd);
     return reason;
@@ -800,22 +810,6 @@ static size_t build_stream(struct lm_buf *b, unsigned n)
     for (unsigned i = 0; i < n; i++)
         lm_enc_alloc(b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)i, 48);
     return hl;
-}
-
-/* The newest session of this process once it ended (NULL on timeout). */
-static Ljmp__Response *wait_own_session_end(uint64_t before)
-{
-    for (int i = 0; i < 500; i++) {
-        Ljmp__Response *r = list_sessions();
-        const Ljmp__SessionSnapshot *s = session_in(r, getpid());
-        if (s != NULL && s->info->id > before &&
-            s->info->state != LJMP__SESSION_STATE__STREAMING)
-            return r;
-        if (r != NULL)
-            ljmp__response__free_unpacked(r, NULL);
-        sleep_ms(10);
-    }
-    return NULL;
 }
 
 /*
