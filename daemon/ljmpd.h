@@ -27,6 +27,7 @@ struct config {
     unsigned max_peers;                 /* control connections at once */
     size_t read_budget;                 /* ingest bytes per callback */
     unsigned feed_threads;              /* 0: decode on the loop's thread */
+    unsigned solo_ms;                   /* then a lone session is fed inline */
     unsigned hello_timeout_ms;          /* for a new ingest peer's hello */
     size_t peer_queue;                  /* control output bytes before drops */
     unsigned client_idle_s;             /* idle clients closed after this */

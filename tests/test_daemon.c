@@ -1424,8 +1424,10 @@ static void test_clean_shutdown(void)
     CU_ASSERT_EQUAL(start_daemon(daemon_options), 0);
 }
 
-/* test_daemon [FEED-THREADS]: the whole suite against an ljmpd that
- * decodes on that many threads (0: on its loop's thread). */
+/* test_daemon [FEED-THREADS [SOLO-MS]]: the whole suite against an ljmpd
+ * that decodes on that many threads (0: on its loop's thread), and on its
+ * loop's thread a session that alone has streamed for SOLO-MS (0: never,
+ * the default here). */
 int main(int argc, char **argv)
 {
     static const char *extra[] = {"--queue",
@@ -1438,11 +1440,15 @@ int main(int argc, char **argv)
                                   "2",
                                   "--feed-threads",
                                   "2",
+                                  "--solo-ms",
+                                  "0",
                                   NULL};
     CU_pSuite s;
 
     if (argc > 1)
         extra[9] = argv[1];
+    if (argc > 2)
+        extra[11] = argv[2];
     signal(SIGPIPE, SIG_IGN);
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
