@@ -214,6 +214,11 @@ void feed_post(struct session *s, const uint8_t *p, size_t n,
     s->post_offset += n;
     s->jobs_out++;
     if (f->nthreads == 0 || fed_on_loop(f, s)) {
+        /* No job of s is out, so no thread holds it; the threads' next
+         * job must stay in step with the loop's. */
+        pthread_mutex_lock(&f->mu);
+        s->feed_run = (s->feed_run + 1) % SESSION_BUFS;
+        pthread_mutex_unlock(&f->mu);
         feed_run(j);
         session_fed(j);
         return;

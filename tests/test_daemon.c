@@ -872,6 +872,118 @@ static void test_stream_in_pieces(void)
     lm_buf_free(&b);
 }
 
+/* The list once `want` sessions of this process newer than `before` have
+ * ended; NULL if they do not within 5 s. */
+static Ljmp__Response *wait_own_sessions_end(uint64_t before, size_t want)
+{
+    for (int i = 0; i < 500; i++) {
+        Ljmp__Response *r = list_sessions();
+        size_t ended = 0;
+        for (size_t k = 0; r != NULL && k < r->list->n_sessions; k++) {
+            const Ljmp__SessionInfo *in = r->list->sessions[k]->info;
+            ended += in->pid == (uint32_t)getpid() && in->id > before &&
+                     in->state != LJMP__SESSION_STATE__STREAMING;
+        }
+        if (ended == want)
+            return r;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        sleep_ms(10);
+    }
+    return NULL;
+}
+
+/* A stream to send in pieces: its bytes, hello to trailer, and how far
+ * they went. */
+struct piecewise {
+    struct lm_buf b;
+    size_t at;
+    int fd;
+};
+
+static void piecewise_init(struct piecewise *w, unsigned events)
+{
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+
+    memset(w, 0, sizeof(*w));
+    size_t hl = build_stream(&w->b, events);
+    lm_enc_epilogue(&w->b);
+    ljmp_trailer_encode(trailer, events, w->b.len - hl);
+    lm_buf_bytes(&w->b, trailer, sizeof(trailer));
+    w->fd = connect_unix(ingest_path);
+    CU_ASSERT_TRUE_FATAL(w->fd >= 0);
+}
+
+static void send_piece(struct piecewise *w, size_t piece)
+{
+    size_t n = w->b.len - w->at < piece ? w->b.len - w->at : piece;
+
+    if (n > 0)
+        CU_ASSERT_EQUAL(write(w->fd, w->b.data + w->at, n), (ssize_t)n);
+    w->at += n;
+}
+
+/*
+ * A session that streams alone is decoded on the loop's thread (in
+ * daemon_solo, after 1 ms alone) and goes back to the feed threads when
+ * another session streams too: over turns of both, with runs alone of
+ * varied lengths, both streams are applied whole and in order.
+ */
+static void lone_stream_joined(void)
+{
+    enum { A = 30000, B = 20000, PIECE = 500, TURNS = 8 };
+    uint64_t before = newest_session_id(getpid());
+    struct piecewise a, b;
+
+    piecewise_init(&a, A);
+    piecewise_init(&b, B);
+    for (int turn = 0; turn < TURNS; turn++) {
+        for (int k = 0; k < 12 + turn; k++) {
+            send_piece(&a, PIECE);
+            sleep_ms(1);
+        }
+        for (int k = 0; k < 8; k++) {
+            send_piece(&a, PIECE);
+            send_piece(&b, PIECE);
+            sleep_ms(1);
+        }
+    }
+    while (a.at < a.b.len || b.at < b.b.len) {
+        send_piece(&a, PIECE);
+        send_piece(&b, PIECE);
+    }
+    close(a.fd);
+    close(b.fd);
+    Ljmp__Response *r = wait_own_sessions_end(before, 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    unsigned seen = 0;
+    for (size_t k = 0; k < r->list->n_sessions; k++) {
+        const Ljmp__SessionSnapshot *s = r->list->sessions[k];
+        if (s->info->pid != (uint32_t)getpid() || s->info->id <= before)
+            continue;
+        CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
+        if (s->info->state != LJMP__SESSION_STATE__COMPLETE)
+            fprintf(stderr, "session %llu: %s\n",
+                    (unsigned long long)s->info->id, s->info->reason);
+        seen |= s->totals->alloc_events == A ? 1u : 0u;
+        seen |= s->totals->alloc_events == B ? 2u : 0u;
+        CU_ASSERT_TRUE(s->totals->alloc_events == A ||
+                       s->totals->alloc_events == B);
+    }
+    CU_ASSERT_EQUAL(seen, 3u);
+    ljmp__response__free_unpacked(r, NULL);
+    lm_buf_free(&a.b);
+    lm_buf_free(&b.b);
+}
+
+/* Which run alone ends on the loop's thread depends on timing: three
+ * rounds, so that a hand-over out of step nearly always shows. */
+static void test_lone_stream_joined(void)
+{
+    for (int round = 0; round < 3; round++)
+        lone_stream_joined();
+}
+
 /* A snapshot too large for a frame comes with fewer rows, and says so. */
 static void test_snapshot_over_frame(void)
 {
@@ -1467,6 +1579,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
+    CU_add_test(s, "a lone stream joined", test_lone_stream_joined);
     CU_add_test(s, "bad control", test_bad_control);
     CU_add_test(s, "snapshot over the frame limit", test_snapshot_over_frame);
     CU_add_test(s, "request flood", test_request_flood);
