@@ -180,24 +180,32 @@ static uint64_t coarse_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A job this small costs less to run than to hand over (two context
+ * switches), and does not count as another session's work below. */
+#define SMALL_JOB 4096
+
 /*
- * Whether the loop decodes s's new job itself.  A session that alone has
- * been posting for cfg.solo_ms gains nothing from the threads: its jobs
- * run one at a time anyway, and on a machine whose other CPUs run the VM
- * every hand-over is two context switches between the loop and a thread
- * (one VM streaming binary_trees: about 5500 per run against 200 on the
- * loop).  Only with no job of s out: they must run in order.
+ * Whether the loop decodes s's new job of n bytes itself.  A session
+ * that alone has been posting for cfg.solo_ms gains nothing from the
+ * threads: its jobs run one at a time anyway, and on a machine whose
+ * other CPUs run the VM every hand-over is two context switches between
+ * the loop and a thread (one VM streaming binary_trees: about 5500 per
+ * run against 200 on the loop).  Only with no job of s out: they must
+ * run in order.
  */
-static int fed_on_loop(struct feed *f, const struct session *s)
+static int fed_on_loop(struct feed *f, const struct session *s, size_t n)
 {
     uint64_t now = coarse_ns();
 
+    if (s->jobs_out != 1 || s->srv->cfg.solo_ms == 0)
+        return 0;
+    if (n < SMALL_JOB)
+        return 1;
     if (f->poster != s) {
         f->poster = s;
         f->solo_since_ns = now;
     }
-    return s->srv->cfg.solo_ms > 0 && s->jobs_out == 1 &&
-           now - f->solo_since_ns >= s->srv->cfg.solo_ms * 1000000ull;
+    return now - f->solo_since_ns >= s->srv->cfg.solo_ms * 1000000ull;
 }
 
 void feed_post(struct session *s, const uint8_t *p, size_t n,
@@ -213,7 +221,7 @@ void feed_post(struct session *s, const uint8_t *p, size_t n,
     j->ran = 0;
     s->post_offset += n;
     s->jobs_out++;
-    if (f->nthreads == 0 || fed_on_loop(f, s)) {
+    if (f->nthreads == 0 || fed_on_loop(f, s, n)) {
         /* No job of s is out, so no thread holds it; the threads' next
          * job must stay in step with the loop's. */
         pthread_mutex_lock(&f->mu);

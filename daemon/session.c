@@ -669,8 +669,12 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
                            srv->cfg.hello_timeout_ms);
         return;
     }
-    if (s->jobs_out == SESSION_BUFS)
+    if (s->jobs_out == SESSION_BUFS) {
+        /* Not armed while both are out (feed_post); were it, the loop
+         * would spin on the readable socket.  session_fed re-arms it. */
+        event_del(s->ev);
         return;
+    }
     /* The buffers come with the first bytes (of the hello): a
      * connection that sends nothing holds none. */
     if (s->jobs[0].buf == NULL && alloc_buffers(s) != 0) {

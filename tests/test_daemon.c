@@ -931,7 +931,7 @@ static void send_piece(struct piecewise *w, size_t piece)
  */
 static void lone_stream_joined(void)
 {
-    enum { A = 30000, B = 20000, PIECE = 500, TURNS = 8 };
+    enum { A = 200000, B = 80000, PIECE = 5000, TURNS = 8 };
     uint64_t before = newest_session_id(getpid());
     struct piecewise a, b;
 
