@@ -32,9 +32,10 @@ struct feed {
     struct event *ev; /* the loop's side of efd */
     pthread_t *threads;
     unsigned nthreads;
-    /* The loop's: the session that posted last, and since when it has
-     * been the only one posting (see fed_on_loop). */
-    const struct session *poster;
+    /* The loop's: the session that last posted a job of SMALL_JOB bytes
+     * or more (its id: ids are never reused), and since when it has been
+     * the only one (see fed_on_loop). */
+    uint64_t poster;
     uint64_t solo_since_ns;
 };
 
@@ -191,20 +192,26 @@ static uint64_t coarse_ns(void)
  * other CPUs run the VM every hand-over is two context switches between
  * the loop and a thread (one VM streaming binary_trees: about 5500 per
  * run against 200 on the loop).  Only with no job of s out: they must
- * run in order.
+ * run in order.  A lone session whose next read comes while a thread
+ * still applies the last one stays on the threads, which then read and
+ * apply at once on two CPUs.
  */
 static int fed_on_loop(struct feed *f, const struct session *s, size_t n)
 {
+    if (s->srv->cfg.solo_ms == 0)
+        return 0;
+    /* Every post counts, those that must go to a thread too: a VM that
+     * streams flat out posts with its other job out, and must still be
+     * seen streaming beside a lighter one. */
     uint64_t now = coarse_ns();
-
-    if (s->jobs_out != 1 || s->srv->cfg.solo_ms == 0)
+    if (n >= SMALL_JOB && f->poster != s->id) {
+        f->poster = s->id;
+        f->solo_since_ns = now;
+    }
+    if (s->jobs_out != 1)
         return 0;
     if (n < SMALL_JOB)
         return 1;
-    if (f->poster != s) {
-        f->poster = s;
-        f->solo_since_ns = now;
-    }
     return now - f->solo_since_ns >= s->srv->cfg.solo_ms * 1000000ull;
 }
 
