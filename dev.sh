@@ -117,7 +117,7 @@ run_tests() {
     >/dev/null
   cmake --build build-tsan -j "$JOBS" --target test_core test_daemon >/dev/null
   tsan_run test_core
-  tsan_run test_daemon 2 1
+  tsan_run test_daemon 2 4096
 }
 
 # Runs a test of the ThreadSanitizer build; a report from it or from a

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -15,7 +14,7 @@
 
 /*
  * A session's jobs run one at a time, in order, and it has at most
- * SESSION_BUFS out: with all out its socket is not read, and a busy VM
+ * session_jobs_max() out: then its socket is not read, and a busy VM
  * waits in its socket as before.  Sessions with jobs take turns (one job
  * each, then to the back of the line), so one busy VM cannot starve the
  * others.
@@ -32,11 +31,6 @@ struct feed {
     struct event *ev; /* the loop's side of efd */
     pthread_t *threads;
     unsigned nthreads;
-    /* The loop's: the session that last posted a job of SMALL_JOB bytes
-     * or more (its id: ids are never reused), and since when it has been
-     * the only one (see fed_on_loop). */
-    uint64_t poster;
-    uint64_t solo_since_ns;
 };
 
 /* Decodes and applies a job's bytes; the loop reads the state meanwhile
@@ -173,46 +167,21 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     give_back(take_done(srv->feed));
 }
 
-static uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* A job this small costs less to run than to hand over (two context
- * switches), and does not count as another session's work below. */
-#define SMALL_JOB 4096
-
 /*
- * Whether the loop decodes s's new job of n bytes itself.  A session
- * that alone has been posting for cfg.solo_ms gains nothing from the
- * threads: its jobs run one at a time anyway, and on a machine whose
- * other CPUs run the VM every hand-over is two context switches between
- * the loop and a thread (one VM streaming binary_trees: about 5500 per
- * run against 200 on the loop).  Only with no job of s out: they must
- * run in order.  A lone session whose next read comes while a thread
- * still applies the last one stays on the threads, which then read and
- * apply at once on two CPUs.
+ * Whether the loop decodes s's new job of n bytes itself: a read under
+ * cfg.inline_bytes costs less to decode than to hand over (two context
+ * switches, and an idle VM sends a few bytes now and then).  Only with
+ * no job of s out: they must run in order.  Larger reads go to the
+ * threads even for a lone VM, since the loop then reads ahead into the
+ * session's other buffers while a thread applies: on Debian's default
+ * socket buffer (net.core.wmem_max: 416 KiB for the VM's socket) a
+ * binary_trees VM waited on its socket about 120 times a run with the
+ * loop applying its reads itself, and 7 to 70 times with 2 MiB read
+ * ahead (bench/README.md).
  */
-static int fed_on_loop(struct feed *f, const struct session *s, size_t n)
+static int fed_on_loop(const struct session *s, size_t n)
 {
-    if (s->srv->cfg.solo_ms == 0)
-        return 0;
-    /* Every post counts, those that must go to a thread too: a VM that
-     * streams flat out posts with its other job out, and must still be
-     * seen streaming beside a lighter one. */
-    uint64_t now = coarse_ns();
-    if (n >= SMALL_JOB && f->poster != s->id) {
-        f->poster = s->id;
-        f->solo_since_ns = now;
-    }
-    if (s->jobs_out != 1)
-        return 0;
-    if (n < SMALL_JOB)
-        return 1;
-    return now - f->solo_since_ns >= s->srv->cfg.solo_ms * 1000000ull;
+    return s->jobs_out == 1 && n < s->srv->cfg.inline_bytes;
 }
 
 void feed_post(struct session *s, const uint8_t *p, size_t n,
@@ -228,7 +197,7 @@ void feed_post(struct session *s, const uint8_t *p, size_t n,
     j->ran = 0;
     s->post_offset += n;
     s->jobs_out++;
-    if (f->nthreads == 0 || fed_on_loop(f, s, n)) {
+    if (f->nthreads == 0 || fed_on_loop(s, n)) {
         /* No job of s is out, so no thread holds it; the threads' next
          * job must stay in step with the loop's. */
         pthread_mutex_lock(&f->mu);
@@ -238,8 +207,8 @@ void feed_post(struct session *s, const uint8_t *p, size_t n,
         session_fed(j);
         return;
     }
-    if (s->jobs_out == SESSION_BUFS)
-        event_del(s->ev);
+    if (s->jobs_out >= session_jobs_max(s->srv))
+        session_pause_reading(s);
     pthread_mutex_lock(&f->mu);
     s->feed_queued++;
     if (s->feed_ended) {

@@ -72,8 +72,8 @@ static const char usage_text[] =
     "      --feed-threads N     threads that decode streams (default: the\n"
     "                           CPUs ljmpd may use, at most 8; 0: decode on\n"
     "                           the event loop's thread)\n"
-    "      --solo-ms MS         a VM that alone has streamed for MS is\n"
-    "                           decoded on the loop's thread (20; 0: never)\n"
+    "      --inline-bytes N     reads under N bytes are decoded on the event\n"
+    "                           loop's thread (4096; 0: all on the threads)\n"
     "      --hello-timeout MS   a new VM connection's hello must come within\n"
     "                           this time (5000)\n"
     "      --client-idle SECONDS  close a client that asked for nothing\n"
@@ -103,7 +103,7 @@ enum {
     OPT_MAX_LOCATIONS,
     OPT_MAX_STRING,
     OPT_FEED_THREADS,
-    OPT_SOLO_MS,
+    OPT_INLINE_BYTES,
 };
 
 static const struct option long_options[] = {
@@ -122,7 +122,7 @@ static const struct option long_options[] = {
     {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
     {"max-string", required_argument, NULL, OPT_MAX_STRING},
     {"feed-threads", required_argument, NULL, OPT_FEED_THREADS},
-    {"solo-ms", required_argument, NULL, OPT_SOLO_MS},
+    {"inline-bytes", required_argument, NULL, OPT_INLINE_BYTES},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -193,7 +193,7 @@ static void parse_options(struct config *cfg, int argc, char **argv)
     cfg->max_locations = 1u << 20;
     cfg->max_string = LM_DEFAULT_MAX_STRING;
     cfg->feed_threads = default_feed_threads();
-    cfg->solo_ms = 20;
+    cfg->inline_bytes = 4096;
     while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
         switch (c) {
         case 'i':
@@ -250,8 +250,9 @@ static void parse_options(struct config *cfg, int argc, char **argv)
         case OPT_FEED_THREADS:
             cfg->feed_threads = number_arg("feed-threads", optarg, 10, 0, 64);
             break;
-        case OPT_SOLO_MS:
-            cfg->solo_ms = number_arg("solo-ms", optarg, 10, 0, 3600000);
+        case OPT_INLINE_BYTES:
+            cfg->inline_bytes =
+                number_arg("inline-bytes", optarg, 10, 0, 64u << 20);
             break;
         case 'v':
             level = level < LOG_DEBUG ? level + 1 : level;

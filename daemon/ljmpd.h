@@ -27,7 +27,7 @@ struct config {
     unsigned max_peers;                 /* control connections at once */
     size_t read_budget;                 /* ingest bytes per callback */
     unsigned feed_threads;              /* 0: decode on the loop's thread */
-    unsigned solo_ms;                   /* then a lone session is fed inline */
+    size_t inline_bytes;                /* smaller reads decoded on the loop */
     unsigned hello_timeout_ms;          /* for a new ingest peer's hello */
     size_t peer_queue;                  /* control output bytes before drops */
     unsigned client_idle_s;             /* idle clients closed after this */
@@ -81,10 +81,14 @@ struct recording {
 
 /*
  * Stream bytes handed to a feed thread (feed.c), in one of a session's
- * read buffers: a thread applies one while the loop reads into the next,
- * and the loop takes the results back in order in session_fed().
+ * read buffers: a thread applies one while the loop reads into the next
+ * ones, and the loop takes the results back in order in session_fed().
+ * Eight buffers of --read-budget (256 KiB) are 2 MiB of reading ahead:
+ * a VM's bursts (a collector's sweep) wait there, not in a socket that
+ * Debian's defaults cap at 416 KiB, where they would stall the VM.
+ * Pages of a buffer are touched only as far as reads fill them.
  */
-#define SESSION_BUFS 2
+#define SESSION_BUFS 8
 struct feed_job {
     struct feed_job *next; /* in the feed's done list */
     struct session *s;
@@ -127,10 +131,11 @@ struct session {
     uint64_t stream_bytes;   /* fed to the decoder */
     struct lm_groups groups; /* its locations by name, for views */
 
-    /* The loop's: jobs out from job_head on, oldest first; with all out
-     * the socket is not read. */
+    /* The loop's: jobs out from job_head on, oldest first; with as many
+     * out as session_jobs_max() allows, the socket is not read. */
     struct feed_job jobs[SESSION_BUFS];
     unsigned job_head, jobs_out;
+    int read_paused;      /* its event taken off until a job comes back */
     uint64_t post_offset; /* stream offset after the bytes posted */
     char hangup[64];      /* the VM hung up while jobs were out: why */
     /* The feed's, under its lock. */
@@ -223,6 +228,10 @@ uint64_t wall_ms(uint64_t mono);
 void session_accept(struct server *srv, int fd);
 /* Takes back a feed job's results: counts, records, ends or reads on. */
 void session_fed(struct feed_job *j);
+/* The jobs a session may have out now (2 to SESSION_BUFS). */
+unsigned session_jobs_max(const struct server *srv);
+/* Stops reading s until one of its jobs comes back. */
+void session_pause_reading(struct session *s);
 static inline void session_lock(struct session *s)
 {
     pthread_mutex_lock(&s->mu);

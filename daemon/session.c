@@ -501,10 +501,33 @@ static void take_results(struct session *s, const struct feed_job *j)
     session_take(s, j->p + j->used, j->n - j->used);
 }
 
+/*
+ * Reading ahead lets a lone VM's bursts wait in ljmpd's buffers rather
+ * than in its socket, where they would stall it; with many VMs it only
+ * makes their snapshots later (32 VMs and 100 subscribers: p99 latency
+ * 1031 -> 1200 ms with 8 buffers out each).  So the live sessions share
+ * READ_AHEAD bytes of reads out, and each may have at least two.
+ */
+#define READ_AHEAD (2u << 20)
+
+static size_t read_size(const struct server *srv);
+
+unsigned session_jobs_max(const struct server *srv)
+{
+    size_t n = live_share(srv, READ_AHEAD) / read_size(srv);
+
+    return n < 2 ? 2 : n > SESSION_BUFS ? SESSION_BUFS : (unsigned)n;
+}
+
+void session_pause_reading(struct session *s)
+{
+    event_del(s->ev);
+    s->read_paused = 1;
+}
+
 void session_fed(struct feed_job *j)
 {
     struct session *s = j->s;
-    int was_full = s->jobs_out == SESSION_BUFS;
 
     s->job_head = (s->job_head + 1) % SESSION_BUFS;
     s->jobs_out--;
@@ -519,10 +542,13 @@ void session_fed(struct feed_job *j)
             release_buffers(s);
         return;
     }
-    if (s->jobs_out == 0 && s->hangup[0] != '\0')
+    if (s->jobs_out == 0 && s->hangup[0] != '\0') {
         session_hangup(s, s->hangup);
-    else if (was_full && s->hangup[0] == '\0')
+    } else if (s->read_paused && s->hangup[0] == '\0' &&
+               s->jobs_out < session_jobs_max(s->srv)) {
+        s->read_paused = 0;
         event_add(s->ev, NULL); /* a buffer is free to read into */
+    }
 }
 
 /* Checks the VM's totals against what the daemon decoded. */
@@ -669,10 +695,11 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
                            srv->cfg.hello_timeout_ms);
         return;
     }
-    if (s->jobs_out == SESSION_BUFS) {
-        /* Not armed while both are out (feed_post); were it, the loop
-         * would spin on the readable socket.  session_fed re-arms it. */
-        event_del(s->ev);
+    if (s->jobs_out >= session_jobs_max(srv)) {
+        /* The limit fell (more live sessions) since feed_post checked:
+         * left armed, the event would spin the loop on the readable
+         * socket.  session_fed re-arms it. */
+        session_pause_reading(s);
         return;
     }
     /* The buffers come with the first bytes (of the hello): a

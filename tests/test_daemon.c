@@ -923,42 +923,53 @@ static void send_piece(struct piecewise *w, size_t piece)
     w->at += n;
 }
 
-/*
- * A session that streams alone is decoded on the loop's thread (in
- * daemon_solo, after 1 ms alone) and goes back to the feed threads when
- * another session streams too: over turns of both, with runs alone of
- * varied lengths, both streams are applied whole and in order.
- */
-static void lone_stream_joined(void)
+/* Piece sizes on both sides of ljmpd's --inline-bytes (4096 in
+ * daemon_mixed): a session's reads go to the loop and to the threads in
+ * turn. */
+static size_t piece_size(unsigned k)
 {
-    enum { A = 200000, B = 80000, PIECE = 5000, TURNS = 8 };
+    static const size_t sizes[] = {700, 5000, 2000, 9000, 300, 4500, 3900};
+
+    return sizes[k % (sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+/*
+ * A small read is decoded on the loop's thread when none of its
+ * session's is out, a larger one on a feed thread (in daemon_mixed):
+ * over reads of varied sizes, one session alone and then two at once,
+ * both streams are applied whole and in order.
+ */
+static void mixed_reads(void)
+{
+    enum { A = 200000, B = 80000, TURNS = 8 };
     uint64_t before = newest_session_id(getpid());
     struct piecewise a, b;
+    unsigned k = 0;
 
     piecewise_init(&a, A);
     piecewise_init(&b, B);
     for (int turn = 0; turn < TURNS; turn++) {
-        for (int k = 0; k < 12 + turn; k++) {
-            send_piece(&a, PIECE);
+        for (int i = 0; i < 12 + turn; i++) {
+            send_piece(&a, piece_size(k++));
             sleep_ms(1);
         }
-        for (int k = 0; k < 8; k++) {
-            send_piece(&a, PIECE);
-            send_piece(&b, PIECE);
+        for (int i = 0; i < 8; i++) {
+            send_piece(&a, piece_size(k++));
+            send_piece(&b, piece_size(k++));
             sleep_ms(1);
         }
     }
     while (a.at < a.b.len || b.at < b.b.len) {
-        send_piece(&a, PIECE);
-        send_piece(&b, PIECE);
+        send_piece(&a, piece_size(k++));
+        send_piece(&b, piece_size(k++));
     }
     close(a.fd);
     close(b.fd);
     Ljmp__Response *r = wait_own_sessions_end(before, 2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     unsigned seen = 0;
-    for (size_t k = 0; k < r->list->n_sessions; k++) {
-        const Ljmp__SessionSnapshot *s = r->list->sessions[k];
+    for (size_t i = 0; i < r->list->n_sessions; i++) {
+        const Ljmp__SessionSnapshot *s = r->list->sessions[i];
         if (s->info->pid != (uint32_t)getpid() || s->info->id <= before)
             continue;
         CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
@@ -976,12 +987,12 @@ static void lone_stream_joined(void)
     lm_buf_free(&b.b);
 }
 
-/* Which run alone ends on the loop's thread depends on timing: three
- * rounds, so that a hand-over out of step nearly always shows. */
-static void test_lone_stream_joined(void)
+/* Which reads the loop takes depends on timing: three rounds, so that a
+ * hand-over out of step nearly always shows. */
+static void test_mixed_reads(void)
 {
     for (int round = 0; round < 3; round++)
-        lone_stream_joined();
+        mixed_reads();
 }
 
 /* A snapshot too large for a frame comes with fewer rows, and says so. */
@@ -1536,10 +1547,10 @@ static void test_clean_shutdown(void)
     CU_ASSERT_EQUAL(start_daemon(daemon_options), 0);
 }
 
-/* test_daemon [FEED-THREADS [SOLO-MS]]: the whole suite against an ljmpd
- * that decodes on that many threads (0: on its loop's thread), and on its
- * loop's thread a session that alone has streamed for SOLO-MS (0: never,
- * the default here). */
+/* test_daemon [FEED-THREADS [INLINE-BYTES]]: the whole suite against an
+ * ljmpd that decodes on that many threads (0: on its loop's thread), and
+ * on its loop's thread reads under INLINE-BYTES (0: none, the default
+ * here). */
 int main(int argc, char **argv)
 {
     static const char *extra[] = {"--queue",
@@ -1552,7 +1563,7 @@ int main(int argc, char **argv)
                                   "2",
                                   "--feed-threads",
                                   "2",
-                                  "--solo-ms",
+                                  "--inline-bytes",
                                   "0",
                                   NULL};
     CU_pSuite s;
@@ -1579,7 +1590,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
-    CU_add_test(s, "a lone stream joined", test_lone_stream_joined);
+    CU_add_test(s, "reads on the loop and on threads", test_mixed_reads);
     CU_add_test(s, "bad control", test_bad_control);
     CU_add_test(s, "snapshot over the frame limit", test_snapshot_over_frame);
     CU_add_test(s, "request flood", test_request_flood);
