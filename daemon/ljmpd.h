@@ -86,13 +86,14 @@ struct recording {
  * Eight buffers of --read-budget (256 KiB) are 2 MiB of reading ahead:
  * a VM's bursts (a collector's sweep) wait there, not in a socket that
  * Debian's defaults cap at 416 KiB, where they would stall the VM.
- * Pages of a buffer are touched only as far as reads fill them.
+ * A session has as many buffers as it has had jobs out at once, and
+ * their pages are touched only as far as reads fill them.
  */
 #define SESSION_BUFS 8
 struct feed_job {
     struct feed_job *next; /* in the feed's done list */
     struct session *s;
-    uint8_t *buf; /* read_budget bytes; NULL once the session ended */
+    uint8_t *buf; /* read_budget bytes, or NULL: see next_buffer() */
     const uint8_t *p;
     size_t n;
     uint64_t at;           /* stream offset of p */
@@ -135,7 +136,9 @@ struct session {
      * out as session_jobs_max() allows, the socket is not read. */
     struct feed_job jobs[SESSION_BUFS];
     unsigned job_head, jobs_out;
-    int read_paused;      /* its event taken off until a job comes back */
+    int read_paused; /* its event taken off until a job comes back */
+    uint8_t *spare[SESSION_BUFS]; /* read buffers no job holds */
+    unsigned nspare;
     uint64_t post_offset; /* stream offset after the bytes posted */
     char hangup[64];      /* the VM hung up while jobs were out: why */
     /* The feed's, under its lock. */

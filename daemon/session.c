@@ -80,17 +80,34 @@ static void release_buffers(struct session *s)
         free(s->jobs[i].buf);
         s->jobs[i].buf = NULL;
     }
+    while (s->nspare > 0)
+        free(s->spare[--s->nspare]);
 }
 
-/* A session's read buffers, made with its first bytes. */
-static int alloc_buffers(struct session *s)
+/* The buffer the next read goes into: the one given back last (still in
+ * the cache), or a new one, so that a session touches only as many as
+ * it has had out at once.  A connection that sends nothing holds none. */
+static uint8_t *next_buffer(struct session *s)
 {
-    for (int i = 0; i < SESSION_BUFS; i++)
-        if ((s->jobs[i].buf = malloc(s->srv->cfg.read_budget)) == NULL) {
-            release_buffers(s);
-            return -1;
-        }
-    return 0;
+    struct feed_job *j = &s->jobs[(s->job_head + s->jobs_out) % SESSION_BUFS];
+
+    if (j->buf == NULL)
+        j->buf = s->nspare > 0 ? s->spare[--s->nspare]
+                               : malloc(s->srv->cfg.read_budget);
+    return j->buf;
+}
+
+/* A job's buffer, back from its job: kept while the session may have as
+ * many out, else freed (the limit fell). */
+static void give_back_buffer(struct session *s, struct feed_job *j)
+{
+    if (j->buf == NULL)
+        return;
+    if (s->jobs_out + s->nspare < session_jobs_max(s->srv))
+        s->spare[s->nspare++] = j->buf;
+    else
+        free(j->buf);
+    j->buf = NULL;
 }
 
 void session_accept(struct server *srv, int fd)
@@ -537,6 +554,7 @@ void session_fed(struct feed_job *j)
         else
             session_take(s, j->p, j->n); /* after the stream's end */
     }
+    give_back_buffer(s, j);
     if (s->phase == SESSION_ENDED) {
         if (s->jobs_out == 0)
             release_buffers(s);
@@ -702,13 +720,11 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         session_pause_reading(s);
         return;
     }
-    /* The buffers come with the first bytes (of the hello): a
-     * connection that sends nothing holds none. */
-    if (s->jobs[0].buf == NULL && alloc_buffers(s) != 0) {
+    uint8_t *buf = next_buffer(s);
+    if (buf == NULL) {
         session_reject(s, "ljmpd is out of memory for its read buffers");
         return;
     }
-    uint8_t *buf = s->jobs[(s->job_head + s->jobs_out) % SESSION_BUFS].buf;
     n = read(fd, buf, read_size(srv));
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN)
