@@ -682,20 +682,32 @@ static uint64_t newest_session_id(pid_t pid)
     return id;
 }
 
-/* The newest session of this process once it ended (NULL on timeout). */
-static Ljmp__Response *wait_own_session_end(uint64_t before)
+/* The list once `want` sessions of this process newer than `before` have
+ * ended; NULL if they do not within 5 s. */
+static Ljmp__Response *wait_own_sessions_end(uint64_t before, size_t want)
 {
     for (int i = 0; i < 500; i++) {
         Ljmp__Response *r = list_sessions();
-        const Ljmp__SessionSnapshot *s = session_in(r, getpid());
-        if (s != NULL && s->info->id > before &&
-            s->info->state != LJMP__SESSION_STATE__STREAMING)
+        size_t ended = 0;
+        for (size_t k = 0; r != NULL && k < r->list->n_sessions; k++) {
+            const Ljmp__SessionInfo *in = r->list->sessions[k]->info;
+            ended += in->pid == (uint32_t)getpid() && in->id > before &&
+                     in->state != LJMP__SESSION_STATE__STREAMING;
+        }
+        if (ended == want)
             return r;
         if (r != NULL)
             ljmp__response__free_unpacked(r, NULL);
         sleep_ms(10);
     }
     return NULL;
+}
+
+/* The list once this process's one new session ended (it is then the
+ * newest, session_in's); NULL on timeout. */
+static Ljmp__Response *wait_own_session_end(uint64_t before)
+{
+    return wait_own_sessions_end(before, 1);
 }
 
 /* Raw bytes on the ingest socket, then hang up; the session's reason. */
@@ -870,27 +882,6 @@ static void test_stream_in_pieces(void)
     CU_ASSERT_EQUAL(s->totals->stream_bytes, b.len - hl);
     ljmp__response__free_unpacked(r, NULL);
     lm_buf_free(&b);
-}
-
-/* The list once `want` sessions of this process newer than `before` have
- * ended; NULL if they do not within 5 s. */
-static Ljmp__Response *wait_own_sessions_end(uint64_t before, size_t want)
-{
-    for (int i = 0; i < 500; i++) {
-        Ljmp__Response *r = list_sessions();
-        size_t ended = 0;
-        for (size_t k = 0; r != NULL && k < r->list->n_sessions; k++) {
-            const Ljmp__SessionInfo *in = r->list->sessions[k]->info;
-            ended += in->pid == (uint32_t)getpid() && in->id > before &&
-                     in->state != LJMP__SESSION_STATE__STREAMING;
-        }
-        if (ended == want)
-            return r;
-        if (r != NULL)
-            ljmp__response__free_unpacked(r, NULL);
-        sleep_ms(10);
-    }
-    return NULL;
 }
 
 /* A stream to send in pieces: its bytes, hello to trailer, and how far
