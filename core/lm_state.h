@@ -193,9 +193,9 @@ void lm_state_join(struct lm_state *part, const struct lm_state *s);
  * Applies the symbols of n records to s, counts their events at their
  * sites and splits them into operations: those on blocks whose hash's
  * bits 32..47 are below `split` go to other (*nother of them), the rest
- * to mine (*nmine).  Each array has room for n * LM_OPS_PER_RECORD.  On an
- * error
- * (*failed_at, *err), the operations of the records before it are out.
+ * to mine (*nmine).  Each array has room for n * LM_OPS_PER_RECORD.  On
+ * an error (*failed_at, *err), the operations of the records before it
+ * are out.
  */
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
                    uint32_t split, struct lm_op *mine, size_t *nmine,

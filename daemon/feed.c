@@ -175,8 +175,8 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
  * threads even for a lone VM, since the loop then reads ahead into the
  * session's other buffers while a thread applies: on Debian's default
  * socket buffer (net.core.wmem_max: 416 KiB for the VM's socket) a
- * binary_trees VM waited on its socket about 120 times a run with the
- * loop applying its reads itself, and 7 to 70 times with 2 MiB read
+ * binary_trees VM waited on its socket 133 times a run (median of 8)
+ * with the loop applying its reads itself, and 22 times with 2 MiB read
  * ahead (bench/README.md).
  */
 static int fed_on_loop(const struct session *s, size_t n)
