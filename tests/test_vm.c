@@ -435,7 +435,9 @@ static void test_socket_peer_gone(void)
 {
     char path[512], head[4096];
     int lfd = listen_at("gone.sock", path, sizeof(path));
-    pid_t pid = spawn("socket_peer_gone", NULL, path);
+    char arg[520];
+    snprintf(arg, sizeof(arg), "socket:%s", path);
+    pid_t pid = spawn("reader_gone", NULL, arg);
     int cfd = accept_within(lfd, 10000);
 
     /* Past the start (symbol table and prologue), into the events. */
@@ -446,7 +448,7 @@ static void test_socket_peer_gone(void)
     CU_ASSERT(got >= 64 * 1024);
     close(cfd);
     close(lfd);
-    expect_exit_output(pid, "socket_peer_gone",
+    expect_exit_output(pid, "reader_gone",
                        "false\tBroken pipe\t32\n"
                        "nil\tBroken pipe\t32\n"
                        "nil\tprofiler is not running\t22\n");
@@ -547,13 +549,16 @@ static void test_fifo_reader_gone(void)
 
     snprintf(path, sizeof(path), "%s/profile.fifo", test_dir);
     CU_ASSERT_FATAL(mkfifo(path, 0600) == 0);
-    pid_t pid = spawn("fifo_gone", NULL, path);
+    char arg[520];
+    snprintf(arg, sizeof(arg), "fifo:%s", path);
+    pid_t pid = spawn("reader_gone", NULL, arg);
     int fd = open(path, O_RDONLY);
     CU_ASSERT(read(fd, buf, sizeof(buf)) > 0);
     close(fd);
-    expect_exit_output(pid, "fifo_gone",
+    expect_exit_output(pid, "reader_gone",
                        "false\tBroken pipe\t32\n"
-                       "nil\tBroken pipe\t32\n");
+                       "nil\tBroken pipe\t32\n"
+                       "nil\tprofiler is not running\t22\n");
 }
 
 /* A reader that never reads, and a bound on the stall: the profile stops
