@@ -81,7 +81,7 @@ static int parse_args(int argc, char **argv, struct report_args *a)
         {NULL, 0, NULL, 0},
     };
     int c;
-    char *end;
+    unsigned long long max_string;
 
     memset(a, 0, sizeof(*a));
     a->limits.max_string = LM_DEFAULT_MAX_STRING;
@@ -100,21 +100,16 @@ static int parse_args(int argc, char **argv, struct report_args *a)
             a->opts.json = 1;
             break;
         case OPT_MAXSTR:
-            errno = 0;
-            a->limits.max_string = strtoull(optarg, &end, 10);
-            if (errno || *end || end == optarg ||
-                a->limits.max_string > LM_MAX_STRING_LIMIT) {
-                fprintf(stderr, "ljmpctl report: bad --max-string '%s'\n",
-                        optarg);
+            if (parse_number("report", "--max-string", optarg,
+                             LM_MAX_STRING_LIMIT, &max_string) < 0)
                 return -1;
-            }
+            a->limits.max_string = max_string;
             a->limits.max_buffered = a->limits.max_string + 64;
             break;
         case OPT_THREADS:
             if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0) {
                 fprintf(stderr,
-                        "ljmpctl report: bad --threads '%s' (1 or "
-                        "2)\n",
+                        "ljmpctl report: --threads wants 1 or 2, not '%s'\n",
                         optarg);
                 return -1;
             }

@@ -117,6 +117,17 @@ static void test_usage_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown or ambiguous command"));
     free(out);
     free(err);
+    CU_ASSERT_EQUAL(ljmpctl("report --max-string 12x missing.bin", &out, &err),
+                    1);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err, "ljmpctl report: --max-string wants a number up to "));
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL(ljmpctl("report --threads 3 missing.bin", &out, &err), 1);
+    CU_ASSERT_STRING_EQUAL(err,
+                           "ljmpctl report: --threads wants 1 or 2, not '3'\n");
+    free(out);
+    free(err);
     CU_ASSERT_EQUAL(ljmpctl("report --help", &out, &err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "Exit status: 0 complete stream"));
     free(out);
