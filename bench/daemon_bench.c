@@ -122,7 +122,7 @@ static pid_t start_ljmpd(const struct opts *o)
     pid_t pid = spawn(argv, NULL, NULL);
 
     /* The daemon serves every VM: as a service it runs with more weight
-     * than any one of them (ljmpd.service: Nice=-5). */
+     * than any one of them (ljmpd.service.in: Nice=-5). */
     if (o->nice != 0 && setpriority(PRIO_PROCESS, (id_t)pid, o->nice) != 0)
         fprintf(stderr, "ljmpd-bench: setpriority: %s\n", strerror(errno));
     wait_for_socket(control);
