@@ -1,9 +1,12 @@
 /* The C API for embedders (lmemprof.h): a host program profiles its VM
  * into its own writer, and the core library reads what it wrote. */
 #include <CUnit/Basic.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lauxlib.h"
 #include "lmemprof.h"
@@ -105,6 +108,63 @@ static void test_close_ends_stream(void)
     lm_buf_free(&c.buf);
 }
 
+/*
+ * What a child forked while profiling sees: done() called once, with
+ * ECHILD, and no write after the fork, however much it allocates; the
+ * profiler is free for a start of its own.  Exit status 0 if so, else
+ * the number of the check that failed.
+ */
+static int forked_child_checks(lua_State *L, struct capture *c)
+{
+    size_t written = c->buf.len;
+
+    if (c->done_calls != 1 || c->done_err != ECHILD)
+        return 1;
+    if (luaL_dostring(L, "local t = {} for i = 1, 1000 do t[i] = {i} end"))
+        return 2;
+    if (c->buf.len != written)
+        return 3;
+    if (ljmp_memprof_stop(L) != LJMP_MEMPROF_ERRRUN)
+        return 4;
+    struct capture own = {{0}, 0, 0};
+    if (ljmp_memprof_start(L, capture_write, capture_done, &own) !=
+            LJMP_MEMPROF_OK ||
+        ljmp_memprof_stop(L) != LJMP_MEMPROF_OK || own.done_err != 0)
+        return 5;
+    return 0;
+}
+
+/* A fork while profiling: the parent's stream goes on, whole. */
+static void test_fork_leaves_parent_stream(void)
+{
+    struct capture c = {{0}, 0, 0};
+    lua_State *L = luaL_newstate();
+    struct lm_profile p;
+    int st;
+
+    luaL_openlibs(L);
+    CU_ASSERT_EQUAL(ljmp_memprof_start(L, capture_write, capture_done, &c),
+                    LJMP_MEMPROF_OK);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(forked_child_checks(L, &c));
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+    CU_ASSERT(WIFEXITED(st));
+    CU_ASSERT_EQUAL(WEXITSTATUS(st), 0);
+    CU_ASSERT_EQUAL(c.done_calls, 0);
+    CU_ASSERT_EQUAL(luaL_dostring(L, "y = {} for i = 1, 10 do y[i] = {} end"),
+                    0);
+    CU_ASSERT_EQUAL(ljmp_memprof_stop(L), LJMP_MEMPROF_OK);
+    CU_ASSERT_EQUAL(c.done_calls, 1);
+    CU_ASSERT_EQUAL(c.done_err, 0);
+    lua_close(L);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf.data, c.buf.len, NULL), LM_DONE);
+    lm_profile_free(&p);
+    lm_buf_free(&c.buf);
+}
+
 static void host_handler(int sig)
 {
     (void)sig;
@@ -134,6 +194,8 @@ int main(void)
     CU_pSuite s = CU_add_suite("embedding API", NULL, NULL);
     CU_add_test(s, "writer API", test_writer_api);
     CU_add_test(s, "lua_close ends the stream", test_close_ends_stream);
+    CU_add_test(s, "a fork leaves the parent's stream whole",
+                test_fork_leaves_parent_stream);
     CU_add_test(s, "a host's own signal handler is kept",
                 test_host_signal_kept);
     return test_run_all();

@@ -1,5 +1,6 @@
 /* The patched VM end to end: Lua scripts profile themselves, the core
  * library decodes their streams, and allocations are counted by site. */
+#define _GNU_SOURCE /* struct ucred */
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,20 +336,14 @@ static uint8_t *read_all(int fd, size_t *len)
  * reader that does not answer the hello (an ljmpd of protocol 1) gets the
  * same stream, a second later.
  */
-static void check_env_socket_stream(int answer)
+/* Decodes what a VM sent on an ingest connection into p: a hello, a
+ * complete stream, and a trailer whose totals match it; 0 if so. */
+static int decode_session(const uint8_t *buf, size_t len, struct lm_profile *p)
 {
-    char path[512], env[600];
-    int lfd = listen_at("ingest.sock", path, sizeof(path));
-    snprintf(env, sizeof(env), "LJMP_SOCKET=%s", path);
-    pid_t pid = spawn("env_socket", env, NULL);
-    int cfd = answer ? accept_within(lfd, 10000) : accept(lfd, NULL, NULL);
-    size_t len, used;
-    uint8_t *buf = read_all(cfd, &len);
-    struct lm_profile p;
+    size_t used;
+    uint64_t events, bytes;
 
-    close(cfd);
-    close(lfd);
-    expect_exit_output(pid, "env_socket", "true\n");
+    lm_profile_init(p, NULL, NULL);
     /* The hello. */
     CU_ASSERT_FATAL(len > 7 + LJMP_TRAILER_SIZE);
     CU_ASSERT(memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
@@ -357,15 +352,30 @@ static void check_env_socket_stream(int answer)
     CU_ASSERT(buf[6] > 0 && memcmp(buf + 7, "LuaJIT 2.1", 10) == 0);
     size_t hello = 7 + buf[6];
     /* The stream, then the trailer. */
-    lm_profile_init(&p, NULL, NULL);
-    CU_ASSERT_EQUAL_FATAL(lm_profile_feed(&p, buf + hello, len - hello, &used),
-                          LM_DONE);
-    CU_ASSERT_EQUAL_FATAL(len - hello - used, LJMP_TRAILER_SIZE);
-    uint64_t events, bytes;
-    CU_ASSERT_EQUAL(ljmp_trailer_decode(buf + hello + used, &events, &bytes),
-                    0);
-    CU_ASSERT_EQUAL(events, lm_totals_events(&p.state.totals));
+    if (lm_profile_feed(p, buf + hello, len - hello, &used) != LM_DONE ||
+        len - hello - used != LJMP_TRAILER_SIZE ||
+        ljmp_trailer_decode(buf + hello + used, &events, &bytes) != 0)
+        return -1;
+    CU_ASSERT_EQUAL(events, lm_totals_events(&p->state.totals));
     CU_ASSERT_EQUAL(bytes, used);
+    return 0;
+}
+
+static void check_env_socket_stream(int answer)
+{
+    char path[512], env[600];
+    int lfd = listen_at("ingest.sock", path, sizeof(path));
+    snprintf(env, sizeof(env), "LJMP_SOCKET=%s", path);
+    pid_t pid = spawn("env_socket", env, NULL);
+    int cfd = answer ? accept_within(lfd, 10000) : accept(lfd, NULL, NULL);
+    size_t len;
+    uint8_t *buf = read_all(cfd, &len);
+    struct lm_profile p;
+
+    close(cfd);
+    close(lfd);
+    expect_exit_output(pid, "env_socket", "true\n");
+    CU_ASSERT_EQUAL_FATAL(decode_session(buf, len, &p), 0);
     /* From the start: the chunk itself was announced as it was loaded. */
     CU_ASSERT(p.state.totals.symtab_events >= 1);
     /* The loop's line, in the interpreter and on the trace of the loop. */
@@ -577,6 +587,137 @@ static void test_socket_stall_bound(void)
     close(lfd);
 }
 
+/* Connections that VMs make to one listener, read as they come. */
+struct conn {
+    int fd;
+    pid_t pid; /* SO_PEERCRED */
+    uint8_t *buf;
+    size_t len, cap;
+};
+
+static int read_some(struct conn *c)
+{
+    if (c->len == c->cap)
+        c->buf = realloc(c->buf, c->cap = c->cap ? 2 * c->cap : 1 << 16);
+    ssize_t n = read(c->fd, c->buf + c->len, c->cap - c->len);
+    if (n > 0)
+        c->len += (size_t)n;
+    return n > 0;
+}
+
+/* Accepts up to n connections on lfd, answers their hellos as ljmpd does
+ * and reads each to its end, all at once (a VM may wait for another);
+ * gives up after ms without news.  Returns the connections made. */
+static int serve_vms(int lfd, struct conn *c, int n, int ms)
+{
+    struct pollfd p[9];
+    int made = 0, open = 0;
+
+    CU_ASSERT_FATAL(n < 9);
+    for (;;) {
+        int np = 0;
+        if (made < n)
+            p[np++] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        for (int i = 0; i < made; i++)
+            if (c[i].fd >= 0)
+                p[np++] = (struct pollfd){.fd = c[i].fd, .events = POLLIN};
+        if ((made == n && open == 0) || poll(p, (nfds_t)np, ms) <= 0)
+            break;
+        for (int i = 0; i < np; i++) {
+            if (!(p[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            if (p[i].fd == lfd) {
+                struct ucred cr;
+                socklen_t crlen = sizeof(cr);
+                memset(&c[made], 0, sizeof(c[made]));
+                c[made].fd = accept_within(lfd, 0);
+                getsockopt(c[made].fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen);
+                c[made++].pid = cr.pid;
+                open++;
+                continue;
+            }
+            for (int k = 0; k < made; k++)
+                if (c[k].fd == p[i].fd && !read_some(&c[k])) {
+                    close(c[k].fd);
+                    c[k].fd = -1;
+                    open--;
+                }
+        }
+    }
+    return made;
+}
+
+/* fork.lua's lines: allocations before the fork, in the child, after it. */
+#define FORK_BEFORE "fork.lua:18"
+#define FORK_CHILD  "fork.lua:21"
+#define FORK_AFTER  "fork.lua:28"
+
+/* Allocation counts at fork.lua's three lines. */
+static void expect_fork_counts(const struct lm_state *s, uint64_t before,
+                               uint64_t child, uint64_t after)
+{
+    CU_ASSERT_EQUAL(allocs_at(s, "@", FORK_BEFORE), before);
+    CU_ASSERT_EQUAL(allocs_at(s, "@", FORK_CHILD), child);
+    CU_ASSERT_EQUAL(allocs_at(s, "@", FORK_AFTER), after);
+}
+
+/*
+ * A fork while streaming: the child's copy of the profile ends without a
+ * write, so the parent's stream holds the parent's events only, and the
+ * child streams a session of its own, from its next safe point.
+ */
+static void test_fork_while_streaming(void)
+{
+    char path[512], arg[520], want[256];
+    int lfd = listen_at("fork.sock", path, sizeof(path));
+    struct conn c[2];
+    struct lm_profile p;
+
+    snprintf(arg, sizeof(arg), "socket:%s", path);
+    pid_t pid = spawn("fork", NULL, arg);
+    CU_ASSERT_EQUAL_FATAL(serve_vms(lfd, c, 2, 10000), 2);
+    close(lfd);
+    CU_ASSERT_EQUAL(c[0].pid, pid);
+    CU_ASSERT(c[1].pid != pid && c[1].pid > 0);
+    snprintf(want, sizeof(want), "child\t%d\ttrue\nchild\ttrue\nparent\ttrue\n",
+             (int)c[1].pid);
+    expect_exit_output(pid, "fork", want);
+    /* The parent's stream: whole, with its trailer, and its lines only. */
+    CU_ASSERT_EQUAL(decode_session(c[0].buf, c[0].len, &p), 0);
+    expect_fork_counts(&p.state, 100, 0, 300);
+    lm_profile_free(&p);
+    /* The child's, resolved by its own symbol table. */
+    CU_ASSERT_EQUAL(decode_session(c[1].buf, c[1].len, &p), 0);
+    expect_fork_counts(&p.state, 0, 200, 0);
+    lm_profile_free(&p);
+    free(c[0].buf);
+    free(c[1].buf);
+}
+
+/* A fork while profiling to a file: the child stops, and the file holds
+ * the parent's events only. */
+static void test_fork_while_writing_a_file(void)
+{
+    char arg[520], *after_pid = NULL;
+    struct lm_profile p;
+
+    snprintf(arg, sizeof(arg), "file:%s/fork.bin", test_dir);
+    pid_t pid = spawn("fork", NULL, arg);
+    CU_ASSERT_EQUAL(wait_exit(pid), 0);
+    /* "child PID false": the child's copy of the profile has ended. */
+    char *out = script_output("fork");
+    CU_ASSERT_FATAL(strncmp(out, "child\t", 6) == 0 &&
+                    strtol(out + 6, &after_pid, 10) > 0);
+    CU_ASSERT_STRING_EQUAL(after_pid,
+                           "\tfalse\n"
+                           "child\tnil\tprofiler is not running\t22\n"
+                           "parent\ttrue\n");
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(decode("fork.bin", &p), LM_DONE);
+    expect_fork_counts(&p.state, 100, 0, 300);
+    lm_profile_free(&p);
+}
+
 /* LJMP_AGENT=0: no handler, so ljmpd can tell the agent is off. */
 static void test_agent_disabled(void)
 {
@@ -614,6 +755,8 @@ int main(void)
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);
     CU_add_test(s, "socket stall bound", test_socket_stall_bound);
     CU_add_test(s, "FIFO reader gone", test_fifo_reader_gone);
+    CU_add_test(s, "fork while streaming", test_fork_while_streaming);
+    CU_add_test(s, "fork while writing a file", test_fork_while_writing_a_file);
     CU_add_test(s, "attach and detach by signal", test_attach_and_detach);
     CU_add_test(s, "agent disabled", test_agent_disabled);
     return test_run_all();

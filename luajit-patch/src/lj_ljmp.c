@@ -39,7 +39,11 @@ typedef struct Sink {
   int is_socket;
   int is_pipe;       /* a FIFO: a write to a closed one raises SIGPIPE */
   int max_stall_ms;  /* bound on one write_all, 0 for none */
+  lua_State *L;      /* main thread of the VM profiled */
+  char path[108];    /* the socket's, for a forked child's own session */
 } Sink;
+
+static void follow_fork(lua_State *L, const char *path, int max_stall_ms);
 
 /* write(2) to a pipe with SIGPIPE blocked, and the one it raised, if any,
 ** taken back: the host's disposition of SIGPIPE is not ours to use. */
@@ -133,7 +137,10 @@ static int sink_write(void *ctx, const void *buf, size_t len)
 static void sink_stop(void *ctx, const MemprofResult *res)
 {
   Sink *sk = (Sink *)ctx;
-  if (sk->is_socket && res->err == 0 && res->stream_bytes > 0) {
+  if (res->err == ECHILD) {
+    /* A forked child's copy: the connection is the parent's to end. */
+    if (sk->is_socket) follow_fork(sk->L, sk->path, sk->max_stall_ms);
+  } else if (sk->is_socket && res->err == 0 && res->stream_bytes > 0) {
     uint8_t t[LJMP_TRAILER_SIZE];
     ljmp_trailer_encode(t, res->events, res->stream_bytes);
     write_all(sk, t, sizeof(t));
@@ -149,6 +156,7 @@ static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
   opt.write = sink_write;
   opt.ctx = sk;
   opt.on_stop = sink_stop;
+  sk->L = mainthread(G(L));
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
   if (r == LJ_MEMPROF_OK) {
     env_err = 0;  /* A working profile: the old failure is history. */
@@ -172,6 +180,8 @@ static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
   sk->is_socket = is_socket;
   sk->is_pipe = !is_socket && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
   sk->max_stall_ms = max_stall_ms;
+  sk->L = NULL;
+  sk->path[0] = '\0';
   return sk;
 }
 
@@ -246,6 +256,7 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
     e->err = ENOMEM;
     return -1;
   }
+  strcpy(sk->path, path);
 #ifdef OPENRESTY_LUAJIT
   n = ljmp_hello_encode(hello, LJMP_VM_OPENRESTY, LUAJIT_VERSION);
 #else
@@ -271,11 +282,16 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 ** interpreter again.
 */
 
+/* Not a signal's request: a forked child starts a session of its own. */
+#define REQ_FOLLOW_FORK 0x100
+
 typedef struct Agent {
   lua_State *L;  /* main thread of the VM served; NULL if none */
   int sig;
   char ingest[108];  /* where attach connects */
   int max_stall_ms;
+  char follow[108];  /* where a forked child connects */
+  int follow_stall_ms;
   volatile sig_atomic_t request;
   int ignoring;  /* we set SIG_IGN when our VM closed: ours to take back */
   lua_Hook saved_hook;  /* the program's own hook, given back */
@@ -294,18 +310,18 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   if (req == LJMP_REQ_ATTACH && !lj_memprof_running()) {
     if (lj_ljmp_start_socket(L, agent.ingest, agent.max_stall_ms, &e) != 0)
       env_err = e.err;
+  } else if (req == REQ_FOLLOW_FORK && !lj_memprof_running()) {
+    if (lj_ljmp_start_socket(L, agent.follow, agent.follow_stall_ms, &e) != 0)
+      env_err = e.err;
   } else if (req == LJMP_REQ_DETACH && lj_memprof_running()) {
     lj_memprof_stop(L);
   }
 }
 
-static void agent_signal(int sig, siginfo_t *si, void *uc)
+/* Arms the one-shot hook that serves agent.request: from a signal
+** handler, or in a forked child. */
+static void agent_arm(lua_State *L)
 {
-  lua_State *L = agent.L;
-  UNUSED(sig); UNUSED(uc);
-  if (L == NULL) return;
-  agent.request = si->si_code == SI_QUEUE ? si->si_value.sival_int
-					  : LJMP_REQ_ATTACH;
   /* Armed unless our hook is in place: a hook the program set meanwhile
   ** (or a lost trigger) must not leave the agent deaf for good. */
   if (lua_gethook(L) != agent_hook) {
@@ -315,6 +331,35 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
     /* lua_sethook is the one VM call meant to be made asynchronously. */
     lua_sethook(L, agent_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
   }
+}
+
+static void agent_signal(int sig, siginfo_t *si, void *uc)
+{
+  lua_State *L = agent.L;
+  int req = si->si_code == SI_QUEUE ? si->si_value.sival_int
+				    : LJMP_REQ_ATTACH;
+  UNUSED(sig); UNUSED(uc);
+  if (L == NULL || (req != LJMP_REQ_ATTACH && req != LJMP_REQ_DETACH))
+    return;
+  agent.request = req;
+  agent_arm(L);
+}
+
+/*
+** A child forked while its parent streamed to a socket is a process of
+** its own (an nginx worker forked by a master that LJMP_SOCKET profiles):
+** ljmpd should see it as one, with SO_PEERCRED naming it.  Its copy of
+** the parent's profile has ended without a write; it connects anew at
+** its next safe point, as an attach would, whether or not the agent's
+** signal handler is installed.  Runs in pthread_atfork's child handler.
+*/
+static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
+{
+  if (L == NULL) return;
+  strcpy(agent.follow, path);
+  agent.follow_stall_ms = max_stall_ms;
+  agent.request = REQ_FOLLOW_FORK;
+  agent_arm(L);
 }
 
 /* Where attach connects: $LJMP_INGEST, else ljmpd's default socket. */

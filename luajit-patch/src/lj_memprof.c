@@ -7,6 +7,7 @@
 #define LUA_CORE
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -572,11 +573,44 @@ int lj_memprof_error(void)
   return memprof.g != NULL ? memprof.err : memprof.last_err;
 }
 
+/*
+** A child forked while profiling holds a copy of the profile, writer
+** and file descriptor included: its events would interleave with its
+** parent's in one stream.  So in the child the profile ends at once,
+** without writing a byte, and the writer hears of it through on_stop
+** with ECHILD (the socket writer then starts a session of the child's
+** own).  glibc runs this for fork() but not for posix_spawn() or vfork(),
+** whose children share the parent's memory and only exec.
+*/
+static void memprof_forked(void)
+{
+  Memprof *mp = &memprof;
+  global_State *g = mp->g;
+  MemprofResult res;
+  if (g == NULL) return;
+  if (g->allocf == memprof_wrapper()) {
+    g->allocf = mp->allocf;
+    g->allocd = mp->allocd;
+  }
+  mp->g = NULL;
+  mp->fast_left = 0;
+  mp->last_err = 0;
+  free(mp->buf);
+  mp->buf = NULL;
+  res.events = mp->events;
+  res.stream_bytes = mp->stream_bytes;
+  res.err = ECHILD;
+  if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx, &res);
+}
+
 int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
 {
+  static int fork_handled;
   Memprof *mp = &memprof;
   global_State *g = G(L);
   MemprofResult res = {0, 0, 0};
+  if (!fork_handled) fork_handled = pthread_atfork(NULL, NULL,
+						   memprof_forked) == 0;
   if (mp->g != NULL) {
     res.err = EBUSY;
     if (opt->on_stop) opt->on_stop(opt->ctx, &res);

@@ -34,8 +34,10 @@ typedef struct MemprofResult {
 typedef struct MemprofOptions {
   lj_memprof_writer write;
   void *ctx;
-  /* Called once when the stream ends: stop, writer error, lua_close, or
-  ** a failed start (then with err set). */
+  /* Called once when the stream ends: stop, writer error, lua_close, a
+  ** failed start (then with err set), or a fork: in the child, with err
+  ** ECHILD, and nothing more may be written (the stream is the
+  ** parent's). */
   void (*on_stop)(void *ctx, const MemprofResult *res);
 } MemprofOptions;
 
