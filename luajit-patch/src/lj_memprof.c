@@ -603,14 +603,35 @@ static void memprof_forked(void)
   if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx, &res);
 }
 
+static int memprof_finish(Memprof *mp);
+
+/*
+** A program that exits without stopping the profile (os.exit() without
+** its close flag, exit() from C) would leave its last buffer unwritten
+** and its stream without an end: ljmpd would call the session truncated.
+** The stream is ended at exit instead; only the profiler's own state and
+** writer are touched, not the Lua heap.
+*/
+static void memprof_exiting(void)
+{
+  if (memprof.g != NULL) memprof_finish(&memprof);
+}
+
+/* The process-wide handlers, once: at fork and at exit. */
+static void memprof_handle_process(void)
+{
+  static int fork_handled, exit_handled;
+  if (!fork_handled)
+    fork_handled = pthread_atfork(NULL, NULL, memprof_forked) == 0;
+  if (!exit_handled) exit_handled = atexit(memprof_exiting) == 0;
+}
+
 int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
 {
-  static int fork_handled;
   Memprof *mp = &memprof;
   global_State *g = G(L);
   MemprofResult res = {0, 0, 0};
-  if (!fork_handled) fork_handled = pthread_atfork(NULL, NULL,
-						   memprof_forked) == 0;
+  memprof_handle_process();
   if (mp->g != NULL) {
     res.err = EBUSY;
     if (opt->on_stop) opt->on_stop(opt->ctx, &res);
