@@ -290,6 +290,7 @@ static int cmd_list(int argc, char **argv)
             pbjson_write(stdout, &resp->list->base);
             putchar('\n');
         } else {
+            pb_mask_controls(&resp->base);
             print_list(resp->list);
         }
         ljmp__response__free_unpacked(resp, NULL);
@@ -389,6 +390,7 @@ static int cmd_snapshot(int argc, char **argv)
             pbjson_write(stdout, &snap->base);
             putchar('\n');
         } else {
+            pb_mask_controls(&resp->base);
             for (size_t i = 0; i < snap->n_sessions; i++)
                 print_session_block(snap->sessions[i]);
             if (snap->n_sessions == 0)
@@ -493,6 +495,7 @@ static int cmd_watch(int argc, char **argv)
                 putchar('\n');
                 fflush(stdout);
             } else {
+                pb_mask_controls(&resp->base);
                 print_watch_lines(resp->snapshot);
             }
             seen++;
@@ -532,6 +535,7 @@ int live_report(const char *pid_arg, int leak_only, int human_readable,
         if (fflush(stdout) != 0)
             rc = EXIT_USAGE;
         const Ljmp__SessionInfo *s = r->session;
+        pb_mask_controls(&resp->base); /* the text is bytes: kept whole */
         if (s != NULL && s->state != LJMP__SESSION_STATE__STREAMING &&
             s->state != LJMP__SESSION_STATE__COMPLETE) {
             fprintf(stderr, "ljmpctl report: session %llu is %s: %s\n",

@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "ljmpctl.h"
+#include "pbjson.h"
 
 static const char top_help[] =
     "usage: ljmpctl top [PID] [OPTIONS]\n"
@@ -392,6 +393,7 @@ static int run_screen(struct conn *c, struct top_args *a)
             }
         } while (conn_has_frame(c));
         if (last != NULL) {
+            pb_mask_controls(&last->base);
             draw(last->snapshot, a);
             ljmp__response__free_unpacked(last, NULL);
             if (a->count != 0 && --a->count == 0)

@@ -1,4 +1,4 @@
-/* Writes protobuf-c messages as JSON by walking their descriptors. */
+/* Walks protobuf-c messages by their descriptors: JSON, terminal text. */
 #include <math.h>
 #include <string.h>
 
@@ -141,4 +141,37 @@ void pbjson_write(FILE *out, const ProtobufCMessage *msg)
         first = 0;
     }
     fputc('}', out);
+}
+
+static void mask_string(char *s)
+{
+    for (; s != NULL && *s != '\0'; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
+void pb_mask_controls(ProtobufCMessage *msg)
+{
+    const ProtobufCMessageDescriptor *d = msg->descriptor;
+
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_STRING &&
+            f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        void **v = (void **)((char *)msg + f->offset);
+        size_t n = 1;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            n = *(const size_t *)((const char *)msg + f->quantifier_offset);
+            v = *(void ***)v;
+        }
+        for (size_t j = 0; j < n; j++) {
+            if (v[j] == NULL || v[j] == f->default_value)
+                continue; /* unset, or a shared constant */
+            if (f->type == PROTOBUF_C_TYPE_STRING)
+                mask_string(v[j]);
+            else
+                pb_mask_controls(v[j]);
+        }
+    }
 }

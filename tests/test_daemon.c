@@ -807,6 +807,52 @@ static void test_bad_ingest(void)
     ljmp__response__free_unpacked(r, NULL);
 }
 
+/* What a peer chose (here a VM's version in its hello) is logged with its
+ * control characters escaped: it cannot forge a line of the log. */
+static void test_peer_text_in_log(void)
+{
+    static const char forged[] =
+        "x\n2099-01-01T00:00:00.000Z ljmpd error: forged\x1b[2J";
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, forged);
+    Ljmp__SessionState st = 0;
+
+    free(ingest_raw(hello, hl, &st));
+    CU_ASSERT_EQUAL(st, LJMP__SESSION_STATE__TRUNCATED);
+    char *log = test_slurp("ljmpd.log");
+    CU_ASSERT_PTR_NULL(strstr(log, "\n2099-"));
+    CU_ASSERT_PTR_NULL(strchr(log, 0x1b));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(log, "hello from x\\n2099-01-01T00:00:00.000Z ljmpd error: "
+                    "forged\\x1b[2J\n"));
+    free(log);
+}
+
+/* A command line with a newline and an escape sequence: `ljmpctl list`
+ * and `snapshot` print it on one line, the escape made harmless. */
+static void test_peer_text_on_terminal(void)
+{
+    struct vm vm = vm_start("sites.lua", "10", "x\n\x1b[2Jforged", 1, 0);
+    char args[64];
+
+    CU_ASSERT_FATAL(vm.pid > 0);
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(ljmpctl("list", "list.txt"), 0);
+    snprintf(args, sizeof(args), "snapshot %d -n 3", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "snapshot.txt"), 0);
+    const char *outs[] = {"list.txt", "snapshot.txt"};
+    for (int i = 0; i < 2; i++) {
+        char *out = test_slurp(outs[i]);
+        CU_ASSERT_PTR_NULL(strchr(out, 0x1b));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "sites.lua 10 x??[2Jforged"));
+        free(out);
+    }
+}
+
 /* A stream of n allocations at an internal site, after a hello; returns
  * the hello's size.  No epilogue. */
 static size_t build_stream(struct lm_buf *b, unsigned n)
@@ -1580,6 +1626,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "VM killed mid-stream", test_vm_killed);
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
+    CU_add_test(s, "peer text in the log", test_peer_text_in_log);
+    CU_add_test(s, "peer text on a terminal", test_peer_text_on_terminal);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
     CU_add_test(s, "reads on the loop and on threads", test_mixed_reads);
     CU_add_test(s, "bad control", test_bad_control);
