@@ -15,6 +15,7 @@
 #include "snapshot.h"
 
 #define MIN_INTERVAL_MS 50
+#define MAX_INTERVAL_MS (3600u * 1000)
 /* Record requests waiting for their process: each holds a descriptor. */
 #define MAX_PENDING_PER_PEER 4
 #define MAX_PENDING          64
@@ -206,10 +207,10 @@ static void do_subscribe(struct peer *p, const Ljmp__Request *req)
     struct subscription *sub;
     struct timeval tv;
 
-    if (r->interval_ms < MIN_INTERVAL_MS) {
+    if (r->interval_ms < MIN_INTERVAL_MS || r->interval_ms > MAX_INTERVAL_MS) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
-                        "interval %u ms is below the minimum of %u ms",
-                        r->interval_ms, MIN_INTERVAL_MS);
+                        "interval %u ms is outside [%u, %u] ms", r->interval_ms,
+                        MIN_INTERVAL_MS, MAX_INTERVAL_MS);
         return;
     }
     if ((sub = calloc(1, sizeof(*sub))) == NULL)

@@ -2,6 +2,7 @@
  * framed responses out; a bad peer is told why and closes only itself. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,36 +289,48 @@ static ssize_t peer_recv(struct peer *p)
     return n;
 }
 
+/* Whether the client closed its end for good (not just its sending
+ * half): then nothing it asked for can reach it. */
+static int peer_hung_up(const struct peer *p)
+{
+    struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+
+    return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
+}
+
 static void peer_read(evutil_socket_t fd, short what, void *arg)
 {
     struct peer *p = arg;
-    ssize_t n = 1;
 
     (void)fd;
     (void)what;
-    if (evbuffer_get_length(p->in) <=
-        LJMP_WIRE_HEADER + LJMP_WIRE_MAX_REQUEST) {
-        n = peer_recv(p);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            n = 1;
-        if (n < 0) {
+    if (!p->eof && evbuffer_get_length(p->in) <=
+                       LJMP_WIRE_HEADER + LJMP_WIRE_MAX_REQUEST) {
+        ssize_t n = peer_recv(p);
+        if (n < 0 && errno != EINTR && errno != EAGAIN) {
             peer_free(p);
             return;
         }
-    }
-    if (n == 0) {
-        /* The client is done sending: answer what it asked (waiting for
-         * any VM it asked about), then close. */
-        if (peer_frames(p, INT32_MAX) == 0 && !p->closing) {
+        if (n == 0) {
+            /* A client gone for good frees what it held (a subscription,
+             * waits); one that is only done sending gets the answers to
+             * what it asked (waiting for any VM it asked about), then
+             * is closed. */
+            if (peer_hung_up(p)) {
+                peer_free(p);
+                return;
+            }
             p->eof = 1;
             event_del(p->rev);
-            peer_idle_check(p);
         }
-        return;
     }
-    /* More whole requests than this turn's share: the rest next turn. */
-    if (peer_frames(p, PEER_FRAMES_PER_CALL) == 1)
+    /* More whole requests than this turn's share: the rest next turn (or,
+     * throttled, once the client has read its answers: peer_write). */
+    int more = peer_frames(p, PEER_FRAMES_PER_CALL);
+    if (more == 1)
         event_active(p->rev, EV_READ, 0);
+    else if (more == 0 && p->eof && !p->throttled)
+        peer_idle_check(p);
 }
 
 static void peer_write(evutil_socket_t fd, short what, void *arg)
@@ -336,10 +349,11 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
             return;
         }
     }
-    if (p->throttled && !p->closing && !p->eof &&
+    if (p->throttled && !p->closing &&
         evbuffer_get_length(p->out) <= p->srv->cfg.peer_queue) {
         p->throttled = 0;
-        event_add(p->rev, NULL);
+        if (!p->eof)
+            event_add(p->rev, NULL);
         event_active(p->rev, EV_READ, 0); /* requests read before */
     }
 }

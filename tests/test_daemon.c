@@ -1216,6 +1216,88 @@ static void test_request_flood(void)
     CU_ASSERT_TRUE(daemon_up());
 }
 
+/*
+ * A client that sends its requests and then shuts down its sending half
+ * gets every answer, even when they outgrow its queue (--queue, 1 MiB)
+ * and it is throttled meanwhile; then it is closed.
+ */
+static void test_half_close_gets_every_answer(void)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    struct conn c;
+    size_t len;
+
+    req.body_case = LJMP__REQUEST__BODY_LIST;
+    req.list = &lr;
+    Ljmp__Response *one = list_sessions();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    size_t answer = ljmp__response__get_packed_size(one);
+    ljmp__response__free_unpacked(one, NULL);
+    uint8_t *frame = ljmp_wire_pack(&req.base, &len);
+    /* Answers for 2 MiB; the requests must fit in the socket's buffers,
+     * since nothing is read until they are all sent. */
+    size_t n = (2u << 20) / answer + 1;
+    CU_ASSERT_FATAL(n * len < 100000);
+    uint8_t *many = malloc(n * len);
+    for (size_t i = 0; i < n; i++)
+        memcpy(many + i * len, frame, len);
+    free(frame);
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    c.quiet = 1; /* its end, which comes, is not an error */
+    CU_ASSERT_EQUAL(write(c.fd, many, n * len), (ssize_t)(n * len));
+    free(many);
+    shutdown(c.fd, SHUT_WR);
+    sleep_ms(300); /* ljmpd reads the end while it is throttled */
+    size_t answers = 0;
+    Ljmp__Response *r;
+    while ((r = conn_recv(&c, 5000)) != NULL) {
+        answers += r->body_case == LJMP__RESPONSE__BODY_LIST;
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    CU_ASSERT_EQUAL(answers, n);
+    conn_close(&c);
+}
+
+/* A subscriber that closes for good is forgotten at once, whatever its
+ * interval (at most an hour). */
+static void test_closed_subscriber_forgotten(void)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+    struct conn c;
+
+    sr.has_interval_ms = 1;
+    sr.interval_ms = 3600u * 1000 + 1;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    Ljmp__Response *r = conn_call(&c, &req, -1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NOT_NULL(r->error);
+    ljmp__response__free_unpacked(r, NULL);
+    sr.interval_ms = 3600u * 1000;
+    r = conn_call(&c, &req, -1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(r->body_case, LJMP__RESPONSE__BODY_SNAPSHOT);
+    ljmp__response__free_unpacked(r, NULL);
+    Ljmp__Response *l = list_sessions();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_TRUE(l->list->daemon->subscribers >= 1);
+    uint32_t with = l->list->daemon->subscribers;
+    ljmp__response__free_unpacked(l, NULL);
+    conn_close(&c);
+    int gone = 0;
+    for (int i = 0; i < 200 && !gone; i++) {
+        sleep_ms(10);
+        l = list_sessions();
+        gone = l != NULL && l->list->daemon->subscribers == with - 1;
+        if (l != NULL)
+            ljmp__response__free_unpacked(l, NULL);
+    }
+    CU_ASSERT_TRUE(gone);
+}
+
 /* Record requests that cannot be served say why; a descriptor that is not
  * a regular file, and too many waiting requests, are refused. */
 static void test_record_refusals(void)
@@ -1633,6 +1715,10 @@ int main(int argc, char **argv)
     CU_add_test(s, "bad control", test_bad_control);
     CU_add_test(s, "snapshot over the frame limit", test_snapshot_over_frame);
     CU_add_test(s, "request flood", test_request_flood);
+    CU_add_test(s, "a half-close gets every answer",
+                test_half_close_gets_every_answer);
+    CU_add_test(s, "a closed subscriber is forgotten",
+                test_closed_subscriber_forgotten);
     CU_add_test(s, "record refusals", test_record_refusals);
     CU_add_test(s, "client errors", test_client_errors);
     CU_add_test(s, "idle client", test_idle_client);
