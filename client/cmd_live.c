@@ -147,7 +147,7 @@ static int parse_live(const char *cmd, const char *help, int argc, char **argv,
                 return -1;
             break;
         case OPT_INTERVAL:
-            if (parse_number(cmd, "--interval (ms)", optarg, 86400000, &v) != 0)
+            if (parse_number(cmd, "--interval (ms)", optarg, 3600000, &v) != 0)
                 return -1;
             a->interval_ms = (uint32_t)v;
             break;
@@ -447,7 +447,7 @@ static const char watch_help[] =
     "snapshots (dropped= counts them); it never slows the profiled VMs.\n"
     "\n"
     "Options:\n"
-    "      --interval MS  time between snapshots (1000; at least 50)\n"
+    "      --interval MS  time between snapshots (1000; 50 to 3600000)\n"
     "      --count N      stop after N snapshots\n"
     "  -n, --top N        sites per session (20; 0 for totals only)\n"
     "      --sort KEY     as for `ljmpctl snapshot`\n"
