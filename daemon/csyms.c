@@ -13,8 +13,16 @@
 #include "lm_encoder.h"
 #include "lm_symtab.h"
 
-/* Enough for a VM with its libraries; a bound on what one process costs. */
-#define MAX_SYMBOLS 500000
+/*
+ * Enough for a VM with its libraries; bounds on what one process costs,
+ * since any local user may map a file made to cost much (its symbols all
+ * naming one long string): symbols, bytes of names in all (each stored
+ * twice: in the symbol table, and encoded for recordings), and one name,
+ * cut beyond MAX_NAME_LEN (C++'s longest are shorter).
+ */
+#define MAX_SYMBOLS    500000
+#define MAX_NAME_BYTES (16u << 20)
+#define MAX_NAME_LEN   1024
 
 /* What a mapped file adds to a symbol's value: its load bias, from the
  * executable mapping (start, file offset) and the segment holding it. */
@@ -61,12 +69,16 @@ static unsigned add_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
         const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
         if (name == NULL || *name == '\0' || out->n >= MAX_SYMBOLS)
             continue;
+        size_t len = strnlen(name, MAX_NAME_LEN);
+        if (out->name_bytes + len > MAX_NAME_BYTES)
+            continue;
         uint64_t addr = (uint64_t)((int64_t)sym.st_value + bias);
-        if (lm_symtab_add_cfunc(out->symtab, addr, name, strlen(name)) != 0)
+        if (lm_symtab_add_cfunc(out->symtab, addr, name, len) != 0)
             continue;
         lm_buf_byte(&out->entries, LM_SYM_V3_CFUNC);
         lm_buf_uleb(&out->entries, addr);
-        lm_buf_string(&out->entries, name, strlen(name));
+        lm_buf_string(&out->entries, name, len);
+        out->name_bytes += len;
         out->n++;
         added++;
     }
@@ -149,4 +161,5 @@ void csyms_free(struct csyms *c)
 {
     lm_buf_free(&c->entries);
     c->n = 0;
+    c->name_bytes = 0;
 }

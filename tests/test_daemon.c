@@ -2,6 +2,7 @@
  * private sockets, queried over the control wire and through ljmpctl. */
 #define _GNU_SOURCE
 #include <CUnit/Basic.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -851,6 +852,57 @@ static void test_peer_text_on_terminal(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "sites.lua 10 x??[2Jforged"));
         free(out);
     }
+}
+
+/*
+ * A C function whose name is longer than ljmpd keeps: named, cut at
+ * 1 KiB.  Any local user may map a file whose symbols all name one huge
+ * string; the cut, with a bound on all names, keeps a session's cost
+ * small.
+ */
+static void test_long_c_name_cut(void)
+{
+    enum { LONG = 4000, KEPT = 1024 };
+    char path[300], so[300], cmd[700], *name = malloc(LONG + 1);
+
+    memset(name, 'f', LONG);
+    name[LONG] = '\0';
+    snprintf(path, sizeof(path), "%s/long.c", test_dir);
+    snprintf(so, sizeof(so), "%s/long.so", test_dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "void %s(void) {}\n", name);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "cc -shared -fPIC -o '%s' '%s'", so, path);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    void *lib = dlopen(so, RTLD_NOW);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lib);
+    void *fn = dlsym(lib, name);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fn);
+
+    /* One allocation by that function, from this process (whose maps
+     * ljmpd reads at the hello). */
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC, .addr = (uintptr_t)fn};
+    struct lm_buf b = {0};
+    Ljmp__SessionState st = 0;
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
+    free(ingest_raw(b.data, b.len, &st));
+    lm_buf_free(&b);
+    Ljmp__Response *r = snapshot_of(getpid(), 5);
+    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
+    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
+    const char *shown = ss->top[0]->name;
+    CU_ASSERT_EQUAL(strspn(shown, "f"), KEPT);
+    CU_ASSERT_EQUAL(strncmp(shown + KEPT, ":0x", 3), 0);
+    ljmp__response__free_unpacked(r, NULL);
+    dlclose(lib);
+    free(name);
 }
 
 /* A stream of n allocations at an internal site, after a hello; returns
@@ -1710,6 +1762,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "peer text in the log", test_peer_text_in_log);
     CU_add_test(s, "peer text on a terminal", test_peer_text_on_terminal);
+    CU_add_test(s, "a long C name is cut", test_long_c_name_cut);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
     CU_add_test(s, "reads on the loop and on threads", test_mixed_reads);
     CU_add_test(s, "bad control", test_bad_control);
