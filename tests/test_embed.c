@@ -2,7 +2,9 @@
  * into its own writer, and the core library reads what it wrote. */
 #include <CUnit/Basic.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -17,6 +19,16 @@
 #include "lm_encoder.h"
 #include "lm_state.h"
 #include "test_support.h"
+
+static int setup(void)
+{
+    return test_dir_make("embed");
+}
+
+static int teardown(void)
+{
+    return test_dir_remove();
+}
 
 struct capture {
     struct lm_buf buf;
@@ -165,6 +177,105 @@ static void test_fork_leaves_parent_stream(void)
     lm_buf_free(&c.buf);
 }
 
+static void done_marks_fd(void *ctx, int err)
+{
+    (void)err;
+    if (write(*(int *)ctx, "d", 1) != 1)
+        _exit(3);
+}
+
+static int discard_write(void *ctx, const void *buf, size_t len)
+{
+    (void)ctx;
+    (void)buf;
+    (void)len;
+    return 0;
+}
+
+/* Runs body in a child process; its exit status, or -1 if it died. */
+static int in_child(void (*body)(int fd), int fd)
+{
+    int st;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        body(fd);
+        _exit(100); /* body exits itself */
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A host that exits with its writer's profile running: exit() does not
+ * call the host's writer or done(), whose state may be gone by then. */
+static void exit_with_api_profile(int fd)
+{
+    lua_State *L = luaL_newstate();
+
+    luaL_openlibs(L);
+    if (ljmp_memprof_start(L, discard_write, done_marks_fd, &fd) !=
+        LJMP_MEMPROF_OK)
+        _exit(2);
+    (void)luaL_dostring(L, "local t = {} for i = 1, 100 do t[i] = {} end");
+    exit(0);
+}
+
+static void test_exit_leaves_api_profile(void)
+{
+    int p[2];
+    char buf[8];
+
+    CU_ASSERT_FATAL(pipe(p) == 0);
+    CU_ASSERT_EQUAL(in_child(exit_with_api_profile, p[1]), 0);
+    close(p[1]);
+    CU_ASSERT_EQUAL(read(p[0], buf, sizeof(buf)), 0); /* done() not called */
+    close(p[0]);
+}
+
+static void *exit_now(void *arg)
+{
+    (void)arg;
+    exit(0);
+}
+
+/* exit() on a thread other than the profile's: the stream is not ended
+ * there (the VM's thread might be inside the allocator), so the file is
+ * left without its end, as if the program had died. */
+static void exit_on_another_thread(int fd)
+{
+    char code[256];
+    pthread_t t;
+    lua_State *L = luaL_newstate();
+
+    (void)fd;
+    luaL_openlibs(L);
+    snprintf(code, sizeof(code), "assert(misc.memprof.start('%s/other.bin'))",
+             test_dir);
+    if (luaL_dostring(L, code) != 0)
+        _exit(2);
+    pthread_create(&t, NULL, exit_now, NULL);
+    pthread_join(t, NULL);
+    _exit(4);
+}
+
+static void test_exit_on_another_thread(void)
+{
+    struct lm_profile p;
+    char path[256];
+
+    CU_ASSERT_EQUAL(in_child(exit_on_another_thread, -1), 0);
+    snprintf(path, sizeof(path), "%s/other.bin", test_dir);
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static uint8_t buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_profile_feed(&p, buf, n, NULL), LM_NEED_MORE);
+    lm_profile_free(&p);
+}
+
 static void host_handler(int sig)
 {
     (void)sig;
@@ -191,11 +302,15 @@ int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("embedding API", NULL, NULL);
+    CU_pSuite s = CU_add_suite("embedding API", setup, teardown);
     CU_add_test(s, "writer API", test_writer_api);
     CU_add_test(s, "lua_close ends the stream", test_close_ends_stream);
     CU_add_test(s, "a fork leaves the parent's stream whole",
                 test_fork_leaves_parent_stream);
+    CU_add_test(s, "exit leaves a host's writer alone",
+                test_exit_leaves_api_profile);
+    CU_add_test(s, "exit on another thread leaves the stream",
+                test_exit_on_another_thread);
     CU_add_test(s, "a host's own signal handler is kept",
                 test_host_signal_kept);
     return test_run_all();

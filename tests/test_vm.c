@@ -671,8 +671,8 @@ static int serve_vms(int lfd, struct conn *c, int n, int ms)
 
 /* fork.lua's lines: allocations before the fork, in the child, after it. */
 #define FORK_BEFORE "fork.lua:18"
-#define FORK_CHILD  "fork.lua:21"
-#define FORK_AFTER  "fork.lua:27"
+#define FORK_CHILD  "fork.lua:22"
+#define FORK_AFTER  "fork.lua:28"
 
 /* Allocation counts at fork.lua's three lines. */
 static void expect_fork_counts(const struct lm_state *s, uint64_t before,
@@ -715,6 +715,27 @@ static void test_fork_while_streaming(void)
     lm_profile_free(&p);
     free(c[0].buf);
     free(c[1].buf);
+}
+
+/* A child that execs at once (spawning through the FFI) opens no session:
+ * it starts its own only after a thousand bytecodes. */
+static void test_fork_and_exec(void)
+{
+    char path[512];
+    int lfd = listen_at("fork_exec.sock", path, sizeof(path));
+    struct conn c[1];
+    struct lm_profile p;
+    struct pollfd more = {.fd = lfd, .events = POLLIN};
+
+    pid_t pid = spawn("fork_exec", NULL, path);
+    CU_ASSERT_EQUAL_FATAL(serve_vms(lfd, c, 1, 10000), 1);
+    expect_exit_output(pid, "fork_exec", "parent\ttrue\n");
+    CU_ASSERT_EQUAL(poll(&more, 1, 0), 0); /* no other connection */
+    close(lfd);
+    CU_ASSERT_EQUAL(c[0].pid, pid);
+    CU_ASSERT_EQUAL(decode_session(c[0].buf, c[0].len, &p), 0);
+    lm_profile_free(&p);
+    free(c[0].buf);
 }
 
 /* A fork while profiling to a file: the child stops, and the file holds
@@ -777,6 +798,7 @@ int main(void)
     CU_add_test(s, "FIFO reader gone", test_fifo_reader_gone);
     CU_add_test(s, "exit while streaming", test_exit_while_streaming);
     CU_add_test(s, "fork while streaming", test_fork_while_streaming);
+    CU_add_test(s, "fork and exec", test_fork_and_exec);
     CU_add_test(s, "fork while writing a file", test_fork_while_writing_a_file);
     CU_add_test(s, "attach and detach by signal", test_attach_and_detach);
     CU_add_test(s, "agent disabled", test_agent_disabled);

@@ -149,6 +149,24 @@ static void sink_stop(void *ctx, const MemprofResult *res)
   free(sk);
 }
 
+/* At exit, the last writes wait for the reader at most EXIT_STALL_MS (or
+** the profile's own bound, if shorter): a stopped ljmpd must not keep a
+** program that ends from ending. */
+#define EXIT_STALL_MS 1000
+
+static void sink_at_exit(void *ctx)
+{
+  Sink *sk = (Sink *)ctx;
+  if (sk->max_stall_ms > 0 && sk->max_stall_ms <= EXIT_STALL_MS) return;
+  sk->max_stall_ms = EXIT_STALL_MS;
+  if (sk->is_socket) {
+    struct timeval tv;
+    tv.tv_sec = EXIT_STALL_MS / 1000;
+    tv.tv_usec = (EXIT_STALL_MS % 1000) * 1000;
+    setsockopt(sk->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+}
+
 static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
 {
   MemprofOptions opt;
@@ -156,6 +174,7 @@ static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
   opt.write = sink_write;
   opt.ctx = sk;
   opt.on_stop = sink_stop;
+  opt.at_exit = sink_at_exit;
   sk->L = mainthread(G(L));
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
   if (r == LJ_MEMPROF_OK) {
@@ -318,9 +337,9 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   }
 }
 
-/* Arms the one-shot hook that serves agent.request: from a signal
-** handler, or in a forked child. */
-static void agent_arm(lua_State *L)
+/* Arms the one-shot hook that serves agent.request (mask and count as
+** lua_sethook takes them): from a signal handler, or in a forked child. */
+static void agent_arm(lua_State *L, int mask, int count)
 {
   /* Armed unless our hook is in place: a hook the program set meanwhile
   ** (or a lost trigger) must not leave the agent deaf for good. */
@@ -329,7 +348,7 @@ static void agent_arm(lua_State *L)
     agent.saved_mask = lua_gethookmask(L);
     agent.saved_count = lua_gethookcount(L);
     /* lua_sethook is the one VM call meant to be made asynchronously. */
-    lua_sethook(L, agent_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    lua_sethook(L, agent_hook, mask, count);
   }
 }
 
@@ -342,24 +361,29 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
   if (L == NULL || (req != LJMP_REQ_ATTACH && req != LJMP_REQ_DETACH))
     return;
   agent.request = req;
-  agent_arm(L);
+  agent_arm(L, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 /*
 ** A child forked while its parent streamed to a socket is a process of
 ** its own (an nginx worker forked by a master that LJMP_SOCKET profiles):
 ** ljmpd should see it as one, with SO_PEERCRED naming it.  Its copy of
-** the parent's profile has ended without a write; it connects anew at
-** its next safe point, as an attach would, whether or not the agent's
-** signal handler is installed.  Runs in pthread_atfork's child handler.
+** the parent's profile has ended without a write; it connects anew, as
+** an attach would, whether or not the agent's signal handler is
+** installed, once it has run FOLLOW_AFTER_INS bytecodes: a child that
+** only builds an argument list and execs (through the FFI) opens no
+** session, and one that starts a profile of its own at once keeps it.
+** Runs in pthread_atfork's child handler.
 */
+#define FOLLOW_AFTER_INS 1000
+
 static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
 {
   if (L == NULL) return;
   strcpy(agent.follow, path);
   agent.follow_stall_ms = max_stall_ms;
   agent.request = REQ_FOLLOW_FORK;
-  agent_arm(L);
+  agent_arm(L, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
 }
 
 /* Where attach connects: $LJMP_INGEST, else ljmpd's default socket. */
@@ -476,6 +500,7 @@ LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
   opt.write = api_write;
   opt.ctx = a;
   opt.on_stop = api_stop;
+  opt.at_exit = NULL;  /* the host's writer may be gone by then */
   return api_result(lj_memprof_start(L, &opt));  /* api_stop frees a */
 }
 

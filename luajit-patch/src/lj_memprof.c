@@ -80,6 +80,7 @@ typedef struct Memprof {
   uint32_t fast_left;
   uint64_t events, stream_bytes;
   uint64_t flushed_ns;  /* When the buffer was last written out. */
+  pthread_t owner;  /* The thread that started it. */
 } Memprof;
 
 static Memprof memprof;
@@ -573,6 +574,31 @@ int lj_memprof_error(void)
   return memprof.g != NULL ? memprof.err : memprof.last_err;
 }
 
+/* Gives the VM its allocator back (a host that installed its own
+** meanwhile keeps it): no more events. */
+static void memprof_detach(Memprof *mp)
+{
+  global_State *g = mp->g;
+  if (g->allocf == memprof_wrapper()) {
+    g->allocf = mp->allocf;
+    g->allocd = mp->allocd;
+  }
+  mp->g = NULL;
+  mp->fast_left = 0;
+}
+
+/* Frees the buffer and tells the writer how the stream ended. */
+static void memprof_release(Memprof *mp, int err)
+{
+  MemprofResult res;
+  free(mp->buf);
+  mp->buf = NULL;
+  res.events = mp->events;
+  res.stream_bytes = mp->stream_bytes;
+  res.err = err;
+  if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx, &res);
+}
+
 /*
 ** A child forked while profiling holds a copy of the profile, writer
 ** and file descriptor included: its events would interleave with its
@@ -585,22 +611,10 @@ int lj_memprof_error(void)
 static void memprof_forked(void)
 {
   Memprof *mp = &memprof;
-  global_State *g = mp->g;
-  MemprofResult res;
-  if (g == NULL) return;
-  if (g->allocf == memprof_wrapper()) {
-    g->allocf = mp->allocf;
-    g->allocd = mp->allocd;
-  }
-  mp->g = NULL;
-  mp->fast_left = 0;
+  if (mp->g == NULL) return;
+  memprof_detach(mp);
   mp->last_err = 0;
-  free(mp->buf);
-  mp->buf = NULL;
-  res.events = mp->events;
-  res.stream_bytes = mp->stream_bytes;
-  res.err = ECHILD;
-  if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx, &res);
+  memprof_release(mp, ECHILD);
 }
 
 static int memprof_finish(Memprof *mp);
@@ -609,12 +623,21 @@ static int memprof_finish(Memprof *mp);
 ** A program that exits without stopping the profile (os.exit() without
 ** its close flag, exit() from C) would leave its last buffer unwritten
 ** and its stream without an end: ljmpd would call the session truncated.
-** The stream is ended at exit instead; only the profiler's own state and
-** writer are touched, not the Lua heap.
+** The stream is ended at exit instead, for writers that say how
+** (MemprofOptions.at_exit: a socket's bounds its wait for the reader);
+** only the profiler's own state and writer are touched, not the Lua heap.
 */
 static void memprof_exiting(void)
 {
-  if (memprof.g != NULL) memprof_finish(&memprof);
+  Memprof *mp = &memprof;
+  /* Only a writer that asks for it (not a host's, whose state may be gone
+  ** by now), and only on the thread that started the profile: exit() on
+  ** another would race with the VM's own thread inside the allocator. */
+  if (mp->g == NULL || mp->opt.at_exit == NULL ||
+      !pthread_equal(mp->owner, pthread_self()))
+    return;
+  mp->opt.at_exit(mp->opt.ctx);
+  memprof_finish(mp);
 }
 
 /* The process-wide handlers, once: at fork and at exit. */
@@ -645,6 +668,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
     return LJ_MEMPROF_ERRMEM;
   }
   mp->opt = *opt;
+  mp->owner = pthread_self();
   mp->pos = 0;
   mp->err = 0;
   mp->moving = 0;
@@ -673,26 +697,13 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
 /* Ends the stream: the epilogue, the last flush, the allocator back. */
 static int memprof_finish(Memprof *mp)
 {
-  global_State *g = mp->g;
-  MemprofResult res;
   int e;
-  /* A host that installed its own allocator meanwhile keeps it. */
-  if (g->allocf == memprof_wrapper()) {
-    g->allocf = mp->allocf;
-    g->allocd = mp->allocd;
-  }
-  mp->g = NULL;
-  mp->fast_left = 0;
+  memprof_detach(mp);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, HDR_FINAL);
   mp_flush(mp);
   e = mp->last_err = mp->err;
-  free(mp->buf);
-  mp->buf = NULL;
-  res.events = mp->events;
-  res.stream_bytes = mp->stream_bytes;
-  res.err = e;
-  if (mp->opt.on_stop) mp->opt.on_stop(mp->opt.ctx, &res);
+  memprof_release(mp, e);
   if (e != 0) {
     errno = e;
     return LJ_MEMPROF_ERRIO;

@@ -39,6 +39,10 @@ typedef struct MemprofOptions {
   ** ECHILD, and nothing more may be written (the stream is the
   ** parent's). */
   void (*on_stop)(void *ctx, const MemprofResult *res);
+  /* If set, a profile still running at exit() (on the thread that
+  ** started it) is ended there as by stop(): this is called first, so
+  ** that the writer may bound what exit waits for. */
+  void (*at_exit)(void *ctx);
 } MemprofOptions;
 
 enum {

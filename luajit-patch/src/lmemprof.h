@@ -20,7 +20,8 @@ typedef int (*ljmp_memprof_writer)(void *ctx, const void *buf, size_t len);
 /* Called once when the stream ends; err is 0 or the writer's errno.  In
 ** a child forked while profiling it is called with ECHILD, in the child,
 ** from pthread_atfork's handler: the stream is the parent's, and nothing
-** more may be written to it. */
+** more may be written to it.  A profile still running at exit() is not
+** ended (neither the writer nor this is called then): stop it first. */
 typedef void (*ljmp_memprof_done)(void *ctx, int err);
 
 /* Results of the calls below. */

@@ -18,6 +18,7 @@ local before, after = new_tab(100, 0), new_tab(300, 0)
 for i = 1, 100 do before[i] = {} end -- the parent, before the fork
 local pid = ffi.C.fork()
 if pid == 0 then
+  for _ = 1, 2000 do end -- its session starts after a thousand bytecodes
   for i = 1, 200 do after[i] = {} end -- the child
   print("child", ffi.C.getpid(), misc.memprof.status())
   os.exit(0) -- without a stop: the stream ends at exit
