@@ -172,6 +172,7 @@ struct peer {
     int closing;          /* flush what is queued, then close */
     int throttled;        /* not reading: too much output queued */
     int eof;              /* the client sent all it will: close when idle */
+    int gone;             /* ... and closed for good: close once served */
     unsigned npending;    /* its record requests waiting for a process */
     unsigned nops;        /* its attach/detach requests waiting for a VM */
     unsigned nrecordings; /* recordings under way that answer to it */

@@ -312,25 +312,27 @@ static void peer_read(evutil_socket_t fd, short what, void *arg)
             return;
         }
         if (n == 0) {
-            /* A client gone for good frees what it held (a subscription,
-             * waits); one that is only done sending gets the answers to
-             * what it asked (waiting for any VM it asked about), then
-             * is closed. */
-            if (peer_hung_up(p)) {
-                peer_free(p);
-                return;
-            }
+            /* The client sent all it will.  Its requests are served all
+             * the same; then one that is only done sending gets the
+             * answers (waiting for any VM it asked about) and is closed,
+             * while one gone for good is closed at once, and what it
+             * held (a subscription, waits) freed. */
             p->eof = 1;
+            p->gone = peer_hung_up(p);
             event_del(p->rev);
         }
     }
     /* More whole requests than this turn's share: the rest next turn (or,
      * throttled, once the client has read its answers: peer_write). */
     int more = peer_frames(p, PEER_FRAMES_PER_CALL);
-    if (more == 1)
+    if (more == 1) {
         event_active(p->rev, EV_READ, 0);
-    else if (more == 0 && p->eof && !p->throttled)
-        peer_idle_check(p);
+    } else if (more == 0 && p->eof) {
+        if (p->gone)
+            peer_free(p); /* throttled: nobody reads those answers */
+        else if (!p->throttled)
+            peer_idle_check(p);
+    }
 }
 
 static void peer_write(evutil_socket_t fd, short what, void *arg)
