@@ -125,6 +125,9 @@ static void peer_close_after_flush(struct peer *p)
 int peer_send(struct peer *p, const Ljmp__Response *resp)
 {
     size_t n = protobuf_c_message_get_packed_size(&resp->base);
+
+    if (p->gone)
+        return 0; /* served all the same; nobody reads the answer */
     struct evbuffer_iovec v;
 
     if (n > LJMP_WIRE_MAX_FRAME) {
@@ -298,6 +301,36 @@ static int peer_hung_up(const struct peer *p)
     return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP);
 }
 
+/* Whether a whole request frame is waiting. */
+static int peer_has_frame(struct peer *p)
+{
+    uint8_t hdr[LJMP_WIRE_HEADER];
+
+    return evbuffer_copyout(p->in, hdr, sizeof(hdr)) == sizeof(hdr) &&
+           evbuffer_get_length(p->in) >=
+               LJMP_WIRE_HEADER + (size_t)ljmp_wire_get_len(hdr);
+}
+
+/*
+ * The client is gone for good (it hung up, or its socket broke).  What it
+ * sent is served all the same, in turns (a script may send a detach and
+ * close at once), its answers dropped; then it is closed, and what it
+ * held (a subscription, waits) freed.
+ */
+static void peer_lost(struct peer *p)
+{
+    if (p->closing || !peer_has_frame(p)) {
+        peer_free(p);
+        return;
+    }
+    p->eof = p->gone = 1;
+    p->throttled = 0;
+    evbuffer_drain(p->out, evbuffer_get_length(p->out));
+    event_del(p->wev);
+    event_del(p->rev);
+    event_active(p->rev, EV_READ, 0);
+}
+
 static void peer_read(evutil_socket_t fd, short what, void *arg)
 {
     struct peer *p = arg;
@@ -307,18 +340,15 @@ static void peer_read(evutil_socket_t fd, short what, void *arg)
     if (!p->eof && evbuffer_get_length(p->in) <=
                        LJMP_WIRE_HEADER + LJMP_WIRE_MAX_REQUEST) {
         ssize_t n = peer_recv(p);
-        if (n < 0 && errno != EINTR && errno != EAGAIN) {
-            peer_free(p);
+        if ((n < 0 && errno != EINTR && errno != EAGAIN) ||
+            (n == 0 && peer_hung_up(p))) {
+            peer_lost(p);
             return;
         }
         if (n == 0) {
-            /* The client sent all it will.  Its requests are served all
-             * the same; then one that is only done sending gets the
-             * answers (waiting for any VM it asked about) and is closed,
-             * while one gone for good is closed at once, and what it
-             * held (a subscription, waits) freed. */
+            /* Done sending: it gets the answers to what it asked
+             * (waiting for any VM it asked about), then is closed. */
             p->eof = 1;
-            p->gone = peer_hung_up(p);
             event_del(p->rev);
         }
     }
@@ -329,7 +359,7 @@ static void peer_read(evutil_socket_t fd, short what, void *arg)
         event_active(p->rev, EV_READ, 0);
     } else if (more == 0 && p->eof) {
         if (p->gone)
-            peer_free(p); /* throttled: nobody reads those answers */
+            peer_free(p);
         else if (!p->throttled)
             peer_idle_check(p);
     }
@@ -341,7 +371,7 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
 
     (void)what;
     if (evbuffer_write(p->out, fd) < 0 && errno != EAGAIN && errno != EINTR) {
-        peer_free(p);
+        peer_lost(p);
         return;
     }
     if (evbuffer_get_length(p->out) == 0) {

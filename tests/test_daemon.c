@@ -1311,6 +1311,32 @@ static void test_half_close_gets_every_answer(void)
     conn_close(&c);
 }
 
+/* A client that sends requests and closes at once still has them all
+ * served (their answers go nowhere): more than ljmpd takes in a turn. */
+static void test_hang_up_after_requests(void)
+{
+    enum { N = 40 };
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SnapshotRequest sr = LJMP__SNAPSHOT_REQUEST__INIT;
+    size_t sent = offsetof(Ljmp__DaemonCounters, snapshots_sent), len;
+
+    req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
+    req.snapshot = &sr;
+    uint8_t *frame = ljmp_wire_pack(&req.base, &len);
+    uint8_t many[N * 64];
+    CU_ASSERT_FATAL(len <= 64);
+    for (int i = 0; i < N; i++)
+        memcpy(many + i * len, frame, len);
+    free(frame);
+    uint64_t before = daemon_counter(sent);
+    int fd = connect_unix(control_path);
+    CU_ASSERT_EQUAL(write(fd, many, N * len), (ssize_t)(N * len));
+    close(fd);
+    /* The counter's own snapshot requests are lists: not counted. */
+    CU_ASSERT_TRUE(wait_counter(sent, before + N));
+    CU_ASSERT_EQUAL(daemon_counter(sent), before + N);
+}
+
 /* A subscriber that closes for good is forgotten at once, whatever its
  * interval (at most an hour). */
 static void test_closed_subscriber_forgotten(void)
@@ -1770,6 +1796,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "request flood", test_request_flood);
     CU_add_test(s, "a half-close gets every answer",
                 test_half_close_gets_every_answer);
+    CU_add_test(s, "a hang-up after requests", test_hang_up_after_requests);
     CU_add_test(s, "a closed subscriber is forgotten",
                 test_closed_subscriber_forgotten);
     CU_add_test(s, "record refusals", test_record_refusals);
