@@ -64,6 +64,20 @@ static uint64_t allocs_named(const struct lm_state *s, const char *name)
     return n;
 }
 
+/* Stops L's profile and closes L: done() was called once, cleanly, and
+ * the capture holds a whole stream, decoded into p (the caller frees
+ * it). */
+static void stop_and_decode(lua_State *L, struct capture *c,
+                            struct lm_profile *p)
+{
+    CU_ASSERT_EQUAL(ljmp_memprof_stop(L), LJMP_MEMPROF_OK);
+    CU_ASSERT_EQUAL(c->done_calls, 1);
+    CU_ASSERT_EQUAL(c->done_err, 0);
+    lua_close(L);
+    lm_profile_init(p, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_profile_feed(p, c->buf.data, c->buf.len, NULL), LM_DONE);
+}
+
 static void test_writer_api(void)
 {
     static const char code[] = "local t = {}\n"
@@ -86,13 +100,7 @@ static void test_writer_api(void)
     CU_ASSERT_EQUAL(luaL_loadbuffer(L, code, sizeof(code) - 1, "embedded"), 0);
     CU_ASSERT_EQUAL(lua_pcall(L, 0, 1, 0), 0);
     CU_ASSERT_EQUAL(lua_tointeger(L, -1), 50);
-    CU_ASSERT_EQUAL(ljmp_memprof_stop(L), LJMP_MEMPROF_OK);
-    CU_ASSERT_EQUAL(c.done_calls, 1);
-    CU_ASSERT_EQUAL(c.done_err, 0);
-    lua_close(L);
-
-    lm_profile_init(&p, NULL, NULL);
-    CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf.data, c.buf.len, NULL), LM_DONE);
+    stop_and_decode(L, &c, &p);
     /* The loop's tables, in the interpreter or on a trace of it. */
     CU_ASSERT(allocs_named(&p.state, "embedded:2") >= 1);
     CU_ASSERT(p.state.totals.alloc_events >= 50);
@@ -167,12 +175,7 @@ static void test_fork_leaves_parent_stream(void)
     CU_ASSERT_EQUAL(c.done_calls, 0);
     CU_ASSERT_EQUAL(luaL_dostring(L, "y = {} for i = 1, 10 do y[i] = {} end"),
                     0);
-    CU_ASSERT_EQUAL(ljmp_memprof_stop(L), LJMP_MEMPROF_OK);
-    CU_ASSERT_EQUAL(c.done_calls, 1);
-    CU_ASSERT_EQUAL(c.done_err, 0);
-    lua_close(L);
-    lm_profile_init(&p, NULL, NULL);
-    CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf.data, c.buf.len, NULL), LM_DONE);
+    stop_and_decode(L, &c, &p);
     lm_profile_free(&p);
     lm_buf_free(&c.buf);
 }
