@@ -311,23 +311,31 @@ static int peer_has_frame(struct peer *p)
                LJMP_WIRE_HEADER + (size_t)ljmp_wire_get_len(hdr);
 }
 
-/*
- * The client is gone for good (it hung up, or its socket broke).  What it
- * sent is served all the same, in turns (a script may send a detach and
- * close at once), its answers dropped; then it is closed, and what it
- * held (a subscription, waits) freed.
- */
-static void peer_lost(struct peer *p)
+/* The client is gone for good: its answers would go nowhere, so they
+ * are dropped, and no more are queued (peer_send). */
+static void peer_mark_gone(struct peer *p)
 {
-    if (p->closing || !peer_has_frame(p)) {
-        peer_free(p);
-        return;
-    }
-    p->eof = p->gone = 1;
+    p->gone = 1;
     p->throttled = 0;
     evbuffer_drain(p->out, evbuffer_get_length(p->out));
     event_del(p->wev);
-    event_del(p->rev);
+}
+
+/*
+ * The client is gone for good (it hung up, or its socket broke).  What it
+ * sent is served all the same, in turns (a script may send a detach and
+ * close at once): ljmpd reads on to the end of it, then the peer is
+ * closed, and what it held (a subscription, waits) freed.
+ */
+static void peer_lost(struct peer *p)
+{
+    if (p->closing) {
+        peer_free(p);
+        return;
+    }
+    peer_mark_gone(p);
+    if (!p->eof)
+        event_add(p->rev, NULL);
     event_active(p->rev, EV_READ, 0);
 }
 
@@ -340,16 +348,14 @@ static void peer_read(evutil_socket_t fd, short what, void *arg)
     if (!p->eof && evbuffer_get_length(p->in) <=
                        LJMP_WIRE_HEADER + LJMP_WIRE_MAX_REQUEST) {
         ssize_t n = peer_recv(p);
-        if ((n < 0 && errno != EINTR && errno != EAGAIN) ||
-            (n == 0 && peer_hung_up(p))) {
-            peer_lost(p);
-            return;
-        }
-        if (n == 0) {
-            /* Done sending: it gets the answers to what it asked
-             * (waiting for any VM it asked about), then is closed. */
+        if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) {
+            /* The end of what the client sent, or its socket broke.  One
+             * only done sending gets its answers (waiting for any VM it
+             * asked about), then is closed. */
             p->eof = 1;
             event_del(p->rev);
+            if (!p->gone && (n < 0 || peer_hung_up(p)))
+                peer_mark_gone(p);
         }
     }
     /* More whole requests than this turn's share: the rest next turn (or,
@@ -403,6 +409,12 @@ void peer_close_idle(struct server *srv, uint64_t now)
 
     for (p = TAILQ_FIRST(&srv->peers); p != NULL; p = next) {
         next = TAILQ_NEXT(p, link);
+        /* One that was done sending may have hung up since: no read event
+         * watches it any more. */
+        if (p->eof && !p->gone && !p->closing && peer_hung_up(p)) {
+            peer_lost(p);
+            continue;
+        }
         if (p->closing || peer_waits(p) ||
             now - p->active_ms < (uint64_t)srv->cfg.client_idle_s * 1000)
             continue;
@@ -419,7 +431,8 @@ void peer_close_idle(struct server *srv, uint64_t now)
 
 void peer_idle_check(struct peer *p)
 {
-    if (p->eof && !p->closing && !peer_waits(p))
+    /* Frames still waiting are served first: peer_read closes it then. */
+    if (p->eof && !p->closing && !peer_waits(p) && !peer_has_frame(p))
         peer_close_after_flush(p);
 }
 
