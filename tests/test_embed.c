@@ -2,11 +2,14 @@
  * into its own writer, and the core library reads what it wrote. */
 #include <CUnit/Basic.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -279,6 +282,49 @@ static void test_exit_on_another_thread(void)
     lm_profile_free(&p);
 }
 
+/*
+ * An attach signalled to a VM that runs no Lua waits for its next safe
+ * point; a child forked meanwhile does not inherit it (ljmpd asked for
+ * the parent), while the parent still attaches.
+ */
+static void test_fork_drops_pending_attach(void)
+{
+    char path[256];
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0), st;
+    struct pollfd came = {.fd = lfd, .events = POLLIN};
+    union sigval v = {.sival_int = LJMP_REQ_ATTACH};
+
+    CU_ASSERT_FATAL(snprintf(path, sizeof(sa.sun_path), "%s/agent.sock",
+                             test_dir) < (int)sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    CU_ASSERT_FATAL(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CU_ASSERT_FATAL(listen(lfd, 4) == 0);
+    setenv("LJMP_INGEST", path, 1); /* read as the agent is installed */
+    lua_State *L = luaL_newstate();
+    unsetenv("LJMP_INGEST");
+    luaL_openlibs(L);
+    CU_ASSERT_FATAL(
+        sigqueue(getpid(), SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, v) == 0);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(luaL_dostring(L, "local n = 0 for i = 1, 100 do n = n + i end"));
+    CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_EQUAL(poll(&came, 1, 0), 0); /* no connection from the child */
+    /* The parent's request is still there: it attaches at its next Lua. */
+    uint8_t ack = LJMP_HELLO_ACK;
+    CU_ASSERT_EQUAL(luaL_dostring(L, "x = 1"), 0);
+    int fd = accept(lfd, NULL, NULL);
+    CU_ASSERT(fd >= 0);
+    if (fd >= 0) {
+        CU_ASSERT_EQUAL(send(fd, &ack, 1, MSG_NOSIGNAL), 1);
+        close(fd);
+    }
+    lua_close(L);
+    close(lfd);
+}
+
 static void host_handler(int sig)
 {
     (void)sig;
@@ -314,6 +360,8 @@ int main(void)
                 test_exit_leaves_api_profile);
     CU_add_test(s, "exit on another thread leaves the stream",
                 test_exit_on_another_thread);
+    CU_add_test(s, "a fork drops a pending attach",
+                test_fork_drops_pending_attach);
     CU_add_test(s, "a host's own signal handler is kept",
                 test_host_signal_kept);
     return test_run_all();

@@ -399,8 +399,19 @@ static void agent_ingest_path(char *out, size_t len)
     snprintf(out, len, "/run/ljmp/ingest.sock");
 }
 
+/* A request signalled to the parent is not its child's: a child forked
+** while one waits for a safe point drops it (the parent still serves
+** it).  A request to follow a profile (follow_fork, from the profiler's
+** own fork handler) is the child's, and stays, whichever runs first. */
+static void agent_forked(void)
+{
+  if (agent.request == LJMP_REQ_ATTACH || agent.request == LJMP_REQ_DETACH)
+    agent.request = 0;
+}
+
 static void agent_install(lua_State *L)
 {
+  static int fork_handled;
   const char *on = getenv("LJMP_AGENT");
   const char *sig = getenv("LJMP_SIGNAL");
   const char *stall = getenv("LJMP_MAX_STALL_MS");
@@ -425,6 +436,8 @@ static void agent_install(lua_State *L)
   sigaddset(&sa.sa_mask, SIGPROF);  /* jit.profile arms hooks too */
   agent.L = mainthread(G(L));
   if (sigaction(agent.sig, &sa, NULL) != 0) agent.L = NULL;
+  else if (!fork_handled)
+    fork_handled = pthread_atfork(NULL, NULL, agent_forked) == 0;
 }
 
 void lj_ljmp_vm_closing(global_State *g)
