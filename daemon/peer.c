@@ -124,10 +124,9 @@ static void peer_close_after_flush(struct peer *p)
 
 int peer_send(struct peer *p, const Ljmp__Response *resp)
 {
-    size_t n = protobuf_c_message_get_packed_size(&resp->base);
-
     if (p->gone)
         return 0; /* served all the same; nobody reads the answer */
+    size_t n = protobuf_c_message_get_packed_size(&resp->base);
     struct evbuffer_iovec v;
 
     if (n > LJMP_WIRE_MAX_FRAME) {

@@ -680,10 +680,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp_flush(mp);
   if (mp->err != 0) {
     int e = mp->err;
-    free(mp->buf);
-    mp->buf = NULL;
-    res.err = e;
-    if (opt->on_stop) opt->on_stop(opt->ctx, &res);
+    memprof_release(mp, e);  /* Nothing was written: no events, no bytes. */
     errno = e;
     return LJ_MEMPROF_ERRIO;
   }
