@@ -314,20 +314,34 @@ static void expect_exit_output(pid_t pid, const char *script, const char *want)
     free(out);
 }
 
+/* Connections that VMs make to one listener, read as they come. */
+struct conn {
+    int fd;
+    pid_t pid; /* SO_PEERCRED */
+    uint8_t *buf;
+    size_t len, cap;
+};
+
+/* One read into c, its buffer grown as needed; whether bytes came. */
+static int read_some(struct conn *c)
+{
+    if (c->len == c->cap)
+        c->buf = realloc(c->buf, c->cap = c->cap ? 2 * c->cap : 1 << 16);
+    ssize_t n = read(c->fd, c->buf + c->len, c->cap - c->len);
+    if (n > 0)
+        c->len += (size_t)n;
+    return n > 0;
+}
+
 /* Reads a connection to its end. */
 static uint8_t *read_all(int fd, size_t *len)
 {
-    size_t cap = 1 << 16;
-    uint8_t *buf = malloc(cap);
-    ssize_t n;
+    struct conn c = {.fd = fd};
 
-    *len = 0;
-    while ((n = read(fd, buf + *len, cap - *len)) > 0) {
-        *len += (size_t)n;
-        if (*len == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    return buf;
+    while (read_some(&c))
+        ;
+    *len = c.len;
+    return c.buf;
 }
 
 /*
@@ -607,24 +621,6 @@ static void test_socket_stall_bound(void)
                        "false\tResource temporarily unavailable\t11\n");
     close(cfd);
     close(lfd);
-}
-
-/* Connections that VMs make to one listener, read as they come. */
-struct conn {
-    int fd;
-    pid_t pid; /* SO_PEERCRED */
-    uint8_t *buf;
-    size_t len, cap;
-};
-
-static int read_some(struct conn *c)
-{
-    if (c->len == c->cap)
-        c->buf = realloc(c->buf, c->cap = c->cap ? 2 * c->cap : 1 << 16);
-    ssize_t n = read(c->fd, c->buf + c->len, c->cap - c->len);
-    if (n > 0)
-        c->len += (size_t)n;
-    return n > 0;
 }
 
 /* Accepts up to n connections on lfd, answers their hellos as ljmpd does
