@@ -82,7 +82,7 @@ static void insert_new(struct lm_heap_shard *s, uint64_t h,
 }
 
 /* Rebuilds a shard with cap slots. */
-static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
+static int rebuild(struct lm_heap_shard *s, uint32_t cap)
 {
     struct lm_heap_shard old = *s;
 
@@ -99,7 +99,7 @@ static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
     s->limit = cap / 4 * 3;
     for (uint32_t i = 0; i < old.cap; i++)
         if (old.ctrl[i] < LM_HEAP_EMPTY)
-            insert_new(s, lm_heap_hash(m, old.slots[i].addr), &old.slots[i]);
+            insert_new(s, old.slots[i].key, &old.slots[i]);
     shard_release(&old);
     return 0;
 }
@@ -108,7 +108,7 @@ static int rebuild(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
  * Makes room for one more block: grows by a quarter when 3/4 are live,
  * so that the load stays between 0.6 and 0.75 (19 to 28 bytes a block).
  */
-static int make_room(struct lm_heapmap *m, struct lm_heap_shard *s)
+static int make_room(struct lm_heap_shard *s)
 {
     uint32_t cap = s->cap;
 
@@ -119,13 +119,13 @@ static int make_room(struct lm_heapmap *m, struct lm_heap_shard *s)
     else
         cap =
             (cap + cap / 4 + LM_HEAP_GROUP - 1) / LM_HEAP_GROUP * LM_HEAP_GROUP;
-    return rebuild(m, s, cap);
+    return rebuild(s, cap);
 }
 
 int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
                         uint64_t h, const struct lm_heap_slot *in)
 {
-    if (make_room(m, s) != 0)
+    if (make_room(s) != 0)
         return -1;
     insert_new(s, h, in);
     m->count++;
@@ -146,15 +146,15 @@ int lm_heap_absorb(struct lm_heapmap *dst, struct lm_heapmap *src)
         /* Grown once to the final size, not by quarters: each growth
          * would move every block again. */
         if (d->count + s->count > d->limit &&
-            rebuild(dst, d, cap_for(d->count + s->count)) != 0)
+            rebuild(d, cap_for(d->count + s->count)) != 0)
             return -1;
         for (uint32_t i = 0; i < s->cap; i++) {
             const struct lm_heap_slot *b = &s->slots[i];
             struct lm_block old;
             if (s->ctrl[i] >= LM_HEAP_EMPTY)
                 continue;
-            if (lm_heap_put(dst, b->addr, (struct lm_block){b->size, b->loc},
-                            &old) < 0)
+            if (lm_heap_put_hashed(
+                    dst, b->key, (struct lm_block){b->size, b->loc}, &old) < 0)
                 return -1;
         }
         /* Freed as it goes: the two maps together hold little more than

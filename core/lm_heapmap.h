@@ -15,8 +15,11 @@
  * control byte per slot (empty, or 7 bits of the hash) lets one compare
  * test a whole group (see lm_heap_match_tag), so a look-up touches one
  * control word and, nearly always, one slot.  Slots are 16 bytes
- * (address, size, location), 17 bytes with the control byte.  Groups
- * are probed linearly.
+ * (key, size, location), 17 bytes with the control byte.  Groups are
+ * probed linearly.  A block's key is its address's hash, which is a
+ * bijection (see lm_heap_hash): equal keys are equal addresses, so the
+ * map never needs the address itself, and an operation handed between
+ * threads carries the key alone.
  *
  * Each group also counts the blocks that hash to it but live in a later
  * group, because it was full when they came (after folly's F14): a
@@ -39,7 +42,7 @@
 #define LM_HEAP_GROUP      8
 
 struct lm_heap_slot {
-    uint64_t addr;
+    uint64_t key; /* lm_heap_hash() of the block's address */
     uint32_t size;
     uint32_t loc;
 };
@@ -64,9 +67,17 @@ struct lm_block {
     uint32_t loc;
 };
 
+/* A block's key.  lm_mix64 is invertible (xor-shifts and odd multipliers),
+ * so distinct addresses never share a key. */
 static inline uint64_t lm_heap_hash(const struct lm_heapmap *m, uint64_t addr)
 {
     return lm_mix64(addr ^ m->seed);
+}
+
+/* The address whose key is h. */
+static inline uint64_t lm_heap_addr(const struct lm_heapmap *m, uint64_t h)
+{
+    return lm_unmix64(h) ^ m->seed;
 }
 
 static inline struct lm_heap_shard *lm_heap_shard_of(struct lm_heapmap *m,
@@ -206,15 +217,15 @@ static inline uint8_t *lm_heap_over_of(const struct lm_heap_shard *s,
 }
 
 /*
- * The probe: index of addr's slot, or UINT32_MAX; with free_at, also the
- * first empty slot of the home group, where a new block would go
- * (UINT32_MAX if the group is full), so that a put probes once, not
- * twice.  Inlined with free_at constant, so a plain look-up pays nothing
- * for it.
+ * The probe: index of the slot holding key, or UINT32_MAX; with
+ * free_at, also the first empty slot of the home group, where a new
+ * block would go (UINT32_MAX if the group is full), so that a put probes
+ * once, not twice.  Inlined with free_at constant, so a plain look-up
+ * pays nothing for it.
  */
 static inline __attribute__((always_inline)) uint32_t
 lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
-              uint64_t addr, uint32_t *free_at)
+              uint64_t key, uint32_t *free_at)
 {
     uint32_t i = home;
 
@@ -226,7 +237,7 @@ lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
         lm_heap_group_t g = lm_heap_group(s->ctrl + i);
         for (uint32_t m = lm_heap_match_tag(g, tag); m != 0; m &= m - 1) {
             uint32_t j = i + lm_heap_first(m);
-            if (s->slots[j].addr == addr)
+            if (s->slots[j].key == key)
                 return j;
         }
         if (*lm_heap_over_of(s, i) == 0)
@@ -256,21 +267,21 @@ int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
                         uint64_t h, const struct lm_heap_slot *in);
 
 /*
- * Stores a block at addr (non-zero), whose hash is h = lm_heap_hash(m,
- * addr).  Returns 1 if a block was already recorded there (returned in
- * *old, replaced), 0 if not, -1 when out of memory.
+ * Stores a block whose key is h = lm_heap_hash(m, addr) (addr non-zero).
+ * Returns 1 if a block was already recorded there (returned in *old,
+ * replaced), 0 if not, -1 when out of memory.
  */
 static inline __attribute__((always_inline)) int
-lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                   struct lm_block blk, struct lm_block *old)
+lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, struct lm_block blk,
+                   struct lm_block *old)
 {
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
-    struct lm_heap_slot in = {addr, blk.size, blk.loc};
+    struct lm_heap_slot in = {h, blk.size, blk.loc};
     uint32_t free_at = UINT32_MAX;
 
     if (s->cap != 0) {
-        uint32_t j = lm_heap_probe(s, lm_heap_home(s, h), lm_heap_tag(h), addr,
-                                   &free_at);
+        uint32_t j =
+            lm_heap_probe(s, lm_heap_home(s, h), lm_heap_tag(h), h, &free_at);
         if (j != UINT32_MAX) {
             old->size = s->slots[j].size;
             old->loc = s->slots[j].loc;
@@ -291,8 +302,8 @@ lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
  * stale), or UINT32_MAX.
  */
 static inline __attribute__((always_inline)) int
-lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
-                    uint32_t hint, struct lm_block *blk)
+lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint32_t hint,
+                    struct lm_block *blk)
 {
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
     uint32_t j = hint;
@@ -300,9 +311,9 @@ lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
     if (s->cap == 0)
         return 0;
     uint32_t home = lm_heap_home(s, h);
-    /* Addresses are unique: a full slot holding addr is the block's. */
-    if (j >= s->cap || s->ctrl[j] >= LM_HEAP_EMPTY || s->slots[j].addr != addr)
-        j = lm_heap_probe(s, home, lm_heap_tag(h), addr, NULL);
+    /* Keys are unique: a full slot holding h is the block's. */
+    if (j >= s->cap || s->ctrl[j] >= LM_HEAP_EMPTY || s->slots[j].key != h)
+        j = lm_heap_probe(s, home, lm_heap_tag(h), h, NULL);
     if (j == UINT32_MAX)
         return 0;
     blk->size = s->slots[j].size;
@@ -318,15 +329,14 @@ lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint64_t addr,
 /* Looks a block up without removing it: 1, *blk and its slot in *where if
  * it is there. */
 static inline int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h,
-                                      uint64_t addr, struct lm_block *blk,
-                                      uint32_t *where)
+                                      struct lm_block *blk, uint32_t *where)
 {
     const struct lm_heap_shard *s = &m->shard[h >> (64 - LM_HEAP_SHARD_BITS)];
     uint32_t j;
 
     if (s->cap == 0)
         return 0;
-    j = lm_heap_probe(s, lm_heap_home(s, h), lm_heap_tag(h), addr, NULL);
+    j = lm_heap_probe(s, lm_heap_home(s, h), lm_heap_tag(h), h, NULL);
     if (j == UINT32_MAX)
         return 0;
     blk->size = s->slots[j].size;
@@ -339,13 +349,13 @@ static inline int lm_heap_peek_hashed(const struct lm_heapmap *m, uint64_t h,
 static inline int lm_heap_put(struct lm_heapmap *m, uint64_t addr,
                               struct lm_block blk, struct lm_block *old)
 {
-    return lm_heap_put_hashed(m, lm_heap_hash(m, addr), addr, blk, old);
+    return lm_heap_put_hashed(m, lm_heap_hash(m, addr), blk, old);
 }
 
 static inline int lm_heap_take(struct lm_heapmap *m, uint64_t addr,
                                struct lm_block *blk)
 {
-    return lm_heap_take_hashed(m, lm_heap_hash(m, addr), addr, UINT32_MAX, blk);
+    return lm_heap_take_hashed(m, lm_heap_hash(m, addr), UINT32_MAX, blk);
 }
 
 /*

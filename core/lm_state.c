@@ -339,20 +339,14 @@ static HOT void unlink_block(struct lm_state *s, struct lm_block blk)
     s->totals.live_blocks--;
 }
 
-/* Records a new live block at naddr (hashed as h) for loc. */
-static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t naddr,
-                         uint64_t h, uint64_t nsize, const char **err)
+/* Records a new live block, whose address hashes to h, for loc. */
+static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t h,
+                         uint64_t nsize, const char **err)
 {
     struct lm_block old = {0, 0}; /* set when put returns 1 */
-    int r;
+    int r = lm_heap_put_hashed(&s->heap, h,
+                               (struct lm_block){(uint32_t)nsize, loc}, &old);
 
-    if (naddr == 0) {
-        /* A failed allocation: nothing became live. */
-        s->totals.failed_allocs++;
-        return 0;
-    }
-    r = lm_heap_put_hashed(&s->heap, h, naddr,
-                           (struct lm_block){(uint32_t)nsize, loc}, &old);
     if (r < 0) {
         *err = "out of memory";
         return -1;
@@ -378,14 +372,26 @@ struct plan {
     uint32_t oslot; /* where the old block was seen, or UINT32_MAX */
 };
 
-/* Releases the block at oaddr (planned in p) for a realloc/free site. */
+/* A new block at naddr, unless the allocation failed (address 0): then
+ * nothing became live. */
+static HOT int add_block_at(struct lm_state *s, uint32_t loc, uint64_t naddr,
+                            uint64_t h, uint64_t nsize, const char **err)
+{
+    if (naddr == 0) {
+        s->totals.failed_allocs++;
+        return 0;
+    }
+    return add_block(s, loc, h, nsize, err);
+}
+
+/* Releases the old block of p for a realloc/free site. */
 static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
-                             uint64_t oaddr, const struct plan *p,
-                             uint64_t nsize, const char **err)
+                             const struct plan *p, uint64_t nsize,
+                             const char **err)
 {
     struct lm_block blk;
 
-    if (!lm_heap_take_hashed(&s->heap, p->o, oaddr, p->oslot, &blk)) {
+    if (!lm_heap_take_hashed(&s->heap, p->o, p->oslot, &blk)) {
         /* Allocated before profiling started: no site to credit. */
         s->totals.unknown_frees++;
         return 0;
@@ -456,15 +462,15 @@ static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
     switch (r->kind) {
     case LM_REC_ALLOC:
         count_alloc(s, c, r->nsize);
-        return add_block(s, loc, r->naddr, h->n, r->nsize, err);
+        return add_block_at(s, loc, r->naddr, h->n, r->nsize, err);
     case LM_REC_FREE:
         count_free(s, c, r->osize);
-        return release_block(s, LM_EV_FREE, loc, r->oaddr, h, 0, err);
+        return release_block(s, LM_EV_FREE, loc, h, 0, err);
     default: /* LM_REC_REALLOC */
         count_realloc(s, c, r->osize, r->nsize);
-        if (release_block(s, LM_EV_REALLOC, loc, r->oaddr, h, r->nsize, err))
+        if (release_block(s, LM_EV_REALLOC, loc, h, r->nsize, err))
             return -1;
-        return add_block(s, loc, r->naddr, h->n, r->nsize, err);
+        return add_block_at(s, loc, r->naddr, h->n, r->nsize, err);
     }
 }
 
@@ -577,7 +583,7 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
     if (id != LM_NONE)
         prefetch_two_lines(&s->locs[id].c);
     if (r->kind != LM_REC_ALLOC &&
-        lm_heap_peek_hashed(&s->heap, p->o, r->oaddr, &blk, &p->oslot))
+        lm_heap_peek_hashed(&s->heap, p->o, &blk, &p->oslot))
         prefetch_two_lines(&s->locs[blk.loc]);
 }
 
@@ -777,14 +783,16 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
         count_event(s, r, &s->locs[loc].c);
         if (r->kind != LM_REC_ALLOC) {
             op = (struct lm_op){
-                r->oaddr, lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize,
-                loc, r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
+                lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, loc,
+                r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
             route_op(split, &op, mine, nmine, other, nother);
         }
-        if (r->kind != LM_REC_FREE) {
+        if (r->kind != LM_REC_FREE && r->naddr == 0) {
+            s->totals.failed_allocs++; /* nothing became live */
+        } else if (r->kind != LM_REC_FREE) {
             op = (struct lm_op){
-                r->naddr, lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize,
-                loc, r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
+                lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, loc,
+                r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
             route_op(split, &op, mine, nmine, other, nother);
         }
     }
@@ -817,12 +825,11 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
 
     switch (op->kind) {
     case LM_OP_FREE:
-        return release_block(s, LM_EV_FREE, op->loc, op->addr, &p, 0, err);
+        return release_block(s, LM_EV_FREE, op->loc, &p, 0, err);
     case LM_OP_REALLOC_OLD:
-        return release_block(s, LM_EV_REALLOC, op->loc, op->addr, &p, op->size,
-                             err);
+        return release_block(s, LM_EV_REALLOC, op->loc, &p, op->size, err);
     default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW */
-        return add_block(s, op->loc, op->addr, op->hash, op->size, err);
+        return add_block(s, op->loc, op->hash, op->size, err);
     }
 }
 
@@ -835,7 +842,7 @@ static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
 
     if (op->kind == LM_OP_ALLOC || op->kind == LM_OP_REALLOC_NEW)
         __builtin_prefetch(&s->locs[op->loc].c);
-    else if (lm_heap_peek_hashed(&s->heap, op->hash, op->addr, &blk, &slot))
+    else if (lm_heap_peek_hashed(&s->heap, op->hash, &blk, &slot))
         prefetch_two_lines(&s->locs[blk.loc]);
     return slot;
 }

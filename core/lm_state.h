@@ -173,14 +173,15 @@ enum lm_op_kind {
     LM_OP_REALLOC_NEW, /* a realloc's new block */
 };
 
+/* 16 bytes: the ring between the threads holds thousands of them. */
 struct lm_op {
-    uint64_t addr, hash; /* the block and its lm_heap_hash() */
+    uint64_t hash; /* the block's lm_heap_hash(), its key in a heap map */
     /* A new block's size; for LM_OP_REALLOC_OLD, the size of the block
      * that replaces it (a released block's own size is in the heap map);
      * unused for LM_OP_FREE. */
     uint32_t size;
-    uint32_t loc;  /* the event's location in the main state */
-    uint32_t kind; /* enum lm_op_kind */
+    uint32_t loc : 30; /* the event's location in the main state */
+    uint32_t kind : 2; /* enum lm_op_kind */
 };
 
 /* Operations one record can make at most. */
@@ -191,7 +192,8 @@ void lm_state_join(struct lm_state *part, const struct lm_state *s);
 
 /*
  * Applies the symbols of n records to s, counts their events at their
- * sites and splits them into operations: those on blocks whose hash's
+ * sites (and failed allocations, address 0, in its totals) and splits
+ * them into operations: those on blocks whose hash's
  * bits 32..47 are below `split` go to other (*nother of them), the rest
  * to mine (*nmine).  Each array has room for n * LM_OPS_PER_RECORD.  On
  * an error (*failed_at, *err), the operations of the records before it
