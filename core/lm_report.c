@@ -157,17 +157,17 @@ static size_t pair_slot(uint32_t group, uint8_t kind)
  * Folds overrides into groups, and credits each primary with Tarantool's
  * heap delta, whose conditions hold per pair of locations.
  */
-static int make_pairs(struct report *r, const struct lm_override *ovr)
+static int make_pairs(struct report *r, const struct lm_override *ovr,
+                      uint32_t novr)
 {
-    const struct lm_state *s = r->s;
     size_t nslots = (size_t)r->ngroups * 2 + 1;
     uint32_t k = 0;
 
-    r->pairs = malloc((s->novr ? s->novr : 1) * sizeof(*r->pairs));
+    r->pairs = malloc((novr ? novr : 1) * sizeof(*r->pairs));
     r->pair_first = malloc(nslots * sizeof(*r->pair_first));
     if (r->pairs == NULL || r->pair_first == NULL)
         return -1;
-    for (uint32_t i = 0; i < s->novr; i++) {
+    for (uint32_t i = 0; i < novr; i++) {
         const struct lm_override *o = &ovr[i];
         struct group *p = &r->groups[r->group_of[o->primary]];
         if (o->allocated > 0) {
@@ -182,9 +182,9 @@ static int make_pairs(struct report *r, const struct lm_override *ovr)
             o->kind,  r->group_of[o->site], r->group_of[o->primary],
             o->count, o->allocated,         o->freed};
     }
-    qsort(r->pairs, s->novr, sizeof(*r->pairs), cmp_gpairs);
+    qsort(r->pairs, novr, sizeof(*r->pairs), cmp_gpairs);
     memset(r->pair_first, 0xff, nslots * sizeof(*r->pair_first));
-    for (uint32_t i = 0; i < s->novr; i++) {
+    for (uint32_t i = 0; i < novr; i++) {
         struct gpair *q = &r->pairs[i];
         if (k > 0 && cmp_gpairs(&r->pairs[k - 1], q) == 0) {
             r->pairs[k - 1].count += q->count;
@@ -557,10 +557,11 @@ int lm_report_write(FILE *out, const struct lm_state *s,
     struct lm_report_opts defaults = {0};
     struct report r = {
         s, opts ? opts : &defaults, out, NULL, NULL, NULL, 0, NULL, 0, NULL};
-    struct lm_override *ovr = lm_state_overrides(s);
+    uint32_t novr = 0;
+    struct lm_override *ovr = lm_state_overrides(s, &novr);
     int rc = -1;
 
-    if (ovr == NULL || make_groups(&r) != 0 || make_pairs(&r, ovr) != 0)
+    if (ovr == NULL || make_groups(&r) != 0 || make_pairs(&r, ovr, novr) != 0)
         goto out;
     if (r.o->json) {
         fputs("{", out);

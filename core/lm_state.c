@@ -240,11 +240,10 @@ static uint64_t ovr_hash(uint8_t kind, uint32_t site, uint32_t primary)
     return lm_mix64(((uint64_t)site << 32 | primary) ^ ((uint64_t)kind << 62));
 }
 
-/* The override record of (kind, site, primary), created if new. */
-static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
-                            uint32_t primary)
+/* The override record of (kind, site, primary), or LM_NONE. */
+static uint32_t override_find(const struct lm_state *s, uint8_t kind,
+                              uint32_t site, uint32_t primary, uint64_t h)
 {
-    uint64_t h = ovr_hash(kind, site, primary);
     uint32_t id, slot;
 
     LM_HINDEX_FOREACH(&s->ovr_index, h, id, slot)
@@ -253,6 +252,18 @@ static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
         if (o->site == site && o->primary == primary && o->kind == kind)
             return id;
     }
+    return LM_NONE;
+}
+
+/* The override record of (kind, site, primary), created if new. */
+static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
+                            uint32_t primary)
+{
+    uint64_t h = ovr_hash(kind, site, primary);
+    uint32_t id = override_find(s, kind, site, primary, h);
+
+    if (id != LM_NONE)
+        return id;
     if (LM_RESERVE(s->ovr, s->ovr_cap, s->novr) != 0)
         return LM_NONE;
     id = s->novr;
@@ -263,68 +274,123 @@ static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
     return id;
 }
 
-#define PENDING_VALID    (1ULL << 33)
-#define PENDING_TAG_MASK (~0xffffffffULL)
-
-/* Adds a pending entry's counts to its override in ovr (an array of all
- * overrides: the state's own, or a reader's copy). */
-static void fold_pending(struct lm_override *ovr,
-                         const struct lm_ovr_pending *p)
+static uint32_t pending_tag(uint8_t kind, uint32_t site)
 {
-    if (p->key & PENDING_VALID) {
-        struct lm_override *o = &ovr[(uint32_t)p->key];
-        o->count += p->count;
-        o->allocated += p->allocated;
-        o->freed += p->freed;
-    }
+    return site << 2 | (uint32_t)(kind == LM_EV_FREE) << 1 | 1;
 }
 
-static void flush_pending(struct lm_state *s, struct lm_ovr_pending *p)
+static uint8_t pending_kind(uint32_t tag)
 {
-    fold_pending(s->ovr, p);
-    *p = (struct lm_ovr_pending){0, 0, 0, 0};
+    return tag & 2 ? LM_EV_FREE : LM_EV_REALLOC;
 }
 
-/* Credits a realloc/free site with releasing a block of primary. */
-static HOT int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
-                             uint32_t primary, uint64_t allocated,
-                             uint64_t freed)
+/* Adds a pending entry's counts to an override record. */
+static void fold_pending(struct lm_override *o, const struct lm_ovr_pending *p)
 {
-    struct lm_ovr_pending *pend = s->locs[primary].pending;
-    uint64_t tag = (uint64_t)site << 40 | PENDING_VALID |
-                   (uint64_t)(kind == LM_EV_FREE) << 32;
+    o->count += p->count;
+    o->allocated += p->allocated;
+    o->freed += p->freed;
+}
 
-    if ((pend[0].key & PENDING_TAG_MASK) != tag) {
-        if ((pend[1].key & PENDING_TAG_MASK) == tag) {
-            struct lm_ovr_pending t = pend[0];
-            pend[0] = pend[1];
-            pend[1] = t;
-        } else {
-            uint32_t id = override_id(s, kind, site, primary);
-            if (id == LM_NONE)
-                return -1;
-            flush_pending(s, &pend[1]);
-            pend[1] = pend[0];
-            pend[0] = (struct lm_ovr_pending){tag | id, 0, 0, 0};
-        }
-    }
-    pend[0].count++;
-    pend[0].allocated += allocated;
-    pend[0].freed += freed;
+/* Moves a pending entry's counts of primary's overrides into their
+ * record (made if new), keeping its tag: 0, or -1 when out of memory. */
+static int flush_pending(struct lm_state *s, uint32_t primary,
+                         struct lm_ovr_pending *p)
+{
+    if (p->count == 0)
+        return 0;
+    uint32_t id = override_id(s, pending_kind(p->tag), p->tag >> 2, primary);
+    if (id == LM_NONE)
+        return -1;
+    fold_pending(&s->ovr[id], p);
+    p->count = p->allocated = p->freed = 0;
     return 0;
 }
 
-struct lm_override *lm_state_overrides(const struct lm_state *s)
+/* The entry of primary's pending overrides for tag: found and moved one
+ * place up (the most used stay in front), or made in the last place, whose
+ * counts go to their record first.  NULL when out of memory. */
+static HOT struct lm_ovr_pending *pending_entry(struct lm_state *s,
+                                                uint32_t primary, uint32_t tag)
 {
-    struct lm_override *o = malloc((s->novr ? s->novr : 1) * sizeof(*o));
+    struct lm_ovr_pending *pend = s->locs[primary].pending;
 
+    if (pend[0].tag == tag)
+        return &pend[0];
+    for (int k = 1; k < LM_OVR_PENDING; k++)
+        if (pend[k].tag == tag) {
+            struct lm_ovr_pending t = pend[k - 1];
+            pend[k - 1] = pend[k];
+            pend[k] = t;
+            return &pend[k - 1];
+        }
+    struct lm_ovr_pending *last = &pend[LM_OVR_PENDING - 1];
+    if (flush_pending(s, primary, last) != 0)
+        return NULL;
+    *last = (struct lm_ovr_pending){tag, 0, 0, 0};
+    return last;
+}
+
+/* Credits a realloc/free site with releasing a block of primary (sizes
+ * below 4 GiB, as the heap map holds them). */
+static HOT int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
+                             uint32_t primary, uint32_t allocated,
+                             uint32_t freed)
+{
+    struct lm_ovr_pending *p =
+        pending_entry(s, primary, pending_tag(kind, site));
+
+    if (p == NULL)
+        return -1;
+    if (p->count == UINT32_MAX || p->allocated > UINT32_MAX - allocated ||
+        p->freed > UINT32_MAX - freed) {
+        if (flush_pending(s, primary, p) != 0)
+            return -1;
+    }
+    p->count++;
+    p->allocated += allocated;
+    p->freed += freed;
+    return 0;
+}
+
+/* The body runs for every pending entry p with counts; i is its primary. */
+#define FOR_EACH_PENDING(s, i, p)                                              \
+    for (uint32_t i = 0; i < (s)->nlocs; i++)                                  \
+        for (struct lm_ovr_pending *p = (s)->locs[i].pending;                  \
+             p < (s)->locs[i].pending + LM_OVR_PENDING; p++)                   \
+            if (p->count != 0)
+
+struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n)
+{
+    uint32_t extra = 0, k;
+    struct lm_override *o;
+
+    /* Pairs whose counts are all pending have no record yet. */
+    FOR_EACH_PENDING(s, i, p)
+    {
+        uint8_t kind = pending_kind(p->tag);
+        uint32_t site = p->tag >> 2;
+        if (override_find(s, kind, site, i, ovr_hash(kind, site, i)) == LM_NONE)
+            extra++;
+    }
+    o = malloc(((size_t)s->novr + extra + 1) * sizeof(*o));
     if (o == NULL)
         return NULL;
     if (s->novr > 0)
         memcpy(o, s->ovr, s->novr * sizeof(*o));
-    for (uint32_t i = 0; i < s->nlocs; i++)
-        for (int k = 0; k < LM_OVR_PENDING; k++)
-            fold_pending(o, &s->locs[i].pending[k]);
+    k = s->novr;
+    FOR_EACH_PENDING(s, i, p)
+    {
+        uint8_t kind = pending_kind(p->tag);
+        uint32_t site = p->tag >> 2;
+        uint32_t id = override_find(s, kind, site, i, ovr_hash(kind, site, i));
+        if (id == LM_NONE) {
+            id = k++;
+            o[id] = (struct lm_override){site, i, kind, 0, 0, 0};
+        }
+        fold_pending(&o[id], p);
+    }
+    *n = k;
     return o;
 }
 
@@ -397,7 +463,7 @@ static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
         return 0;
     }
     unlink_block(s, blk);
-    if (note_override(s, kind, site, blk.loc, nsize, blk.size) != 0) {
+    if (note_override(s, kind, site, blk.loc, (uint32_t)nsize, blk.size) != 0) {
         *err = "out of memory";
         return -1;
     }
@@ -871,6 +937,16 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
     return 0;
 }
 
+static int has_pending(const struct lm_state *s)
+{
+    FOR_EACH_PENDING(s, i, p)
+    {
+        (void)i;
+        return 1;
+    }
+    return 0;
+}
+
 /*
  * Adds a part's overrides to s.  When s has none (the worker held every
  * block, the default), the part's table is taken whole, its pending
@@ -878,10 +954,12 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
  */
 static int absorb_overrides(struct lm_state *s, struct lm_state *part)
 {
-    if (s->novr == 0) { /* then no location of s has pending counts */
-        for (uint32_t i = 0; i < part->nlocs; i++)
-            for (int k = 0; k < LM_OVR_PENDING; k++)
-                flush_pending(part, &part->locs[i].pending[k]);
+    if (s->novr == 0 && !has_pending(s)) {
+        FOR_EACH_PENDING(part, i, p)
+        {
+            if (flush_pending(part, i, p) != 0)
+                return -1;
+        }
         struct lm_override *ovr = s->ovr;
         uint32_t novr = s->novr, cap = s->ovr_cap;
         struct lm_hindex index = s->ovr_index;
@@ -895,10 +973,11 @@ static int absorb_overrides(struct lm_state *s, struct lm_state *part)
         part->ovr_index = index;
         return 0;
     }
-    struct lm_override *ovr = lm_state_overrides(part);
+    uint32_t n;
+    struct lm_override *ovr = lm_state_overrides(part, &n);
     if (ovr == NULL)
         return -1;
-    for (uint32_t i = 0; i < part->novr; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         const struct lm_override *o = &ovr[i];
         uint32_t id = override_id(s, (uint8_t)o->kind, o->site, o->primary);
         if (id == LM_NONE) {

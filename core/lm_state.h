@@ -32,15 +32,18 @@ struct lm_counters {
 /*
  * Overrides in progress, kept in the primary's location record: a
  * released block's owner record is in cache already (its live counters
- * change), so crediting the releasing site there costs no extra miss.
- * key = site << 40 | is_free << 32 | override id (0: unused); the counts
- * are added to s->ovr[id] when the entry is evicted, and by readers.
+ * change), so crediting the releasing site there costs no extra miss,
+ * and a site new to the primary costs none either: its override record
+ * is found or made only when the entry is evicted (or its 32-bit counts
+ * would overflow), and readers fold the entries in.  Four entries in one
+ * cache line, most used first.  tag = site << 2 | is_free << 1 | 1, 0
+ * when unused.
  */
-#define LM_OVR_PENDING 2
+#define LM_OVR_PENDING 4
 
 struct lm_ovr_pending {
-    uint64_t key;
-    uint64_t count, allocated, freed;
+    uint32_t tag;
+    uint32_t count, allocated, freed;
 };
 
 /*
@@ -118,7 +121,7 @@ struct lm_state_limits {
 #define LM_SITE_CACHE 4096 /* entries; a power of two */
 
 #define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
-#define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override keys: 24 bits */
+#define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override tags: 24 bits */
 
 struct lm_state {
     struct lm_symtab sym;
@@ -228,10 +231,12 @@ int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
                       size_t len);
 
 /*
- * The overrides with their pending counts folded in: a malloc'd array of
- * s->novr records (NULL when out of memory), for readers.
+ * The overrides with their pending counts folded in, for readers: a
+ * malloc'd array of *n records (NULL when out of memory), at least
+ * s->novr: pending counts of a pair with no record yet get one of their
+ * own.
  */
-struct lm_override *lm_state_overrides(const struct lm_state *s);
+struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n);
 
 /* Bytes of memory the state holds, tables included. */
 uint64_t lm_state_memory(const struct lm_state *s);

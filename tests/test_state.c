@@ -49,6 +49,89 @@ static void begin_r3(struct lm_buf *b)
     lm_enc_begin_events(b, LM_REV_R3);
 }
 
+/* The override of (kind, site, primary) by name in ovr (n records):
+ * exactly one, or NULL. */
+static const struct lm_override *
+override_named(const struct lm_state *s, const struct lm_override *ovr,
+               uint32_t n, uint8_t kind, const char *site, const char *primary)
+{
+    const struct lm_override *found = NULL;
+    uint32_t sid = loc_named(s, site), pid = loc_named(s, primary);
+
+    for (uint32_t i = 0; i < n; i++)
+        if (ovr[i].kind == kind && ovr[i].site == sid &&
+            ovr[i].primary == pid) {
+            CU_ASSERT_PTR_NULL(found);
+            found = &ovr[i];
+        }
+    return found;
+}
+
+/*
+ * A primary released by more sites than its record keeps pending counts
+ * for, in turns, and by one site for more than 4 GiB: every pair's counts
+ * are exact, in one record each.
+ */
+static void test_overrides_past_pending(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref prim = loc_lua(0x100, 1), big = loc_lua(0x100, 2),
+                      in = loc_internal();
+    enum { SITES = 6, ROUNDS = 50 };
+
+    begin_r3(&b);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int k = 0; k < SITES; k++) {
+            struct lm_loc_ref site = loc_lua(0x100, 10 + (uint64_t)k);
+            lm_enc_alloc(&b, LM_REV_R3, &prim, 0x1000, 16 + (uint64_t)k);
+            if (k % 2 == 0) {
+                lm_enc_free(&b, LM_REV_R3, &site, 0x1000, 16 + (uint64_t)k);
+            } else {
+                lm_enc_realloc(&b, LM_REV_R3, &site, 0x1000, 16 + (uint64_t)k,
+                               0x2000, 100);
+                lm_enc_free(&b, LM_REV_R3, &in, 0x2000, 100);
+            }
+        }
+    for (int r = 0; r < 3; r++) {
+        struct lm_loc_ref site = loc_lua(0x100, 30);
+        lm_enc_alloc(&b, LM_REV_R3, &big, 0x8000, 0xC0000000u);
+        lm_enc_free(&b, LM_REV_R3, &site, 0x8000, 0xC0000000u);
+    }
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+
+    const struct lm_state *s = &p.state;
+    uint32_t n = 0;
+    struct lm_override *ovr = lm_state_overrides(s, &n);
+    CU_ASSERT_FATAL(ovr != NULL);
+    CU_ASSERT_EQUAL(n, SITES + SITES / 2 + 1);
+    for (int k = 0; k < SITES; k++) {
+        char site[32];
+        snprintf(site, sizeof(site), "@h.lua:%d", 10 + k);
+        const struct lm_override *o = override_named(
+            s, ovr, n, k % 2 ? LM_EV_REALLOC : LM_EV_FREE, site, "@h.lua:1");
+        CU_ASSERT_FATAL(o != NULL);
+        CU_ASSERT_EQUAL(o->count, ROUNDS);
+        CU_ASSERT_EQUAL(o->freed, (uint64_t)ROUNDS * (16 + (uint64_t)k));
+        CU_ASSERT_EQUAL(o->allocated, k % 2 ? (uint64_t)ROUNDS * 100 : 0);
+        if (k % 2) {
+            o = override_named(s, ovr, n, LM_EV_FREE, "INTERNAL", site);
+            CU_ASSERT_FATAL(o != NULL);
+            CU_ASSERT_EQUAL(o->count, ROUNDS);
+            CU_ASSERT_EQUAL(o->freed, (uint64_t)ROUNDS * 100);
+        }
+    }
+    const struct lm_override *o =
+        override_named(s, ovr, n, LM_EV_FREE, "@h.lua:30", "@h.lua:2");
+    CU_ASSERT_FATAL(o != NULL);
+    CU_ASSERT_EQUAL(o->count, 3);
+    CU_ASSERT_EQUAL(o->freed, 3 * 0xC0000000ull);
+    free(ovr);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 static void test_heap_delta_exact(void)
 {
     struct lm_buf b = {0};
@@ -101,9 +184,10 @@ static void test_heap_delta_exact(void)
     CU_ASSERT_EQUAL(c->free_bytes, 17);
 
     /* Overrides: who released whose blocks. */
-    CU_ASSERT_EQUAL(s->novr, 3);
-    struct lm_override *ovr = lm_state_overrides(s);
-    for (uint32_t i = 0; i < s->novr; i++) {
+    uint32_t novr = 0;
+    struct lm_override *ovr = lm_state_overrides(s, &novr);
+    CU_ASSERT_EQUAL(novr, 3);
+    for (uint32_t i = 0; i < novr; i++) {
         const struct lm_override *o = &ovr[i];
         char site[64], prim[64];
         lm_state_loc_name(s, o->site, site, sizeof(site));
@@ -1005,6 +1089,8 @@ void register_state_tests(void)
     CU_pSuite s = CU_add_suite("state", NULL, NULL);
 
     CU_add_test(s, "heap delta is exact", test_heap_delta_exact);
+    CU_add_test(s, "overrides past the pending entries",
+                test_overrides_past_pending);
     CU_add_test(s, "prototype epochs", test_proto_epochs);
     CU_add_test(s, "trace epochs", test_trace_epochs);
     CU_add_test(s, "R2 trace names", test_r2_trace_names);
