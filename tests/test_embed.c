@@ -111,6 +111,66 @@ static void test_writer_api(void)
     lm_buf_free(&c.buf);
 }
 
+/* A host's own allocator: every call counted. */
+struct host_heap {
+    uint64_t calls;
+};
+
+static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct host_heap *h = ud;
+
+    (void)osize;
+    h->calls++;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+/*
+ * A VM made with the host's allocator: the profiler wraps that one, not
+ * LuaJIT's, records every call to it once, and gives it back at the end.
+ */
+static void test_host_allocator(void)
+{
+    static const char code[] = "local keep = {}\n"
+                               "for i = 1, 300 do\n"
+                               "  local t = {i, tostring(i)}\n"
+                               "  if i % 3 == 0 then keep[#keep + 1] = t end\n"
+                               "end\n"
+                               "collectgarbage()\n"
+                               "return #keep\n";
+    struct host_heap h = {0};
+    struct capture c = {{0}, 0, 0};
+    struct lm_profile p;
+    void *ud = NULL;
+    lua_State *L = lua_newstate(host_alloc, &h);
+
+    CU_ASSERT_FATAL(L != NULL); /* GC64 builds take any allocator */
+    luaL_openlibs(L);
+    CU_ASSERT_EQUAL(luaL_loadbuffer(L, code, sizeof(code) - 1, "hosted"), 0);
+    uint64_t before = h.calls;
+    CU_ASSERT_EQUAL(ljmp_memprof_start(L, capture_write, capture_done, &c),
+                    LJMP_MEMPROF_OK);
+    CU_ASSERT_EQUAL(lua_pcall(L, 0, 1, 0), 0);
+    CU_ASSERT_EQUAL(lua_tointeger(L, -1), 100);
+    CU_ASSERT_EQUAL(ljmp_memprof_stop(L), LJMP_MEMPROF_OK);
+    uint64_t during = h.calls - before;
+    CU_ASSERT(lua_getallocf(L, &ud) == host_alloc && ud == &h);
+    lua_close(L);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf.data, c.buf.len, NULL), LM_DONE);
+    const struct lm_totals *t = &p.state.totals;
+    CU_ASSERT(t->alloc_events >= 300);
+    CU_ASSERT(t->free_events >= 200); /* the tables the loop dropped */
+    CU_ASSERT_EQUAL(t->alloc_events + t->free_events + t->realloc_events,
+                    during);
+    lm_profile_free(&p);
+    lm_buf_free(&c.buf);
+}
+
 /* lua_close with a profile running ends it: the writer sees the end. */
 static void test_close_ends_stream(void)
 {
@@ -354,6 +414,8 @@ int main(void)
     CU_pSuite s = CU_add_suite("embedding API", setup, teardown);
     CU_add_test(s, "writer API", test_writer_api);
     CU_add_test(s, "lua_close ends the stream", test_close_ends_stream);
+    CU_add_test(s, "a host's allocator is wrapped and given back",
+                test_host_allocator);
     CU_add_test(s, "a fork leaves the parent's stream whole",
                 test_fork_leaves_parent_stream);
     CU_add_test(s, "exit leaves a host's writer alone",

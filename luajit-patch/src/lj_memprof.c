@@ -66,10 +66,11 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 typedef struct Memprof {
   global_State *g;
   lua_Alloc allocf;  /* The VM's allocator, wrapped while profiling. */
+  lua_Alloc wrapper;  /* The wrapper installed for it. */
   void *allocd;
   MemprofOptions opt;
   uint8_t *buf;
-  size_t pos;
+  uint8_t *cur;  /* The end of what buf holds. */
   int err;  /* errno of the first failed write; the stream stops there. */
   int last_err;  /* How the last stream ended, for readers after it. */
   volatile int moving;  /* The Lua stack is being reallocated. */
@@ -94,17 +95,24 @@ static uint64_t mp_clock_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Bytes in the buffer. */
+static size_t mp_len(const Memprof *mp)
+{
+  return (size_t)(mp->cur - mp->buf);
+}
+
 static void mp_flush(Memprof *mp)
 {
-  if (mp->pos > 0 && mp->err == 0) {
-    int e = mp->opt.write(mp->opt.ctx, mp->buf, mp->pos);
+  size_t len = mp_len(mp);
+  if (len > 0 && mp->err == 0) {
+    int e = mp->opt.write(mp->opt.ctx, mp->buf, len);
     if (e != 0) {
       mp->err = e;
       mp->fast_left = 0;
     }
-    else mp->stream_bytes += mp->pos;
+    else mp->stream_bytes += len;
   }
-  mp->pos = 0;
+  mp->cur = mp->buf;
   mp->flushed_ns = mp_clock_ns();
 }
 
@@ -115,12 +123,12 @@ static void mp_flush_if_stale(Memprof *mp)
 
 static void mp_reserve(Memprof *mp, size_t n)
 {
-  if (mp->pos + n > MEMPROF_BUFSZ) mp_flush(mp);
+  if (mp_len(mp) + n > MEMPROF_BUFSZ) mp_flush(mp);
 }
 
 static void mp_byte(Memprof *mp, uint8_t b)
 {
-  mp->buf[mp->pos++] = b;
+  *mp->cur++ = b;
 }
 
 #ifdef LM_HAVE_BMI2
@@ -142,9 +150,8 @@ static LJ_AINLINE uint64_t spread_shifts(uint64_t v)
   return (x & 0x007f007f007f007fULL) | ((x & 0x3f803f803f803f80ULL) << 1);
 }
 
-/* The bytes of a ULEB of at least two bytes, by the highest set bit of
-** its value (loads where a division by 7 takes five instructions), and
-** its continuation bits. */
+/* The bytes of a ULEB by the highest set bit of its value (loads where
+** a division by 7 takes five instructions), and its continuation bits. */
 static const uint8_t uleb_len[64] = {
   1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3,
   3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5,
@@ -165,26 +172,17 @@ static const uint64_t uleb_cont[64] = {
 #undef CONT
 #endif
 
-/*
-** A ULEB128 at p; returns the byte after it.  Inlined into the allocator
-** wrapper, which is compiled twice (pdep: with BMI2's PDEP or not).  The
-** hot path encodes through a local cursor: stores through a uint8_t
-** pointer may alias anything, so writing via mp->buf + mp->pos would make
-** the compiler reload the position after every byte.
-*/
-static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
+/* A ULEB128 at p by the table's lengths (any value); returns the byte
+** after it.  See put_uleb_with. */
+static LJ_AINLINE uint8_t *put_uleb_long(uint8_t *p, uint64_t v, int pdep)
 {
-  if (v < 0x80) {  /* Sizes and lines, mostly: one byte. */
-    *p = (uint8_t)v;
-    return p + 1;
-  }
 #if LJ_LE && defined(__GNUC__)
   if (LJ_LIKELY(v < ((uint64_t)1 << 56))) {
     /* Spread the 7-bit groups into bytes without a loop (the lengths of
     ** addresses vary, which a loop would mispredict), set the
     ** continuation bits, store 8 bytes and keep as many as needed.  The
     ** buffer's reserve covers the slack. */
-    uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v);  /* 7 to 55 */
+    uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v | 1);  /* 0 to 55 */
     uint64_t x;
 #ifdef LM_HAVE_BMI2
     if (pdep)
@@ -206,6 +204,29 @@ static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
   return p;
 }
 
+/*
+** A ULEB128 at p; returns the byte after it.  Inlined into the allocator
+** wrapper, which is compiled twice (pdep: with BMI2's PDEP or not).  The
+** hot path encodes through a local cursor: stores through a uint8_t
+** pointer may alias anything, so writing via mp->cur would make
+** the compiler reload the position after every byte.
+*/
+static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
+{
+  if (v < 0x80) {  /* Sizes and lines, mostly: one byte. */
+    *p = (uint8_t)v;
+    return p + 1;
+  }
+  return put_uleb_long(p, v, pdep);
+}
+
+/* The same for an address, which is never that small: no test for one
+** byte (the table's first lengths still write a small value right). */
+static LJ_AINLINE uint8_t *put_uleb_addr(uint8_t *p, uint64_t v, int pdep)
+{
+  return put_uleb_long(p, v, pdep);
+}
+
 static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
 {
   return put_uleb_with(p, v, 0);
@@ -213,7 +234,7 @@ static LJ_AINLINE uint8_t *put_uleb(uint8_t *p, uint64_t v)
 
 static void mp_uleb(Memprof *mp, uint64_t v)
 {
-  mp->pos = (size_t)(put_uleb(mp->buf + mp->pos, v) - mp->buf);
+  mp->cur = put_uleb(mp->cur, v);
 }
 
 /* A string: long ones go to the writer in pieces. */
@@ -222,11 +243,11 @@ static void mp_string(Memprof *mp, const char *s, size_t len)
   mp_uleb(mp, len);
   while (len > 0) {
     size_t n;
-    if (mp->pos == MEMPROF_BUFSZ) mp_flush(mp);
-    n = MEMPROF_BUFSZ - mp->pos;
+    if (mp_len(mp) == MEMPROF_BUFSZ) mp_flush(mp);
+    n = MEMPROF_BUFSZ - mp_len(mp);
     if (n > len) n = len;
-    memcpy(mp->buf + mp->pos, s, n);
-    mp->pos += n;
+    memcpy(mp->cur, s, n);
+    mp->cur += n;
     s += n;
     len -= n;
   }
@@ -446,30 +467,30 @@ static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
   mp->moving = 0;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   {
-    uint8_t *p = mp->buf + mp->pos;
+    uint8_t *p = mp->cur;
     if (nsize == 0) {
       *p++ = EV_HEADER(EV_FREE, s.src);
       p = put_site(p, &s, pdep);
-      p = put_uleb_with(p, (uintptr_t)ptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)ptr, pdep);
       p = put_uleb_with(p, osize, pdep);
     } else if (ptr == NULL) {
       *p++ = EV_HEADER(EV_ALLOC, s.src);
       p = put_site(p, &s, pdep);
-      p = put_uleb_with(p, (uintptr_t)nptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
       p = put_uleb_with(p, nsize, pdep);
     } else {
       *p++ = EV_HEADER(EV_REALLOC, s.src);
       p = put_site(p, &s, pdep);
-      p = put_uleb_with(p, (uintptr_t)ptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)ptr, pdep);
       p = put_uleb_with(p, osize, pdep);
-      p = put_uleb_with(p, (uintptr_t)nptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
       p = put_uleb_with(p, nsize, pdep);
     }
-    mp->pos = (size_t)(p - mp->buf);
+    mp->cur = p;
   }
   if (rearm || (mp->events & (MEMPROF_CLOCK_EVERY - 1)) == 0)
     mp_flush_if_stale(mp);
-  if (mp->pos > MEMPROF_BUFSZ - MEMPROF_FAST_ROOM) mp_flush(mp);
+  if (mp_len(mp) > MEMPROF_BUFSZ - MEMPROF_FAST_ROOM) mp_flush(mp);
   if (rearm && mp->err == 0) mp->fast_left = MEMPROF_CLOCK_EVERY;
   return nptr;
 }
@@ -488,76 +509,127 @@ memprof_slow_pdep(void *ptr, size_t osize, size_t nsize, void *nptr)
 }
 #endif
 
+/* The VM's allocator.  LuaJIT's own, the usual one, is called directly
+** by wrappers made for it (direct): built as one unit, its dispatch
+** merges into ours (binary_trees at depth 12: 412 -> 406 M instructions,
+** 330 M unprofiled). */
+static LJ_AINLINE void *memprof_call(Memprof *mp, int direct, void *ud,
+				     void *ptr, size_t osize, size_t nsize)
+{
+#ifndef LUAJIT_USE_SYSMALLOC
+  if (direct) return lj_alloc_f(ud, ptr, osize, nsize);
+#endif
+  UNUSED(direct);
+  return mp->allocf(ud, ptr, osize, nsize);
+}
+
 /*
-** The allocator wrapper.  Most events are frees by the collector and
-** allocations on traces: their sites need no stack walk, and they are
-** written here with little kept across the allocator's call and one
-** check (fast_left) for everything that needs the general path.
+** Everything but a collector's free, behind the wrapper below.  An
+** allocation on a trace is written here after the allocator ran (its
+** trace number and the allocator's result need no stack walk); anything
+** else, or any event while fast_left is 0, takes the general path.
 */
-static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
-				       size_t nsize, int pdep)
+static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
+					   size_t nsize, int pdep, int direct)
 {
   Memprof *mp = &memprof;
+  uint32_t left = mp->fast_left;
   void *nptr;
-  uint32_t left;
-  uint8_t *p;
   int32_t st;
-#ifndef LUAJIT_USE_SYSMALLOC
-  /* LuaJIT's own allocator, the usual one, is called directly: built as
-  ** one unit, its dispatch merges into ours (binary_trees at depth 12:
-  ** 412 -> 406 M instructions, 330 M unprofiled). */
-  if (LJ_LIKELY(mp->allocf == lj_alloc_f))
-    nptr = lj_alloc_f(ud, ptr, osize, nsize);
-  else
-#endif
-    nptr = mp->allocf(ud, ptr, osize, nsize);
-  left = mp->fast_left;
-  if (LJ_UNLIKELY(left == 0)) goto general;
-  st = mp->g->vmstate;
-  p = mp->buf + mp->pos;
-  if (nsize == 0 && st == ~LJ_VMST_GC) {
-    *p = EV_HEADER(EV_FREE, SRC_INTERNAL);
-    p = put_uleb_with(p + 1, (uintptr_t)ptr, pdep);
-    p = put_uleb_with(p, osize, pdep);
-  } else if (ptr == NULL && st >= 0) {
+  uint8_t *p;
+  if (LJ_LIKELY(left != 0 && ptr == NULL && nsize != 0) &&
+      (st = mp->g->vmstate) >= 0) {
+    nptr = memprof_call(mp, direct, ud, NULL, osize, nsize);
+    p = mp->cur;
     *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
     p = put_uleb_with(p + 1, (uint64_t)st, pdep);
-    p = put_uleb_with(p, (uintptr_t)nptr, pdep);
+    p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
     p = put_uleb_with(p, nsize, pdep);
-  } else {
-    goto general;
+    mp->cur = p;
+    mp->fast_left = left - 1;
+    mp->events++;
+    return nptr;
   }
-  mp->pos = (size_t)(p - mp->buf);
-  mp->fast_left = left - 1;
-  mp->events++;
-  return nptr;
-general:
+  nptr = memprof_call(mp, direct, ud, ptr, osize, nsize);
 #ifdef LM_HAVE_BMI2
   if (pdep) return memprof_slow_pdep(ptr, osize, nsize, nptr);
 #endif
   return memprof_slow(ptr, osize, nsize, nptr);
 }
 
-static void *memprof_allocf(void *ud, void *ptr, size_t osize, size_t nsize)
+/*
+** The allocator wrapper.  Most events are frees by the collector and
+** allocations on traces: their sites need no stack walk, and they are
+** written behind one check (fast_left) for everything that needs the
+** general path.  A collector's free, the commonest, is written here,
+** before the block is freed, and every call this function makes is its
+** last: it keeps nothing across one, so it saves no registers (the
+** prologue and epilogue were 11 of the wrapper's 57 instructions an
+** event on binary_trees at depth 12).
+*/
+static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
+				       size_t nsize, int pdep, int direct,
+				       lua_Alloc other)
 {
-  return memprof_event(ud, ptr, osize, nsize, 0);
+  Memprof *mp = &memprof;
+  uint32_t left = mp->fast_left;
+  uint8_t *p;
+  if (nsize != 0 || LJ_UNLIKELY(left == 0) ||
+      mp->g->vmstate != ~LJ_VMST_GC)
+    return other(ud, ptr, osize, nsize);
+  p = mp->cur;
+  *p = EV_HEADER(EV_FREE, SRC_INTERNAL);
+  p = put_uleb_addr(p + 1, (uintptr_t)ptr, pdep);
+  p = put_uleb_with(p, osize, pdep);
+  mp->cur = p;
+  mp->fast_left = left - 1;
+  mp->events++;
+  return memprof_call(mp, direct, ud, ptr, osize, 0);
 }
 
+/* A wrapper `name` and the function behind it, compiled for PDEP or not
+** and for LuaJIT's allocator (direct) or any. */
+#define MEMPROF_WRAPPER(name, attr, pdep, direct)                        \
+  static LJ_NOINLINE attr void *name##_other(void *ud, void *ptr,        \
+					     size_t osize, size_t nsize) \
+  {                                                                      \
+    return memprof_other_with(ud, ptr, osize, nsize, pdep, direct);      \
+  }                                                                      \
+  static attr void *name(void *ud, void *ptr, size_t osize, size_t nsize) \
+  {                                                                      \
+    return memprof_event(ud, ptr, osize, nsize, pdep, direct,            \
+			 name##_other);                                  \
+  }
+
+MEMPROF_WRAPPER(memprof_allocf, , 0, 0)
+#ifndef LUAJIT_USE_SYSMALLOC
+MEMPROF_WRAPPER(memprof_allocf_lj, , 0, 1)
+#endif
 #ifdef LM_HAVE_BMI2
-static __attribute__((target("bmi2"))) void *
-memprof_allocf_pdep(void *ud, void *ptr, size_t osize, size_t nsize)
-{
-  return memprof_event(ud, ptr, osize, nsize, 1);
-}
+MEMPROF_WRAPPER(memprof_allocf_pdep, __attribute__((target("bmi2"))), 1, 0)
+#ifndef LUAJIT_USE_SYSMALLOC
+MEMPROF_WRAPPER(memprof_allocf_pdep_lj, __attribute__((target("bmi2"))), 1, 1)
+#endif
 #endif
 
-/* The wrapper for this CPU: PDEP halves the cost of an event's ULEBs. */
-static lua_Alloc memprof_wrapper(void)
+/* The wrapper for this CPU (PDEP halves the cost of an event's ULEBs)
+** and this allocator. */
+static lua_Alloc memprof_wrapper(lua_Alloc allocf)
 {
+#ifndef LUAJIT_USE_SYSMALLOC
+  int direct = allocf == lj_alloc_f;
+#endif
+  UNUSED(allocf);
 #ifdef LM_HAVE_BMI2
   static int fast = -1;
   if (fast < 0) fast = lm_bmi2_is_fast();
+#ifndef LUAJIT_USE_SYSMALLOC
+  if (fast && direct) return memprof_allocf_pdep_lj;
+#endif
   if (fast) return memprof_allocf_pdep;
+#endif
+#ifndef LUAJIT_USE_SYSMALLOC
+  if (direct) return memprof_allocf_lj;
 #endif
   return memprof_allocf;
 }
@@ -579,7 +651,7 @@ int lj_memprof_error(void)
 static void memprof_detach(Memprof *mp)
 {
   global_State *g = mp->g;
-  if (g->allocf == memprof_wrapper()) {
+  if (g->allocf == mp->wrapper) {
     g->allocf = mp->allocf;
     g->allocd = mp->allocd;
   }
@@ -669,7 +741,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   }
   mp->opt = *opt;
   mp->owner = pthread_self();
-  mp->pos = 0;
+  mp->cur = mp->buf;
   mp->err = 0;
   mp->moving = 0;
   mp->fast_left = 0;
@@ -687,7 +759,8 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp->allocf = lua_getallocf(L, &mp->allocd);
   mp->last_err = 0;
   mp->g = g;
-  lua_setallocf(L, memprof_wrapper(), mp->allocd);
+  mp->wrapper = memprof_wrapper(mp->allocf);
+  lua_setallocf(L, mp->wrapper, mp->allocd);
   return LJ_MEMPROF_OK;
 }
 
