@@ -1,5 +1,6 @@
 /* The C API for embedders (lmemprof.h): a host program profiles its VM
  * into its own writer, and the core library reads what it wrote. */
+#define _GNU_SOURCE /* struct ucred */
 #include <CUnit/Basic.h>
 #include <errno.h>
 #include <poll.h>
@@ -385,6 +386,92 @@ static void test_fork_drops_pending_attach(void)
     close(lfd);
 }
 
+/* A listener that acknowledges every VM's hello and reads its stream,
+ * noting each peer's pid, until told to stop. */
+struct fake_ingest {
+    int lfd;
+    volatile int stop;
+    pid_t peers[8];
+    int npeers;
+    pthread_t thread;
+};
+
+static void *fake_ingest_run(void *arg)
+{
+    struct fake_ingest *f = arg;
+    struct pollfd fds[9] = {{.fd = f->lfd, .events = POLLIN}};
+    int nfds = 1;
+    char buf[65536];
+
+    while (!f->stop || nfds > 1) {
+        if (poll(fds, (nfds_t)nfds, 20) <= 0)
+            continue;
+        if ((fds[0].revents & POLLIN) && nfds < 9) {
+            int fd = accept(f->lfd, NULL, NULL);
+            struct ucred cred;
+            socklen_t len = sizeof(cred);
+            uint8_t ack = LJMP_HELLO_ACK;
+            if (fd >= 0 && f->npeers < 8 &&
+                getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+                send(fd, &ack, 1, MSG_NOSIGNAL) == 1) {
+                f->peers[f->npeers++] = cred.pid;
+                fds[nfds++] = (struct pollfd){.fd = fd, .events = POLLIN};
+            } else if (fd >= 0) {
+                close(fd);
+            }
+        }
+        for (int i = 1; i < nfds; i++)
+            if (fds[i].revents && read(fds[i].fd, buf, sizeof(buf)) <= 0) {
+                close(fds[i].fd);
+                fds[i--] = fds[--nfds];
+            }
+    }
+    return NULL;
+}
+
+/*
+ * A detach signalled to a VM streaming to a socket, still waiting for its
+ * safe point when the VM forks: the child follows its parent's profile,
+ * as any child of a socket profile does, only once it has run a thousand
+ * bytecodes (a short run opens no session), and the parent detaches.
+ */
+static void test_fork_with_pending_detach(void)
+{
+    struct fake_ingest f = {.lfd = socket(AF_UNIX, SOCK_STREAM, 0)};
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    union sigval v = {.sival_int = LJMP_REQ_DETACH};
+    char code[512];
+    int st;
+
+    CU_ASSERT_FATAL(snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/follow.sock",
+                             test_dir) < (int)sizeof(sa.sun_path));
+    CU_ASSERT_FATAL(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CU_ASSERT_FATAL(listen(f.lfd, 4) == 0);
+    CU_ASSERT_FATAL(pthread_create(&f.thread, NULL, fake_ingest_run, &f) == 0);
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    snprintf(code, sizeof(code), "assert(misc.memprof.start{socket = '%s'})",
+             sa.sun_path);
+    CU_ASSERT_EQUAL(luaL_dostring(L, code), 0);
+    CU_ASSERT_FATAL(
+        sigqueue(getpid(), SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, v) == 0);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(luaL_dostring(L, "local n = 0 for i = 1, 100 do n = n + i end"));
+    CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* The parent serves its detach at its next Lua. */
+    CU_ASSERT_EQUAL(luaL_dostring(L, "x = 1"), 0);
+    CU_ASSERT_EQUAL(luaL_dostring(L, "return misc.memprof.status()"), 0);
+    CU_ASSERT(!lua_toboolean(L, -1));
+    lua_close(L);
+    f.stop = 1;
+    pthread_join(f.thread, NULL);
+    close(f.lfd);
+    CU_ASSERT_EQUAL(f.npeers, 1); /* the parent's connection only */
+    CU_ASSERT_EQUAL(f.peers[0], getpid());
+}
+
 static void host_handler(int sig)
 {
     (void)sig;
@@ -422,6 +509,8 @@ int main(void)
                 test_exit_leaves_api_profile);
     CU_add_test(s, "exit on another thread leaves the stream",
                 test_exit_on_another_thread);
+    CU_add_test(s, "a fork with a detach pending",
+                test_fork_with_pending_detach);
     CU_add_test(s, "a fork drops a pending attach",
                 test_fork_drops_pending_attach);
     CU_add_test(s, "a host's own signal handler is kept",

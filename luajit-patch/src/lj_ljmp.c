@@ -341,15 +341,17 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
 ** lua_sethook takes them): from a signal handler, or in a forked child. */
 static void agent_arm(lua_State *L, int mask, int count)
 {
-  /* Armed unless our hook is in place: a hook the program set meanwhile
-  ** (or a lost trigger) must not leave the agent deaf for good. */
+  /* The program's own hook is saved unless ours is in place already (a
+  ** request still waiting): then only when it fires changes, so that a
+  ** child forked while its parent's request waited follows after
+  ** FOLLOW_AFTER_INS bytecodes, not at the first. */
   if (lua_gethook(L) != agent_hook) {
     agent.saved_hook = lua_gethook(L);
     agent.saved_mask = lua_gethookmask(L);
     agent.saved_count = lua_gethookcount(L);
-    /* lua_sethook is the one VM call meant to be made asynchronously. */
-    lua_sethook(L, agent_hook, mask, count);
   }
+  /* lua_sethook is the one VM call meant to be made asynchronously. */
+  lua_sethook(L, agent_hook, mask, count);
 }
 
 static void agent_signal(int sig, siginfo_t *si, void *uc)
