@@ -348,13 +348,29 @@ static void test_exit_on_another_thread(void)
  * point; a child forked meanwhile does not inherit it (ljmpd asked for
  * the parent), while the parent still attaches.
  */
+/* Queues an agent request (attach or detach) to this process, then forks
+ * a child that runs a few hundred bytecodes of L and exits; waits for it.
+ * The request is still waiting for its safe point in both. */
+static void signal_then_fork(lua_State *L, int req)
+{
+    union sigval v = {.sival_int = req};
+    int st;
+
+    CU_ASSERT_FATAL(
+        sigqueue(getpid(), SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, v) == 0);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(luaL_dostring(L, "local n = 0 for i = 1, 100 do n = n + i end"));
+    CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 static void test_fork_drops_pending_attach(void)
 {
     char path[256];
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int lfd = socket(AF_UNIX, SOCK_STREAM, 0), st;
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct pollfd came = {.fd = lfd, .events = POLLIN};
-    union sigval v = {.sival_int = LJMP_REQ_ATTACH};
 
     CU_ASSERT_FATAL(snprintf(path, sizeof(sa.sun_path), "%s/agent.sock",
                              test_dir) < (int)sizeof(sa.sun_path));
@@ -365,13 +381,7 @@ static void test_fork_drops_pending_attach(void)
     lua_State *L = luaL_newstate();
     unsetenv("LJMP_INGEST");
     luaL_openlibs(L);
-    CU_ASSERT_FATAL(
-        sigqueue(getpid(), SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, v) == 0);
-    pid_t pid = fork();
-    if (pid == 0)
-        _exit(luaL_dostring(L, "local n = 0 for i = 1, 100 do n = n + i end"));
-    CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    signal_then_fork(L, LJMP_REQ_ATTACH);
     CU_ASSERT_EQUAL(poll(&came, 1, 0), 0); /* no connection from the child */
     /* The parent's request is still there: it attaches at its next Lua. */
     uint8_t ack = LJMP_HELLO_ACK;
@@ -439,9 +449,7 @@ static void test_fork_with_pending_detach(void)
 {
     struct fake_ingest f = {.lfd = socket(AF_UNIX, SOCK_STREAM, 0)};
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    union sigval v = {.sival_int = LJMP_REQ_DETACH};
     char code[512];
-    int st;
 
     CU_ASSERT_FATAL(snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/follow.sock",
                              test_dir) < (int)sizeof(sa.sun_path));
@@ -453,13 +461,7 @@ static void test_fork_with_pending_detach(void)
     snprintf(code, sizeof(code), "assert(misc.memprof.start{socket = '%s'})",
              sa.sun_path);
     CU_ASSERT_EQUAL(luaL_dostring(L, code), 0);
-    CU_ASSERT_FATAL(
-        sigqueue(getpid(), SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, v) == 0);
-    pid_t pid = fork();
-    if (pid == 0)
-        _exit(luaL_dostring(L, "local n = 0 for i = 1, 100 do n = n + i end"));
-    CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    signal_then_fork(L, LJMP_REQ_DETACH);
     /* The parent serves its detach at its next Lua. */
     CU_ASSERT_EQUAL(luaL_dostring(L, "x = 1"), 0);
     CU_ASSERT_EQUAL(luaL_dostring(L, "return misc.memprof.status()"), 0);
