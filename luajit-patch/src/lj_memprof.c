@@ -495,20 +495,6 @@ static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
   return nptr;
 }
 
-static LJ_NOINLINE void *memprof_slow(void *ptr, size_t osize, size_t nsize,
-				      void *nptr)
-{
-  return memprof_record(ptr, osize, nsize, nptr, 0);
-}
-
-#ifdef LM_HAVE_BMI2
-static LJ_NOINLINE __attribute__((target("bmi2"))) void *
-memprof_slow_pdep(void *ptr, size_t osize, size_t nsize, void *nptr)
-{
-  return memprof_record(ptr, osize, nsize, nptr, 1);
-}
-#endif
-
 /* The VM's allocator.  LuaJIT's own, the usual one, is called directly
 ** by wrappers made for it (direct): built as one unit, its dispatch
 ** merges into ours (binary_trees at depth 12: 412 -> 406 M instructions,
@@ -523,38 +509,45 @@ static LJ_AINLINE void *memprof_call(Memprof *mp, int direct, void *ud,
   return mp->allocf(ud, ptr, osize, nsize);
 }
 
+/* The general path: the allocator, then the event from the stack. */
+static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
+					     size_t osize, size_t nsize,
+					     int pdep, int direct)
+{
+  void *nptr = memprof_call(&memprof, direct, ud, ptr, osize, nsize);
+  return memprof_record(ptr, osize, nsize, nptr, pdep);
+}
+
 /*
 ** Everything but a collector's free, behind the wrapper below.  An
-** allocation on a trace is written here after the allocator ran (its
-** trace number and the allocator's result need no stack walk); anything
-** else, or any event while fast_left is 0, takes the general path.
+** allocation on a trace needs no stack walk: its header and trace number
+** are written before the allocator runs, its address and size after, so
+** that only the size is kept across the call (the general path, a call
+** of its own, would keep three).  The allocator changes neither the
+** buffer's cursor nor fast_left, and cannot throw.  Anything else, or
+** any event while fast_left is 0, takes the general path.
 */
 static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
-					   size_t nsize, int pdep, int direct)
+					   size_t nsize, int pdep, int direct,
+					   lua_Alloc general)
 {
   Memprof *mp = &memprof;
-  uint32_t left = mp->fast_left;
   void *nptr;
   int32_t st;
   uint8_t *p;
-  if (LJ_LIKELY(left != 0 && ptr == NULL && nsize != 0) &&
-      (st = mp->g->vmstate) >= 0) {
-    nptr = memprof_call(mp, direct, ud, NULL, osize, nsize);
-    p = mp->cur;
-    *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
-    p = put_uleb_with(p + 1, (uint64_t)st, pdep);
-    p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
-    p = put_uleb_with(p, nsize, pdep);
-    mp->cur = p;
-    mp->fast_left = left - 1;
-    mp->events++;
-    return nptr;
-  }
-  nptr = memprof_call(mp, direct, ud, ptr, osize, nsize);
-#ifdef LM_HAVE_BMI2
-  if (pdep) return memprof_slow_pdep(ptr, osize, nsize, nptr);
-#endif
-  return memprof_slow(ptr, osize, nsize, nptr);
+  if (LJ_UNLIKELY(mp->fast_left == 0 || ptr != NULL || nsize == 0) ||
+      (st = mp->g->vmstate) < 0)
+    return general(ud, ptr, osize, nsize);
+  p = mp->cur;
+  *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
+  mp->cur = put_uleb_with(p + 1, (uint64_t)st, pdep);
+  nptr = memprof_call(mp, direct, ud, NULL, osize, nsize);
+  p = put_uleb_addr(mp->cur, (uintptr_t)nptr, pdep);
+  p = put_uleb_with(p, nsize, pdep);
+  mp->cur = p;
+  mp->fast_left--;
+  mp->events++;
+  return nptr;
 }
 
 /*
@@ -590,10 +583,16 @@ static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
 /* A wrapper `name` and the function behind it, compiled for PDEP or not
 ** and for LuaJIT's allocator (direct) or any. */
 #define MEMPROF_WRAPPER(name, attr, pdep, direct)                        \
+  static LJ_NOINLINE attr void *name##_general(void *ud, void *ptr,      \
+					       size_t osize, size_t nsize) \
+  {                                                                      \
+    return memprof_general_with(ud, ptr, osize, nsize, pdep, direct);    \
+  }                                                                      \
   static LJ_NOINLINE attr void *name##_other(void *ud, void *ptr,        \
 					     size_t osize, size_t nsize) \
   {                                                                      \
-    return memprof_other_with(ud, ptr, osize, nsize, pdep, direct);      \
+    return memprof_other_with(ud, ptr, osize, nsize, pdep, direct,       \
+			      name##_general);                           \
   }                                                                      \
   static attr void *name(void *ud, void *ptr, size_t osize, size_t nsize) \
   {                                                                      \
