@@ -30,8 +30,15 @@ once() {
   "$tmp/bench-$1" core "$file" --runs 1 ${THREADS:+--threads "$THREADS"} |
     sed -n 's/.*median of 1: \([0-9.]*\) s.*/\1/p'
 }
+# Each round runs the two in a random order: in a fixed one, the same
+# revision against itself came out 1% apart (bench/README.md).
 for r in $(seq "$rounds"); do
-  echo "$(once old) $(once new)"
+  if [ $((RANDOM % 2)) = 0 ]; then
+    a=$(once old) b=$(once new)
+  else
+    b=$(once new) a=$(once old)
+  fi
+  echo "$a $b"
 done >"$tmp/times"
 # Best and median of each column, and new/old for both.
 sort -n -k1,1 "$tmp/times" | awk '{print $1}' >"$tmp/old.s"

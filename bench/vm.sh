@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # VM overhead of memprof: stock Debian luajit, the patched VM with the
 # profiler off, profiling to a file, and streaming to a socket drained by
-# a reader.  Medians of --runs runs; see bench/README.md.
+# a reader.  RUNS rounds (default 5), each running the five in a random
+# order; medians, and the medians of each round's ratios to the
+# profiler off.  See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-5}
@@ -27,20 +29,47 @@ trap 'kill "$drain" 2>/dev/null; rm -rf "$tmp"' EXIT
 "$bench" drain "$tmp/ingest.sock" &
 drain=$!
 sleep 0.2
-median() { # label command...
-  local label=$1
-  shift
-  printf '%-34s' "$label"
-  "$bench" exec --runs "$runs" -- "$@" | sed -n 's/^wall *median \([0-9.]*\) s.*/\1 s/p'
+# One run of a command, wall seconds (ljmp-bench exec, 1 run).
+once() {
+  "$bench" exec --runs 1 -- "$@" | sed -n 's/^wall *median \([0-9.]*\) s.*/\1/p'
 }
+# The five configurations, by index: 0 Debian, 1 unpatched, 2 off,
+# 3 file, 4 socket.
+config() { # index program
+  local p=bench/vm/$2.lua
+  case $1 in
+    0) once luajit "$p" ;;
+    1) once "$pristine/src/luajit" "$p" ;;
+    2) once "$lj" "$p" ;;
+    3) once "$lj" -e "assert(misc.memprof.start('$tmp/$2.bin'))" "$p" ;;
+    4) once env LJMP_SOCKET="$tmp/ingest.sock" "$lj" "$p" ;;
+  esac
+}
+labels=("Debian's luajit (shared lib)" "same source, unpatched"
+  "patched, profiler off" "patched, profiling to a file"
+  "patched, streaming to a socket")
+# Each round runs the five in a random order: run one after another, a
+# configuration would meet the machine's drift (10-20% over minutes) at
+# the same point of every round, and ratios between them lean by a few
+# percent (bench/README.md).
 for prog in alloc_loop binary_trees string_build jit_numeric; do
-  p=bench/vm/$prog.lua
-  echo "== $prog"
-  median "Debian's luajit (shared lib)" luajit "$p"
-  median "same source, unpatched" "$pristine/src/luajit" "$p"
-  median "patched, profiler off" "$lj" "$p"
-  median "patched, profiling to a file" \
-    "$lj" -e "assert(misc.memprof.start('$tmp/$prog.bin'))" "$p"
-  median "patched, streaming to a socket" \
-    env LJMP_SOCKET="$tmp/ingest.sock" "$lj" "$p"
+  echo "== $prog ($runs rounds, each in a random order)"
+  : >"$tmp/times"
+  for r in $(seq "$runs"); do
+    declare -A t=()
+    for i in $(shuf -e 0 1 2 3 4); do t[$i]=$(config "$i" "$prog"); done
+    echo "${t[0]} ${t[1]} ${t[2]} ${t[3]} ${t[4]}" >>"$tmp/times"
+  done
+  for i in 0 1 2 3 4; do
+    printf '%-34s%s s' "${labels[$i]}" \
+      "$(awk -v c=$((i + 1)) '{print $c}' "$tmp/times" | sort -n |
+        awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')"
+    # The median of the rounds' ratios to the profiler off, from the
+    # same round: the figure the targets are about.
+    if [ "$i" != 2 ]; then
+      printf '  (%sx off)' "$(awk -v c=$((i + 1)) '{printf "%.3f\n", $c / $3}' \
+        "$tmp/times" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')"
+    fi
+    echo
+  done
 done
