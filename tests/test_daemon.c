@@ -220,13 +220,34 @@ static Ljmp__Response *call(Ljmp__Request *req)
     return resp;
 }
 
+/* Makes *req a list request, its body in *lr. */
+static void list_request(Ljmp__Request *req, Ljmp__ListRequest *lr)
+{
+    ljmp__request__init(req);
+    ljmp__list_request__init(lr);
+    req->body_case = LJMP__REQUEST__BODY_LIST;
+    req->list = lr;
+}
+
+/* n frames of req back to back (malloc'd); *len is one frame's size. */
+static uint8_t *frames_of(const Ljmp__Request *req, size_t n, size_t *len)
+{
+    uint8_t *frame = ljmp_wire_pack(&req->base, len);
+    uint8_t *many = malloc(n * *len);
+
+    CU_ASSERT_FATAL(frame != NULL && many != NULL);
+    for (size_t i = 0; i < n; i++)
+        memcpy(many + i * *len, frame, *len);
+    free(frame);
+    return many;
+}
+
 static Ljmp__Response *list_sessions(void)
 {
-    Ljmp__Request req = LJMP__REQUEST__INIT;
-    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    Ljmp__Request req;
+    Ljmp__ListRequest lr;
 
-    req.body_case = LJMP__REQUEST__BODY_LIST;
-    req.list = &lr;
+    list_request(&req, &lr);
     return call(&req);
 }
 
@@ -1175,12 +1196,11 @@ static void test_bad_control(void)
     ljmp__response__free_unpacked(r, NULL);
 
     /* Another protocol version: refused, the connection stays usable. */
-    Ljmp__Request req = LJMP__REQUEST__INIT;
-    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    Ljmp__Request req;
+    Ljmp__ListRequest lr;
     struct conn c;
     size_t len;
-    req.body_case = LJMP__REQUEST__BODY_LIST;
-    req.list = &lr;
+    list_request(&req, &lr);
     req.has_version = 1;
     req.version = 99;
     uint8_t *frame = ljmp_wire_pack(&req.base, &len);
@@ -1225,23 +1245,18 @@ static long daemon_rss_kb(void)
  * stays bounded, and the daemon keeps answering others. */
 static void test_request_flood(void)
 {
-    Ljmp__Request req = LJMP__REQUEST__INIT;
-    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    Ljmp__Request req;
+    Ljmp__ListRequest lr;
     size_t len;
     int fd = connect_unix(control_path), small = 4096;
 
     CU_ASSERT_FATAL(fd >= 0);
     long rss_before = daemon_rss_kb();
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    req.body_case = LJMP__REQUEST__BODY_LIST;
-    req.list = &lr;
-    uint8_t *frame = ljmp_wire_pack(&req.base, &len);
+    list_request(&req, &lr);
     /* 20000 requests: their answers would take tens of MB. */
+    uint8_t *many = frames_of(&req, 20000, &len);
     size_t total = 20000 * len;
-    uint8_t *many = malloc(total);
-    for (size_t i = 0; i < 20000; i++)
-        memcpy(many + i * len, frame, len);
-    free(frame);
     int flags = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, flags | O_NONBLOCK);
     size_t off = 0;
@@ -1275,26 +1290,21 @@ static void test_request_flood(void)
  */
 static void test_half_close_gets_every_answer(void)
 {
-    Ljmp__Request req = LJMP__REQUEST__INIT;
-    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    Ljmp__Request req;
+    Ljmp__ListRequest lr;
     struct conn c;
     size_t len;
 
-    req.body_case = LJMP__REQUEST__BODY_LIST;
-    req.list = &lr;
+    list_request(&req, &lr);
     Ljmp__Response *one = list_sessions();
     CU_ASSERT_PTR_NOT_NULL_FATAL(one);
     size_t answer = ljmp__response__get_packed_size(one);
     ljmp__response__free_unpacked(one, NULL);
-    uint8_t *frame = ljmp_wire_pack(&req.base, &len);
     /* Answers for 2 MiB; the requests must fit in the socket's buffers,
      * since nothing is read until they are all sent. */
     size_t n = (2u << 20) / answer + 1;
+    uint8_t *many = frames_of(&req, n, &len);
     CU_ASSERT_FATAL(n * len < 100000);
-    uint8_t *many = malloc(n * len);
-    for (size_t i = 0; i < n; i++)
-        memcpy(many + i * len, frame, len);
-    free(frame);
     CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
     c.quiet = 1; /* its end, which comes, is not an error */
     CU_ASSERT_EQUAL(write(c.fd, many, n * len), (ssize_t)(n * len));
@@ -1322,12 +1332,7 @@ static void test_hang_up_after_requests(void)
 
     req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
     req.snapshot = &sr;
-    uint8_t *frame = ljmp_wire_pack(&req.base, &len);
-    uint8_t many[N * 64];
-    CU_ASSERT_FATAL(len <= 64);
-    for (int i = 0; i < N; i++)
-        memcpy(many + i * len, frame, len);
-    free(frame);
+    uint8_t *many = frames_of(&req, N, &len);
     uint64_t before = daemon_counter(sent);
     int fd = connect_unix(control_path);
     CU_ASSERT_EQUAL(write(fd, many, N * len), (ssize_t)(N * len));
@@ -1348,6 +1353,7 @@ static void test_hang_up_after_requests(void)
     close(fd);
     CU_ASSERT_TRUE(wait_counter(sent, before + 2 * N));
     CU_ASSERT_EQUAL(daemon_counter(sent), before + 2 * N);
+    free(many);
 }
 
 /* Waits (ms at most) until ljmpd counts `want` subscribers. */
