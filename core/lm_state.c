@@ -284,6 +284,11 @@ static uint8_t pending_kind(uint32_t tag)
     return tag & 2 ? LM_EV_FREE : LM_EV_REALLOC;
 }
 
+static uint32_t pending_site(uint32_t tag)
+{
+    return tag >> 2;
+}
+
 /* Adds a pending entry's counts to an override record. */
 static void fold_pending(struct lm_override *o, const struct lm_ovr_pending *p)
 {
@@ -299,7 +304,8 @@ static int flush_pending(struct lm_state *s, uint32_t primary,
 {
     if (p->count == 0)
         return 0;
-    uint32_t id = override_id(s, pending_kind(p->tag), p->tag >> 2, primary);
+    uint32_t id =
+        override_id(s, pending_kind(p->tag), pending_site(p->tag), primary);
     if (id == LM_NONE)
         return -1;
     fold_pending(&s->ovr[id], p);
@@ -362,18 +368,18 @@ static HOT int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
 
 struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n)
 {
-    uint32_t extra = 0, k;
+    size_t pending = 0;
+    uint32_t k;
     struct lm_override *o;
 
-    /* Pairs whose counts are all pending have no record yet. */
+    /* Room for a record of every pending entry: pairs whose counts are
+     * all pending have none yet. */
     FOR_EACH_PENDING(s, i, p)
     {
-        uint8_t kind = pending_kind(p->tag);
-        uint32_t site = p->tag >> 2;
-        if (override_find(s, kind, site, i, ovr_hash(kind, site, i)) == LM_NONE)
-            extra++;
+        (void)i;
+        pending++;
     }
-    o = malloc(((size_t)s->novr + extra + 1) * sizeof(*o));
+    o = malloc(((size_t)s->novr + pending + 1) * sizeof(*o));
     if (o == NULL)
         return NULL;
     if (s->novr > 0)
@@ -382,7 +388,7 @@ struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n)
     FOR_EACH_PENDING(s, i, p)
     {
         uint8_t kind = pending_kind(p->tag);
-        uint32_t site = p->tag >> 2;
+        uint32_t site = pending_site(p->tag);
         uint32_t id = override_find(s, kind, site, i, ovr_hash(kind, site, i));
         if (id == LM_NONE) {
             id = k++;
@@ -438,16 +444,21 @@ struct plan {
     uint32_t oslot; /* where the old block was seen, or UINT32_MAX */
 };
 
-/* A new block at naddr, unless the allocation failed (address 0): then
- * nothing became live. */
+/* Counts a failed allocation (address 0: nothing became live); says
+ * whether naddr was one. */
+static HOT int alloc_failed(struct lm_state *s, uint64_t naddr)
+{
+    if (naddr != 0)
+        return 0;
+    s->totals.failed_allocs++;
+    return 1;
+}
+
+/* A new block at naddr, unless the allocation failed. */
 static HOT int add_block_at(struct lm_state *s, uint32_t loc, uint64_t naddr,
                             uint64_t h, uint64_t nsize, const char **err)
 {
-    if (naddr == 0) {
-        s->totals.failed_allocs++;
-        return 0;
-    }
-    return add_block(s, loc, h, nsize, err);
+    return alloc_failed(s, naddr) ? 0 : add_block(s, loc, h, nsize, err);
 }
 
 /* Releases the old block of p for a realloc/free site. */
@@ -853,9 +864,7 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
                 r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
             route_op(split, &op, mine, nmine, other, nother);
         }
-        if (r->kind != LM_REC_FREE && r->naddr == 0) {
-            s->totals.failed_allocs++; /* nothing became live */
-        } else if (r->kind != LM_REC_FREE) {
+        if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr)) {
             op = (struct lm_op){
                 lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, loc,
                 r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
