@@ -809,8 +809,8 @@ static HOT void route_op(uint32_t split, const struct lm_op *op,
         mine[(*nmine)++] = *op;
 }
 
-/* A location's key line, fetched ahead: with thousands of sites, most
- * events miss the one-entry cache, and their records are not in L1. */
+/* A location's counters and key, fetched ahead: with thousands of sites,
+ * most events miss the one-entry cache, and their records are not in L1. */
 static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
                          uint64_t *h)
 {
@@ -819,7 +819,7 @@ static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
     *h = ref_hash(&r->loc);
     uint32_t id = *site_cache_at(s, *h);
     if (id != LM_NONE)
-        __builtin_prefetch(&s->locs[id].addr);
+        prefetch_two_lines(&s->locs[id].c);
 }
 
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
