@@ -118,7 +118,7 @@ struct lm_state_limits {
 
 #define LM_DEFAULT_DIRECT_BYTES (1u << 20)
 
-#define LM_SITE_CACHE 4096 /* entries; a power of two */
+#define LM_SITE_CACHE 16384 /* entries; a power of two */
 
 #define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
 #define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override tags: 24 bits */
