@@ -22,8 +22,19 @@ static inline int lm_bmi2_is_fast(void)
     return __builtin_cpu_is("amd") && !__builtin_cpu_is("amdfam15h") &&
            !__builtin_cpu_is("amdfam17h");
 }
+
+static inline int lm_avx2_is_there(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
 #else
 static inline int lm_bmi2_is_fast(void)
+{
+    return 0;
+}
+
+static inline int lm_avx2_is_there(void)
 {
     return 0;
 }

@@ -80,7 +80,7 @@ void lm_decoder_init(struct lm_decoder *d, const struct lm_limits *limits,
         d->limits.max_buffered = LM_MAX_STRING_LIMIT + 64;
     d->sink = sink;
     d->sink_ctx = sink_ctx;
-    d->use_pext = (uint8_t)lm_bmi2_is_fast();
+    d->use_pext = (uint8_t)(lm_bmi2_is_fast() && lm_avx2_is_there());
 }
 
 void lm_decoder_free(struct lm_decoder *d)
@@ -246,7 +246,16 @@ static unsigned int location_words(const struct lm_decoder *d, unsigned int src)
     }
 }
 
-/* Which header bytes are plain events of this revision. */
+/* The ULEBs of a plain event: its location's, then two per block. */
+static unsigned int fast_ulebs(const struct lm_decoder *d, unsigned int src,
+                               unsigned int ev)
+{
+    return location_words(d, src) + (ev == LM_EV_REALLOC ? 4 : 2);
+}
+
+/* Which header bytes are plain events of this revision: for each, the
+ * fast path's summary: the ULEBs in bits 12 to 14, the record kind in 8
+ * to 11, the location words in 4 and 5, the source in 0 to 3. */
 static void init_fast_headers(struct lm_decoder *d)
 {
     unsigned int nsources = d->revision == LM_REV_R1 ? 3 : 4;
@@ -255,7 +264,8 @@ static void init_fast_headers(struct lm_decoder *d)
     for (unsigned int src = 1; src <= nsources; src++)
         for (unsigned int ev = LM_EV_ALLOC; ev <= LM_EV_REALLOC; ev++)
             d->fast_header[ev | src << LM_EV_SOURCE_SHIFT] =
-                (uint16_t)(kind_of_event[ev] << 8 |
+                (uint16_t)(fast_ulebs(d, src, ev) << 12 |
+                           kind_of_event[ev] << 8 |
                            location_words(d, src) << 4 | src);
 }
 
@@ -486,42 +496,31 @@ static int flush_batch(struct lm_decoder *d)
  * epilogue, a bad header, a ULEB longer than 8 bytes -- is left to the
  * careful path, which also names errors.
  *
- * The path is compiled twice: once for any CPU, and once for x86-64 with
- * BMI2, whose PEXT takes the 7-bit groups out of a ULEB in one instruction
- * (a third of the decoder's instructions otherwise).  lm_decoder_init()
- * picks one.
+ * The path is compiled twice: once for any CPU (fast_event), and once for
+ * x86-64 with AVX2 and BMI2 (fast_event_wide), whose PEXT takes the 7-bit
+ * groups out of a ULEB in one instruction.  lm_decoder_init() picks one.
  */
-enum { FAST_MARGIN = 64 }; /* > the longest event (61 bytes) + 8 - 1 */
+enum { FAST_MARGIN = 80 }; /* see fast_event_wide's loads */
 
 #ifdef LM_HAVE_BMI2
 #include <immintrin.h>
 
-static inline __attribute__((target("bmi,bmi2"))) uint64_t
-squeeze_pext(uint64_t x)
-{
-    return _pext_u64(x, 0x7f7f7f7f7f7f7f7fULL);
-}
+#define WIDE_TARGET __attribute__((target("avx2,bmi,bmi2")))
+
 #endif
 
 /* The value of a ULEB of up to 8 bytes (the load masked to its length):
  * the continuation bits squeezed out, as 7-bit groups pair up into 14,
  * then 28, then 56 bits. */
-static inline __attribute__((always_inline)) uint64_t squeeze(uint64_t x,
-                                                              int pext)
+static inline __attribute__((always_inline)) uint64_t squeeze(uint64_t x)
 {
-#ifdef LM_HAVE_BMI2
-    if (pext)
-        return squeeze_pext(x);
-#else
-    (void)pext;
-#endif
     x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
     x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
     return (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
 }
 
 static inline __attribute__((always_inline)) int uleb8(const uint8_t **pp,
-                                                       uint64_t *out, int pext)
+                                                       uint64_t *out)
 {
     uint64_t w;
 
@@ -531,13 +530,13 @@ static inline __attribute__((always_inline)) int uleb8(const uint8_t **pp,
         return 0;
     *pp += ((unsigned int)__builtin_ctzll(stops) + 1) >> 3;
     /* The bits up to the first stop bit (BMI1's BLSMSK where targeted). */
-    *out = squeeze(w & (stops ^ (stops - 1)), pext);
+    *out = squeeze(w & (stops ^ (stops - 1)));
     return 1;
 }
 
 #define FAST_READ(v)                                                           \
     do {                                                                       \
-        if (!uleb8(&p, &(v), pext))                                            \
+        if (!uleb8(&p, &(v)))                                                  \
             return item;                                                       \
     } while (0)
 
@@ -545,7 +544,7 @@ static inline __attribute__((always_inline)) int uleb8(const uint8_t **pp,
  * item itself when the careful path must take this one. */
 static inline __attribute__((always_inline)) const uint8_t *
 fast_event(const struct lm_decoder *d, const uint8_t *item,
-           struct lm_record *rec, int pext)
+           struct lm_record *rec)
 {
     const uint8_t *p = item + 1;
     unsigned int t = d->fast_header[*item];
@@ -561,7 +560,7 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
         if (t & 0x20)
             FAST_READ(loc.line);
     }
-    uint8_t kind = (uint8_t)(t >> 8);
+    uint8_t kind = (uint8_t)((t >> 8) & 0xf);
     if (kind != LM_REC_ALLOC) {
         FAST_READ(oaddr);
         FAST_READ(osize);
@@ -583,9 +582,85 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
 
 #undef FAST_READ
 
+/* Fills rec from an event's ULEBs v (location words first); the choice
+ * of fields by select, not branches, as kinds come in no order. */
+static inline __attribute__((always_inline)) void
+fill_event(struct lm_record *rec, unsigned int t, const uint64_t *v)
+{
+    unsigned int words = (t >> 4) & 3;
+    uint8_t kind = (uint8_t)((t >> 8) & 0xf);
+    const uint64_t *b = v + words; /* the block's: old or new, then new */
+    int alloc = kind == LM_REC_ALLOC, realloc = kind == LM_REC_REALLOC;
+
+    rec->kind = kind;
+    rec->in_events = 0;
+    rec->revision = 0;
+    rec->loc.source = (uint8_t)(t & 0x0f);
+    rec->loc.addr = words >= 1 ? v[0] : 0;
+    rec->loc.line = words == 2 ? v[1] : 0;
+    rec->oaddr = alloc ? 0 : b[0];
+    rec->osize = alloc ? 0 : b[1];
+    rec->naddr = alloc ? b[0] : realloc ? b[2] : 0;
+    rec->nsize = alloc ? b[1] : realloc ? b[3] : 0;
+}
+
+#ifdef LM_HAVE_BMI2
+/*
+ * fast_event with AVX2 and BMI2.  uleb8 finds where a ULEB ends from its
+ * own bytes, so each ULEB's load waits for the one before: about 12
+ * cycles a ULEB, 40 an event.  Here one 64-byte compare marks where every
+ * ULEB of the event ends; the end of the event (the next one's start) is
+ * then a PDEP of that mask away, and the ULEBs' loads are independent of
+ * one another.  Six ULEBs are always decoded (the most an event has): the
+ * loads past the event stay in FAST_MARGIN (at most 1 + 65 + 8 bytes in).
+ */
+static inline WIDE_TARGET const uint8_t *
+fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
+                struct lm_record *rec)
+{
+    enum { MAX_ULEBS = 6 };
+    unsigned int t = d->fast_header[*item];
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)item);
+    __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(item + 32));
+    /* Bit i: byte item + 1 + i ends a ULEB (its top bit is clear). */
+    uint64_t ends = ~((uint64_t)(uint32_t)_mm256_movemask_epi8(lo) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(hi) << 32) >>
+                    1;
+    unsigned int n = t >> 12;
+    uint64_t last = _pdep_u64(1ULL << ((n - 1) & 63), ends);
+    uint64_t v[MAX_ULEBS], m = ends;
+    unsigned int start = 0;
+
+    /* Not a plain event, or not whole in the 63 bytes. */
+    if (t == 0 || last == 0)
+        return item;
+    unsigned int end = (unsigned int)__builtin_ctzll(last);
+    /* A ULEB of more than 8 bytes: 8 bytes in a row that do not end one. */
+    uint64_t x = ~ends & _bzhi_u64(~0ULL, end);
+    x &= x >> 1;
+    x &= x >> 2;
+    x &= x >> 4;
+    if (x != 0)
+        return item;
+#pragma GCC unroll 6
+    for (int k = 0; k < MAX_ULEBS; k++) {
+        /* Past the event's last ULEB, the ends run out at bit 63. */
+        unsigned int e = (unsigned int)__builtin_ctzll(m | 1ULL << 63);
+        uint64_t w;
+        memcpy(&w, item + 1 + start, 8);
+        v[k] =
+            _pext_u64(w, _bzhi_u64(0x7f7f7f7f7f7f7f7fULL, (e - start + 1) * 8));
+        m = _blsr_u64(m);
+        start = e + 1;
+    }
+    fill_event(rec, t, v);
+    return item + 2 + end;
+}
+#endif
+
 /* Runs the fast path as far as it goes; P_ERR only if the sink fails. */
 static inline __attribute__((always_inline)) int
-fast_loop(struct lm_decoder *d, struct cursor *c, int pext)
+fast_loop(struct lm_decoder *d, struct cursor *c, int wide)
 {
     /* Locals, not fields: stores into records could alias the decoder,
      * and the compiler would reload them after each one. */
@@ -594,7 +669,13 @@ fast_loop(struct lm_decoder *d, struct cursor *c, int pext)
 
     while (end - p >= FAST_MARGIN) {
         struct lm_record *rec = &d->batch[n];
-        const uint8_t *next = fast_event(d, p, rec, pext);
+#ifdef LM_HAVE_BMI2
+        const uint8_t *next =
+            wide ? fast_event_wide(d, p, rec) : fast_event(d, p, rec);
+#else
+        (void)wide;
+        const uint8_t *next = fast_event(d, p, rec);
+#endif
         if (next == p)
             break;
         rec->offset = cursor_offset(c, p);
@@ -619,8 +700,7 @@ static int fast_loop_portable(struct lm_decoder *d, struct cursor *c)
 }
 
 #ifdef LM_HAVE_BMI2
-static __attribute__((target("bmi,bmi2"))) int
-fast_loop_pext(struct lm_decoder *d, struct cursor *c)
+static WIDE_TARGET int fast_loop_pext(struct lm_decoder *d, struct cursor *c)
 {
     return fast_loop(d, c, 1);
 }
