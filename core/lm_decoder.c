@@ -80,7 +80,7 @@ void lm_decoder_init(struct lm_decoder *d, const struct lm_limits *limits,
         d->limits.max_buffered = LM_MAX_STRING_LIMIT + 64;
     d->sink = sink;
     d->sink_ctx = sink_ctx;
-    d->use_pext = (uint8_t)(lm_bmi2_is_fast() && lm_avx2_is_there());
+    d->use_wide = (uint8_t)(lm_bmi2_is_fast() && lm_avx2_is_there());
 }
 
 void lm_decoder_free(struct lm_decoder *d)
@@ -500,7 +500,10 @@ static int flush_batch(struct lm_decoder *d)
  * x86-64 with AVX2 and BMI2 (fast_event_wide), whose PEXT takes the 7-bit
  * groups out of a ULEB in one instruction.  lm_decoder_init() picks one.
  */
-enum { FAST_MARGIN = 80 }; /* see fast_event_wide's loads */
+enum {
+    FAST_MARGIN = 80,  /* see fast_event_wide's loads */
+    FAST_MAX_ULEBS = 6 /* in a plain event: location, old and new block */
+};
 
 #ifdef LM_HAVE_BMI2
 #include <immintrin.h>
@@ -540,48 +543,6 @@ static inline __attribute__((always_inline)) int uleb8(const uint8_t **pp,
             return item;                                                       \
     } while (0)
 
-/* Decodes one plain event at item into rec; returns the byte after it, or
- * item itself when the careful path must take this one. */
-static inline __attribute__((always_inline)) const uint8_t *
-fast_event(const struct lm_decoder *d, const uint8_t *item,
-           struct lm_record *rec)
-{
-    const uint8_t *p = item + 1;
-    unsigned int t = d->fast_header[*item];
-    struct lm_loc_ref loc = {(uint8_t)(t & 0x0f), {0}, {0}};
-    uint64_t oaddr = 0, osize = 0, naddr = 0, nsize = 0;
-
-    if (t == 0)
-        return item;
-    /* The location's words by count, whatever the source: no jump table
-     * to mispredict when sources alternate. */
-    if (t & 0x30) {
-        FAST_READ(loc.addr);
-        if (t & 0x20)
-            FAST_READ(loc.line);
-    }
-    uint8_t kind = (uint8_t)((t >> 8) & 0xf);
-    if (kind != LM_REC_ALLOC) {
-        FAST_READ(oaddr);
-        FAST_READ(osize);
-    }
-    if (kind != LM_REC_FREE) {
-        FAST_READ(naddr);
-        FAST_READ(nsize);
-    }
-    rec->kind = kind;
-    rec->in_events = 0;
-    rec->revision = 0;
-    rec->loc = loc;
-    rec->oaddr = oaddr;
-    rec->osize = osize;
-    rec->naddr = naddr;
-    rec->nsize = nsize;
-    return p;
-}
-
-#undef FAST_READ
-
 /* Fills rec from an event's ULEBs v (location words first); the choice
  * of fields by select, not branches, as kinds come in no order. */
 static inline __attribute__((always_inline)) void
@@ -604,6 +565,27 @@ fill_event(struct lm_record *rec, unsigned int t, const uint64_t *v)
     rec->nsize = alloc ? b[1] : realloc ? b[3] : 0;
 }
 
+/* Decodes one plain event at item into rec; returns the byte after it, or
+ * item itself when the careful path must take this one. */
+static inline __attribute__((always_inline)) const uint8_t *
+fast_event(const struct lm_decoder *d, const uint8_t *item,
+           struct lm_record *rec)
+{
+    const uint8_t *p = item + 1;
+    unsigned int t = d->fast_header[*item];
+    /* Whole, as fill_event selects among all of them. */
+    uint64_t v[FAST_MAX_ULEBS] = {0};
+
+    if (t == 0)
+        return item;
+    for (unsigned int k = 0; k < t >> 12; k++)
+        FAST_READ(v[k]);
+    fill_event(rec, t, v);
+    return p;
+}
+
+#undef FAST_READ
+
 #ifdef LM_HAVE_BMI2
 /*
  * fast_event with AVX2 and BMI2.  uleb8 finds where a ULEB ends from its
@@ -618,7 +600,6 @@ static inline WIDE_TARGET const uint8_t *
 fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
                 struct lm_record *rec)
 {
-    enum { MAX_ULEBS = 6 };
     unsigned int t = d->fast_header[*item];
     __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)item);
     __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(item + 32));
@@ -628,7 +609,7 @@ fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
                     1;
     unsigned int n = t >> 12;
     uint64_t last = _pdep_u64(1ULL << ((n - 1) & 63), ends);
-    uint64_t v[MAX_ULEBS], m = ends;
+    uint64_t v[FAST_MAX_ULEBS], m = ends;
     unsigned int start = 0;
 
     /* Not a plain event, or not whole in the 63 bytes. */
@@ -643,7 +624,7 @@ fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
     if (x != 0)
         return item;
 #pragma GCC unroll 6
-    for (int k = 0; k < MAX_ULEBS; k++) {
+    for (int k = 0; k < FAST_MAX_ULEBS; k++) {
         /* Past the event's last ULEB, the ends run out at bit 63. */
         unsigned int e = (unsigned int)__builtin_ctzll(m | 1ULL << 63);
         uint64_t w;
@@ -700,7 +681,7 @@ static int fast_loop_portable(struct lm_decoder *d, struct cursor *c)
 }
 
 #ifdef LM_HAVE_BMI2
-static WIDE_TARGET int fast_loop_pext(struct lm_decoder *d, struct cursor *c)
+static WIDE_TARGET int fast_loop_wide(struct lm_decoder *d, struct cursor *c)
 {
     return fast_loop(d, c, 1);
 }
@@ -709,8 +690,8 @@ static WIDE_TARGET int fast_loop_pext(struct lm_decoder *d, struct cursor *c)
 static int parse_events_fast(struct lm_decoder *d, struct cursor *c)
 {
 #ifdef LM_HAVE_BMI2
-    if (d->use_pext)
-        return fast_loop_pext(d, c);
+    if (d->use_wide)
+        return fast_loop_wide(d, c);
 #endif
     return fast_loop_portable(d, c);
 }

@@ -105,7 +105,7 @@ enum lm_phase {
 struct lm_decoder {
     enum lm_phase phase;
     uint8_t ljs_version, ljm_version;
-    uint8_t use_pext; /* the fast path with AVX2 and BMI2 (x86-64) */
+    uint8_t use_wide; /* the fast path with AVX2 and BMI2 (x86-64) */
     enum lm_revision revision;
     struct lm_limits limits;
     uint64_t offset; /* stream offset of the first byte not yet consumed */
