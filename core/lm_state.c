@@ -255,11 +255,11 @@ static uint32_t override_find(const struct lm_state *s, uint8_t kind,
     return LM_NONE;
 }
 
-/* The override record of (kind, site, primary), created if new. */
-static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
-                            uint32_t primary)
+/* The override record of (kind, site, primary), whose ovr_hash is h,
+ * created if new. */
+static uint32_t override_id_hashed(struct lm_state *s, uint8_t kind,
+                                   uint32_t site, uint32_t primary, uint64_t h)
 {
-    uint64_t h = ovr_hash(kind, site, primary);
     uint32_t id = override_find(s, kind, site, primary, h);
 
     if (id != LM_NONE)
@@ -272,6 +272,13 @@ static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
     s->novr++;
     s->ovr[id] = (struct lm_override){site, primary, kind, 0, 0, 0};
     return id;
+}
+
+static uint32_t override_id(struct lm_state *s, uint8_t kind, uint32_t site,
+                            uint32_t primary)
+{
+    return override_id_hashed(s, kind, site, primary,
+                              ovr_hash(kind, site, primary));
 }
 
 static uint32_t pending_tag(uint8_t kind, uint32_t site)
@@ -313,9 +320,56 @@ static int flush_pending(struct lm_state *s, uint32_t primary,
     return 0;
 }
 
+static uint64_t evicted_hash(const struct lm_ovr_evicted *e)
+{
+    return ovr_hash(pending_kind(e->p.tag), pending_site(e->p.tag),
+                    e->primary);
+}
+
+/*
+ * Folds the queue of evicted entries into their records (see struct
+ * lm_ovr_evicted), in a pipeline: AHEAD entries ahead, the index slot is
+ * fetched; half as far ahead, the record it names.  0, or -1 when out of
+ * memory, the entries not folded still queued.
+ */
+static int fold_evicted(struct lm_state *s)
+{
+    enum { AHEAD = 16 };
+    uint64_t h[LM_OVR_EVICTED];
+    uint32_t n = s->nevicted, slot;
+
+    for (uint32_t k = 0; k < n; k++) {
+        h[k] = evicted_hash(&s->evicted[k]);
+        if (k < AHEAD)
+            __builtin_prefetch(&s->ovr_index.slots[h[k] & s->ovr_index.mask]);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        const struct lm_ovr_evicted *e = &s->evicted[k];
+        if (k + AHEAD < n)
+            __builtin_prefetch(
+                &s->ovr_index.slots[h[k + AHEAD] & s->ovr_index.mask]);
+        if (k + AHEAD / 2 < n) {
+            uint32_t id = lm_hindex_first(&s->ovr_index, h[k + AHEAD / 2], &slot);
+            if (id != LM_NONE)
+                __builtin_prefetch(&s->ovr[id]);
+        }
+        uint32_t id = override_id_hashed(s, pending_kind(e->p.tag),
+                                         pending_site(e->p.tag), e->primary,
+                                         h[k]);
+        if (id == LM_NONE) {
+            memmove(s->evicted, e, (n - k) * sizeof(*e));
+            s->nevicted = n - k;
+            return -1;
+        }
+        fold_pending(&s->ovr[id], &e->p);
+    }
+    s->nevicted = 0;
+    return 0;
+}
+
 /* The entry of primary's pending overrides for tag: found and moved one
  * place up (the most used stay in front), or made in the last place, whose
- * counts go to their record first.  NULL when out of memory. */
+ * counts are queued for their record first.  NULL when out of memory. */
 static HOT struct lm_ovr_pending *pending_entry(struct lm_state *s,
                                                 uint32_t primary, uint32_t tag)
 {
@@ -331,8 +385,11 @@ static HOT struct lm_ovr_pending *pending_entry(struct lm_state *s,
             return &pend[k - 1];
         }
     struct lm_ovr_pending *last = &pend[LM_OVR_PENDING - 1];
-    if (flush_pending(s, primary, last) != 0)
-        return NULL;
+    if (last->count != 0) {
+        if (s->nevicted == LM_OVR_EVICTED && fold_evicted(s) != 0)
+            return NULL;
+        s->evicted[s->nevicted++] = (struct lm_ovr_evicted){primary, *last};
+    }
     *last = (struct lm_ovr_pending){tag, 0, 0, 0};
     return last;
 }
@@ -366,35 +423,66 @@ static HOT int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
              p < (s)->locs[i].pending + LM_OVR_PENDING; p++)                   \
             if (p->count != 0)
 
+/* The record of (kind, site, primary) in o, a copy of s's records with
+ * new ones from `made` up to k: s's own, or a new one, or LM_NONE. */
+static uint32_t copied_override(const struct lm_state *s,
+                                const struct lm_override *o, uint32_t made,
+                                uint32_t k, uint8_t kind, uint32_t site,
+                                uint32_t primary)
+{
+    uint32_t id =
+        override_find(s, kind, site, primary, ovr_hash(kind, site, primary));
+
+    for (uint32_t j = made; j < k && id == LM_NONE; j++)
+        if (o[j].site == site && o[j].primary == primary && o[j].kind == kind)
+            id = j;
+    return id;
+}
+
+/* Adds an entry's counts to its record in o, made at o[*k] if new. */
+static void copy_entry(const struct lm_state *s, struct lm_override *o,
+                       uint32_t made, uint32_t search_end, uint32_t *k,
+                       uint32_t primary, const struct lm_ovr_pending *p)
+{
+    uint8_t kind = pending_kind(p->tag);
+    uint32_t site = pending_site(p->tag);
+    uint32_t id = copied_override(s, o, made, search_end, kind, site, primary);
+
+    if (id == LM_NONE) {
+        id = (*k)++;
+        o[id] = (struct lm_override){site, primary, kind, 0, 0, 0};
+    }
+    fold_pending(&o[id], p);
+}
+
 struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n)
 {
-    size_t pending = 0;
-    uint32_t k;
+    size_t entries = s->nevicted;
+    uint32_t k, queued_end;
     struct lm_override *o;
 
-    /* Room for a record of every pending entry: pairs whose counts are
-     * all pending have none yet. */
+    /* Room for a record of every entry: pairs whose counts are all
+     * pending or queued have none yet. */
     FOR_EACH_PENDING(s, i, p)
     {
         (void)i;
-        pending++;
+        entries++;
     }
-    o = malloc(((size_t)s->novr + pending + 1) * sizeof(*o));
+    o = malloc(((size_t)s->novr + entries + 1) * sizeof(*o));
     if (o == NULL)
         return NULL;
     if (s->novr > 0)
         memcpy(o, s->ovr, s->novr * sizeof(*o));
     k = s->novr;
+    /* The queue (empty unless memory ran out) may hold a pair more than
+     * once, and a pair pending too; a primary's pending pairs differ. */
+    for (uint32_t j = 0; j < s->nevicted; j++)
+        copy_entry(s, o, s->novr, k, &k, s->evicted[j].primary,
+                   &s->evicted[j].p);
+    queued_end = k;
     FOR_EACH_PENDING(s, i, p)
     {
-        uint8_t kind = pending_kind(p->tag);
-        uint32_t site = pending_site(p->tag);
-        uint32_t id = override_find(s, kind, site, i, ovr_hash(kind, site, i));
-        if (id == LM_NONE) {
-            id = k++;
-            o[id] = (struct lm_override){site, i, kind, 0, 0, 0};
-        }
-        fold_pending(&o[id], p);
+        copy_entry(s, o, s->novr, queued_end, &k, i, p);
     }
     *n = k;
     return o;
@@ -613,18 +701,23 @@ static int is_event(const struct lm_record *r)
 enum { FAR = 24, NEAR = 8, RING = 32 };
 
 /*
- * A location record is three cache lines: the pending overrides, then the
- * counters, then the key.  A site reads its key and counts its event (the
- * last two lines, from the counters); a released block's owner loses live
- * bytes and is credited with an override (the first two, from the
- * record's start).  Always inlined, like lm_heap_prefetch, or GCC drops
- * the calls.
+ * Where a location record is read (see struct lm_loc): a site's event
+ * reads the key and counts itself (the event line and the next), a new
+ * block's site and a released block's owner change their live counts and
+ * overrides (the heap line).  Always inlined, like lm_heap_prefetch, or
+ * GCC drops the calls.
  */
 static inline __attribute__((always_inline)) void
-prefetch_two_lines(const void *at)
+prefetch_site(const struct lm_loc *l)
 {
-    __builtin_prefetch(at);
-    __builtin_prefetch((const char *)at + 64);
+    __builtin_prefetch((const char *)l + LM_LOC_EVENT_LINE * 64);
+    __builtin_prefetch((const char *)l + LM_LOC_EVENT_LINE * 64 + 64);
+}
+
+static inline __attribute__((always_inline)) void
+prefetch_heap_side(const struct lm_loc *l)
+{
+    __builtin_prefetch((const char *)l + LM_LOC_HEAP_LINE * 64);
 }
 
 static void plan_far(struct lm_state *s, const struct lm_record *r,
@@ -657,11 +750,14 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
     id = *site_cache_at(s, p->loc);
     if (id == LM_NONE)
         id = lm_hindex_first(&s->loc_index, p->loc, &slot);
-    if (id != LM_NONE)
-        prefetch_two_lines(&s->locs[id].c);
+    if (id != LM_NONE) {
+        prefetch_site(&s->locs[id]);
+        if (r->kind != LM_REC_FREE)
+            prefetch_heap_side(&s->locs[id]);
+    }
     if (r->kind != LM_REC_ALLOC &&
         lm_heap_peek_hashed(&s->heap, p->o, &blk, &p->oslot))
-        prefetch_two_lines(&s->locs[blk.loc]);
+        prefetch_heap_side(&s->locs[blk.loc]);
 }
 
 /* Hashes only: what apply_event needs when nothing is worth prefetching. */
@@ -819,7 +915,7 @@ static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
     *h = ref_hash(&r->loc);
     uint32_t id = *site_cache_at(s, *h);
     if (id != LM_NONE)
-        prefetch_two_lines(&s->locs[id].c);
+        prefetch_site(&s->locs[id]);
 }
 
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
@@ -916,9 +1012,9 @@ static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
     struct lm_block blk;
 
     if (op->kind == LM_OP_ALLOC || op->kind == LM_OP_REALLOC_NEW)
-        __builtin_prefetch(&s->locs[op->loc].c);
+        prefetch_heap_side(&s->locs[op->loc]);
     else if (lm_heap_peek_hashed(&s->heap, op->hash, &blk, &slot))
-        prefetch_two_lines(&s->locs[blk.loc]);
+        prefetch_heap_side(&s->locs[blk.loc]);
     return slot;
 }
 
@@ -946,8 +1042,11 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
     return 0;
 }
 
-static int has_pending(const struct lm_state *s)
+/* Whether s has override counts outside its records. */
+static int has_unfolded(const struct lm_state *s)
 {
+    if (s->nevicted != 0)
+        return 1;
     FOR_EACH_PENDING(s, i, p)
     {
         (void)i;
@@ -958,12 +1057,14 @@ static int has_pending(const struct lm_state *s)
 
 /*
  * Adds a part's overrides to s.  When s has none (the worker held every
- * block, the default), the part's table is taken whole, its pending
- * counts folded in place: no copy of it, no second table built.
+ * block, the default), the part's table is taken whole, its queued and
+ * pending counts folded in place: no copy of it, no second table built.
  */
 static int absorb_overrides(struct lm_state *s, struct lm_state *part)
 {
-    if (s->novr == 0 && !has_pending(s)) {
+    if (s->novr == 0 && !has_unfolded(s)) {
+        if (fold_evicted(part) != 0)
+            return -1;
         FOR_EACH_PENDING(part, i, p)
         {
             if (flush_pending(part, i, p) != 0)

@@ -35,11 +35,11 @@ struct lm_counters {
  * change), so crediting the releasing site there costs no extra miss,
  * and a site new to the primary costs none either: its override record
  * is found or made only when the entry is evicted (or its 32-bit counts
- * would overflow), and readers fold the entries in.  Four entries in one
- * cache line, most used first.  tag = site << 2 | is_free << 1 | 1, 0
- * when unused.
+ * would overflow), and readers fold the entries in.  Three entries, most
+ * used first, share a cache line with the live counters.  tag = site << 2
+ * | is_free << 1 | 1, 0 when unused.
  */
-#define LM_OVR_PENDING 4
+#define LM_OVR_PENDING 3
 
 struct lm_ovr_pending {
     uint32_t tag;
@@ -47,11 +47,31 @@ struct lm_ovr_pending {
 };
 
 /*
+ * An entry pushed out of a primary's pending ones.  Its override record
+ * is a look-up in a big index, and then in a big table, each a miss that
+ * the next waits for: evicted entries are queued and folded a batch at a
+ * time, the misses of one overlapping the others'.  Readers get the
+ * queued counts with the rest from lm_state_overrides.
+ */
+#define LM_OVR_EVICTED 64
+
+struct lm_ovr_evicted {
+    uint32_t primary;
+    struct lm_ovr_pending p;
+};
+
+/*
  * A location: where events say they happened, keyed with the symbol epoch
  * that was current when it was first seen.  When a new epoch replaces that
  * symbol, the location is retired: it keeps its counters and name, and
- * later events at the same key open a new location.  Laid out in three
- * cache lines, which the hot path prefetches.
+ * later events at the same key open a new location.
+ *
+ * Three cache lines, by who touches them.  The first holds what the heap
+ * side changes: the pending overrides and the live counters (the first
+ * two of struct lm_counters), so a released block's owner costs one line
+ * and a new block's site one.  The second holds the event counters, the
+ * third the rest of the key: what a site's event reads and counts.  With
+ * two threads, each line has one writer (see lm_par.h).
  */
 struct lm_loc {
     struct lm_ovr_pending pending[LM_OVR_PENDING];
@@ -69,6 +89,18 @@ struct lm_loc {
     uint8_t source;
     uint8_t retired;
 } __attribute__((aligned(64)));
+
+/* The lines of a location record, as the prefetches of lm_state.c take
+ * them. */
+#define LM_LOC_HEAP_LINE  0
+#define LM_LOC_EVENT_LINE 1
+_Static_assert(offsetof(struct lm_loc, c.live_blocks) / 64 == LM_LOC_HEAP_LINE &&
+                   offsetof(struct lm_loc, c.alloc_events) / 64 ==
+                       LM_LOC_EVENT_LINE &&
+                   offsetof(struct lm_loc, c.free_bytes) / 64 ==
+                       LM_LOC_EVENT_LINE &&
+                   sizeof(struct lm_loc) == 192,
+               "a location's heap side and event counters on their own lines");
 
 /* What a realloc or free site released of another site's blocks. */
 struct lm_override {
@@ -145,6 +177,8 @@ struct lm_state {
     struct lm_override *ovr;
     uint32_t novr, ovr_cap;
     struct lm_hindex ovr_index;
+    struct lm_ovr_evicted evicted[LM_OVR_EVICTED];
+    uint32_t nevicted;
 
     struct lm_totals totals;
     uint8_t revision; /* enum lm_revision, once the events begin */

@@ -72,7 +72,7 @@ static void big_heap(struct lm_buf *b)
 
 /*
  * One primary's blocks released in turns by nine sites, more than the
- * four it keeps pending, some of them near 4 GiB so that the 32-bit
+ * three it keeps pending, some of them near 4 GiB so that the 32-bit
  * pending counts overflow.
  */
 static void many_releasers(struct lm_buf *b)
