@@ -18,8 +18,6 @@
 #include "lm_par.h"
 #include "lm_state.h"
 
-/* The worker's share with --threads 2 (0: lm_par's default). */
-static uint32_t worker_share;
 
 static double now(void)
 {
@@ -89,9 +87,6 @@ static void run_once(const uint8_t *buf, size_t len, size_t chunk, int threads,
 
     if (lm_profile_init(p, NULL, NULL) != 0 ||
         lm_profile_threads(p, threads) != 0)
-        exit(1);
-    if (p->par != NULL && worker_share != 0 &&
-        lm_par_set_share(p->par, worker_share) != 0)
         exit(1);
     for (size_t off = 0; off < len; off += chunk) {
         size_t n = len - off < chunk ? len - off : chunk;
@@ -187,14 +182,12 @@ static int bench_core(int argc, char **argv)
             chunk = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--share") == 0 && i + 1 < argc)
-            worker_share = (uint32_t)strtoul(argv[++i], NULL, 10);
         else
             path = argv[i];
     }
     if (path == NULL || runs < 1 || threads < 1 || threads > 2) {
         fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES] "
-              "[--threads 1|2 [--share N]]\n",
+              "[--threads 1|2]\n",
               stderr);
         return 1;
     }
@@ -366,7 +359,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "replay") == 0)
         return bench_replay(argc - 2, argv + 2);
     fputs("usage: ljmp-bench core FILE [--runs N] [--chunk BYTES] "
-          "[--threads 1|2 [--share N]]\n"
+          "[--threads 1|2]\n"
           "       ljmp-bench exec [--runs N] -- COMMAND...\n"
           "       ljmp-bench drain SOCKET\n"
           "       ljmp-bench replay FILE SOCKET EVENTS\n",

@@ -132,39 +132,6 @@ int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
     return 0;
 }
 
-/* A capacity whose load limit holds n blocks (a few slots to spare). */
-static uint32_t cap_for(uint32_t n)
-{
-    uint32_t cap = (uint32_t)(((uint64_t)n * 4 + 2) / 3 + 4);
-    return (cap + LM_HEAP_GROUP - 1) / LM_HEAP_GROUP * LM_HEAP_GROUP;
-}
-
-int lm_heap_absorb(struct lm_heapmap *dst, struct lm_heapmap *src)
-{
-    for (unsigned int k = 0; k < LM_HEAP_SHARDS; k++) {
-        struct lm_heap_shard *s = &src->shard[k], *d = &dst->shard[k];
-        /* Grown once to the final size, not by quarters: each growth
-         * would move every block again. */
-        if (d->count + s->count > d->limit &&
-            rebuild(d, cap_for(d->count + s->count)) != 0)
-            return -1;
-        for (uint32_t i = 0; i < s->cap; i++) {
-            const struct lm_heap_slot *b = &s->slots[i];
-            struct lm_block old;
-            if (s->ctrl[i] >= LM_HEAP_EMPTY)
-                continue;
-            if (lm_heap_put_hashed(
-                    dst, b->key, (struct lm_block){b->size, b->loc}, &old) < 0)
-                return -1;
-        }
-        /* Freed as it goes: the two maps together hold little more than
-         * one map's blocks. */
-        src->count -= s->count;
-        shard_release(s);
-    }
-    return 0;
-}
-
 uint64_t lm_heap_memory(const struct lm_heapmap *m)
 {
     uint64_t bytes = 0;

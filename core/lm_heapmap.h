@@ -358,13 +358,6 @@ static inline int lm_heap_take(struct lm_heapmap *m, uint64_t addr,
     return lm_heap_take_hashed(m, lm_heap_hash(m, addr), UINT32_MAX, blk);
 }
 
-/*
- * Moves every block of src (hashed with the same seed) into dst, which
- * holds none of their addresses.  0, or -1 when out of memory; either
- * way src is then only fit to be freed.
- */
-int lm_heap_absorb(struct lm_heapmap *dst, struct lm_heapmap *src);
-
 /* Bytes held by the map's tables. */
 uint64_t lm_heap_memory(const struct lm_heapmap *m);
 

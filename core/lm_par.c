@@ -1,4 +1,4 @@
-/* Two-thread application of decoded records: the caller reads, both apply. */
+/* Two threads apply a stream: the caller reads, a worker applies heap ops. */
 #include "lm_par.h"
 
 #include <pthread.h>
@@ -7,7 +7,7 @@
 
 /*
  * The caller hands operations over in batches of about HANDOVER_OPS
- * (128 KiB: they stay in the worker's L2) through a ring of NBATCH, so
+ * (64 KiB: they stay in the worker's L2) through a ring of NBATCH, so
  * that it can run ahead while the worker is slowed down (a shard of its
  * heap map growing) and the other way round.  A batch has room for one
  * chunk of records more than the mark.
@@ -19,31 +19,20 @@ enum {
     NBATCH = 8,
 };
 
-/*
- * The worker's share of the heap map's hash space, in 65536ths: all of
- * it, since the caller's thread also decodes and resolves locations.
- * With `ljmp-bench core --threads 2 --share N`, 56000 left the worker
- * idle a quarter of the time on s20m.bin and a binary_trees recording;
- * from 62000 to 65536 the two sides wait about as long and the times
- * differ by less than the machine's noise (bench/README.md).  With every
- * block on one side, the peak of live blocks is that side's own, exact.
- */
-#define WORKER_SHARE 65536u
-
 struct batch {
     struct lm_op *ops;
     size_t n;
-    uint32_t nlocs;     /* the locations the operations may name */
-    uint64_t main_live; /* the caller's live blocks when it was handed over */
+    /* The caller's location records, which the operations name: they
+     * move only while the worker is idle (see make_room_for_locs). */
+    struct lm_loc *locs;
+    uint32_t nlocs;
 };
 
 struct lm_par {
-    struct lm_state *s;   /* the caller's: symbols, locations, its blocks */
-    struct lm_state part; /* the worker's blocks and what they count */
-    struct lm_op *mine;   /* the caller's operations of one chunk */
+    struct lm_state *s;   /* the caller's: symbols, locations, counts */
+    struct lm_state part; /* the worker's: blocks, overrides */
     struct batch ring[NBATCH];
     size_t nfill; /* operations in the batch being filled, ring[head] */
-    uint32_t share;
     int finished, finish_rc;
 
     pthread_t thread;
@@ -53,8 +42,6 @@ struct lm_par {
     uint64_t head, tail;
     int quit;
     int failed; /* set by the worker when out of memory */
-    /* The worker's, read by the caller after the join. */
-    uint64_t peak; /* live blocks, sampled after each batch */
 };
 
 /* Applies one batch to the worker's part: 0, or -1 when out of memory. */
@@ -62,14 +49,8 @@ static int apply_batch(struct lm_par *p, const struct batch *b)
 {
     const char *err;
 
-    if (lm_state_mirror_locs(&p->part, b->nlocs) != 0 ||
-        lm_state_apply_ops(&p->part, b->ops, b->n, &err) != 0)
-        return -1;
-    /* Both parts are now at the same point of the stream. */
-    uint64_t live = b->main_live + p->part.totals.live_blocks;
-    if (live > p->peak)
-        p->peak = live;
-    return 0;
+    lm_state_lend_locs(&p->part, b->locs, b->nlocs);
+    return lm_state_apply_ops(&p->part, b->ops, b->n, &err);
 }
 
 static void *work(void *arg)
@@ -98,25 +79,52 @@ static void *work(void *arg)
     return NULL;
 }
 
-/* Hands the batch being filled over, then waits for a free one; -1 if
- * the worker ran out of memory (the stream cannot be applied whole). */
-static int hand_over(struct lm_par *p)
+/* Hands the batch being filled over, then waits until at most `ahead`
+ * batches are waiting or being applied; -1 if the worker ran out of
+ * memory (the stream cannot be applied whole). */
+static int hand_over(struct lm_par *p, uint64_t ahead)
 {
     int failed;
 
     pthread_mutex_lock(&p->mu);
     struct batch *b = &p->ring[p->head % NBATCH];
     b->n = p->nfill;
+    b->locs = p->s->locs;
     b->nlocs = p->s->nlocs;
-    b->main_live = p->s->totals.live_blocks;
     p->head++;
     pthread_cond_signal(&p->cv);
-    while (p->head - p->tail == NBATCH)
+    while (p->head - p->tail > ahead)
         pthread_cond_wait(&p->cv, &p->mu);
     failed = p->failed;
     pthread_mutex_unlock(&p->mu);
     p->nfill = 0;
     return failed ? -1 : 0;
+}
+
+/*
+ * Makes room for n more locations before records that may make them: a
+ * move of the location records waits until the worker has applied every
+ * operation handed over, since it writes into them.  Moves are few (the
+ * table doubles).  0, or -1 when out of memory.
+ */
+static int make_room_for_locs(struct lm_par *p, size_t n)
+{
+    struct lm_state *s = p->s;
+    uint64_t want = (uint64_t)s->nlocs + n;
+
+    if (want <= s->locs_cap || s->locs_cap >= s->max_locs)
+        return 0;
+    if (p->nfill > 0) {
+        if (hand_over(p, 0) != 0)
+            return -1;
+    } else {
+        pthread_mutex_lock(&p->mu);
+        while (p->tail != p->head)
+            pthread_cond_wait(&p->cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return lm_state_reserve_locs(s, want > UINT32_MAX ? UINT32_MAX
+                                                      : (uint32_t)want);
 }
 
 struct lm_par *lm_par_new(struct lm_state *s)
@@ -130,12 +138,10 @@ struct lm_par *lm_par_new(struct lm_state *s)
     if (p == NULL)
         return NULL;
     p->s = s;
-    p->share = WORKER_SHARE;
-    p->mine = malloc(CHUNK * LM_OPS_PER_RECORD * sizeof(*p->mine));
     for (n = 0; n < NBATCH; n++)
         if ((p->ring[n].ops = malloc(BATCH_OPS * sizeof(struct lm_op))) == NULL)
             goto fail;
-    if (p->mine == NULL || lm_state_init(&p->part, NULL) != 0)
+    if (lm_state_init(&p->part, NULL) != 0)
         goto fail;
     lm_state_join(&p->part, s);
     if (pthread_mutex_init(&p->mu, NULL) != 0)
@@ -154,18 +160,8 @@ fail_part:
 fail:
     while (n-- > 0)
         free(p->ring[n].ops);
-    free(p->mine);
     free(p);
     return NULL;
-}
-
-int lm_par_set_share(struct lm_par *p, uint32_t share)
-{
-    /* A block's side must not change while it lives. */
-    if (p->finished || p->head != 0 || p->nfill != 0 || p->s->heap.count != 0)
-        return -1;
-    p->share = share;
-    return 0;
 }
 
 int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
@@ -180,17 +176,18 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
     }
     for (size_t done = 0; done < n;) {
         size_t k = n - done < CHUNK ? n - done : CHUNK;
-        size_t nmine, nother, at = 0;
+        size_t nops, at = 0;
         const char *err = "out of memory";
-        struct lm_op *other = p->ring[p->head % NBATCH].ops + p->nfill;
-        int rc = lm_state_split(p->s, recs + done, k, p->share, p->mine, &nmine,
-                                other, &nother, &at, &err);
+        int rc = make_room_for_locs(p, k);
 
-        p->nfill += nother;
-        /* What came before an error is applied, as lm_state_apply does. */
-        if (lm_state_apply_ops(p->s, p->mine, nmine, &err) != 0)
-            rc = -1, at = 0;
-        if (p->nfill >= HANDOVER_OPS && hand_over(p) != 0)
+        if (rc == 0) {
+            struct lm_op *ops = p->ring[p->head % NBATCH].ops + p->nfill;
+            rc = lm_state_split(p->s, recs + done, k, ops, &nops, &at, &err);
+            /* What came before an error is applied, as lm_state_apply
+             * does. */
+            p->nfill += nops;
+        }
+        if (p->nfill >= HANDOVER_OPS && hand_over(p, NBATCH - 1) != 0)
             rc = -1, at = 0, err = "out of memory";
         if (rc != 0) {
             *failed_at = done + at;
@@ -202,29 +199,19 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
     return 0;
 }
 
-/* Joins the worker and merges its part: 0, or -1 when out of memory. */
+/* Joins the worker and gives its part to the state: 0, or -1 when out
+ * of memory. */
 static int join_and_merge(struct lm_par *p)
 {
-    int rc = 0;
-
     if (p->nfill > 0)
-        (void)hand_over(p); /* a failure is read below */
+        (void)hand_over(p, NBATCH - 1); /* a failure is read below */
     pthread_mutex_lock(&p->mu);
     p->quit = 1;
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->thread, NULL);
-    /* Everything is applied: the live count now is exact. */
-    uint64_t live = p->s->totals.live_blocks + p->part.totals.live_blocks;
-    if (live > p->peak)
-        p->peak = live;
-    if (p->failed)
-        rc = -1;
-    if (lm_state_absorb(p->s, &p->part) != 0)
-        rc = -1;
-    if (p->peak > p->s->totals.peak_live_blocks)
-        p->s->totals.peak_live_blocks = p->peak;
-    return rc;
+    lm_state_absorb(p->s, &p->part);
+    return p->failed ? -1 : 0;
 }
 
 int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen)
@@ -249,6 +236,5 @@ void lm_par_free(struct lm_par *p)
     pthread_mutex_destroy(&p->mu);
     for (int n = 0; n < NBATCH; n++)
         free(p->ring[n].ops);
-    free(p->mine);
     free(p);
 }

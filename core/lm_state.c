@@ -43,7 +43,8 @@ void lm_state_free(struct lm_state *s)
     lm_heap_free(&s->heap);
     lm_hindex_free(&s->loc_index);
     lm_hindex_free(&s->ovr_index);
-    lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*s->locs));
+    if (!s->locs_lent)
+        lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*s->locs));
     free(s->cfunc_locs);
     free(s->ovr);
     memset(s, 0, sizeof(*s));
@@ -892,19 +893,6 @@ void lm_state_join(struct lm_state *part, const struct lm_state *s)
     part->direct_bytes = s->direct_bytes;
 }
 
-/* The part an operation belongs to: bits the heap map leaves alone (it
- * takes the top 6 for the shard, 50..56 for the tag, 0..31 for the home),
- * so each part's blocks still spread over all its shards and groups. */
-static HOT void route_op(uint32_t split, const struct lm_op *op,
-                         struct lm_op *mine, size_t *nmine, struct lm_op *other,
-                         size_t *nother)
-{
-    if ((uint32_t)(op->hash >> 32 & 0xffff) < split)
-        other[(*nother)++] = *op;
-    else
-        mine[(*nmine)++] = *op;
-}
-
 /* A location's counters and key, fetched ahead: with thousands of sites,
  * most events miss the one-entry cache, and their records are not in L1. */
 static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
@@ -919,8 +907,7 @@ static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
 }
 
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
-                   uint32_t split, struct lm_op *mine, size_t *nmine,
-                   struct lm_op *other, size_t *nother, size_t *failed_at,
+                   struct lm_op *ops, size_t *nops, size_t *failed_at,
                    const char **err)
 {
     uint64_t hashes[RING];
@@ -928,12 +915,11 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
      * cache nearly always holds the site, and compares without a hash. */
     size_t near = locs_fit_in_cache(s) ? 0 : NEAR;
 
-    *nmine = *nother = 0;
+    *nops = 0;
     for (size_t i = 0; i < n && i < near; i++)
         plan_loc(s, &recs[i], &hashes[i % RING]);
     for (size_t i = 0; i < n; i++) {
         const struct lm_record *r = &recs[i];
-        struct lm_op op;
         uint32_t loc;
 
         if (near != 0 && i + near < n)
@@ -954,37 +940,37 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
             return -1;
         /* Counted here, where the site's record was just read. */
         count_event(s, r, &s->locs[loc].c);
-        if (r->kind != LM_REC_ALLOC) {
-            op = (struct lm_op){
+        if (r->kind != LM_REC_ALLOC)
+            ops[(*nops)++] = (struct lm_op){
                 lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, loc,
                 r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
-            route_op(split, &op, mine, nmine, other, nother);
-        }
-        if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr)) {
-            op = (struct lm_op){
+        if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr))
+            ops[(*nops)++] = (struct lm_op){
                 lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, loc,
                 r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
-            route_op(split, &op, mine, nmine, other, nother);
-        }
     }
     return 0;
 }
 
-int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs)
+int lm_state_reserve_locs(struct lm_state *s, uint32_t n)
 {
-    if (nlocs > part->locs_cap) {
-        uint32_t cap = part->locs_cap ? part->locs_cap : 64;
-        while (cap < nlocs)
-            cap *= 2;
-        if (resize_locs(part, cap) != 0)
-            return -1;
-    }
-    /* Table memory comes zeroed and past nlocs was never written: the
-     * new counters start at zero, and the pages of locations that never
-     * own a block of this part are never touched (nor resident). */
-    if (nlocs > part->nlocs)
-        part->nlocs = nlocs;
-    return 0;
+    uint32_t cap = s->locs_cap ? s->locs_cap : 64;
+
+    if (n > s->max_locs)
+        n = s->max_locs; /* new_loc refuses more */
+    if (n <= s->locs_cap)
+        return 0;
+    while (cap < n)
+        cap *= 2;
+    return resize_locs(s, cap);
+}
+
+void lm_state_lend_locs(struct lm_state *part, struct lm_loc *locs,
+                        uint32_t nlocs)
+{
+    part->locs = locs;
+    part->nlocs = nlocs;
+    part->locs_lent = 1;
 }
 
 /* An operation's effect on blocks, live counts and overrides: the rest
@@ -1042,98 +1028,30 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
     return 0;
 }
 
-/* Whether s has override counts outside its records. */
-static int has_unfolded(const struct lm_state *s)
+void lm_state_absorb(struct lm_state *s, struct lm_state *part)
 {
-    if (s->nevicted != 0)
-        return 1;
-    FOR_EACH_PENDING(s, i, p)
-    {
-        (void)i;
-        return 1;
-    }
-    return 0;
-}
+    /* s applied no operation: the part's blocks and overrides are the
+     * profile's, and its pending overrides are in s's records already. */
+    struct lm_heapmap heap = s->heap;
+    struct lm_override *ovr = s->ovr;
+    uint32_t ovr_cap = s->ovr_cap;
+    struct lm_hindex ovr_index = s->ovr_index;
 
-/*
- * Adds a part's overrides to s.  When s has none (the worker held every
- * block, the default), the part's table is taken whole, its queued and
- * pending counts folded in place: no copy of it, no second table built.
- */
-static int absorb_overrides(struct lm_state *s, struct lm_state *part)
-{
-    if (s->novr == 0 && !has_unfolded(s)) {
-        if (fold_evicted(part) != 0)
-            return -1;
-        FOR_EACH_PENDING(part, i, p)
-        {
-            if (flush_pending(part, i, p) != 0)
-                return -1;
-        }
-        struct lm_override *ovr = s->ovr;
-        uint32_t novr = s->novr, cap = s->ovr_cap;
-        struct lm_hindex index = s->ovr_index;
-        s->ovr = part->ovr;
-        s->novr = part->novr;
-        s->ovr_cap = part->ovr_cap;
-        s->ovr_index = part->ovr_index;
-        part->ovr = ovr;
-        part->novr = novr;
-        part->ovr_cap = cap;
-        part->ovr_index = index;
-        return 0;
-    }
-    uint32_t n;
-    struct lm_override *ovr = lm_state_overrides(part, &n);
-    if (ovr == NULL)
-        return -1;
-    for (uint32_t i = 0; i < n; i++) {
-        const struct lm_override *o = &ovr[i];
-        uint32_t id = override_id(s, (uint8_t)o->kind, o->site, o->primary);
-        if (id == LM_NONE) {
-            free(ovr);
-            return -1;
-        }
-        s->ovr[id].count += o->count;
-        s->ovr[id].allocated += o->allocated;
-        s->ovr[id].freed += o->freed;
-    }
-    free(ovr);
-    return 0;
-}
-
-int lm_state_absorb(struct lm_state *s, struct lm_state *part)
-{
-    /* Each side's own peak is a lower bound of the whole's, and exact
-     * when that side held every block. */
-    uint64_t peak = s->totals.peak_live_blocks > part->totals.peak_live_blocks
-                        ? s->totals.peak_live_blocks
-                        : part->totals.peak_live_blocks;
-    int rc = -1;
-
-    for (uint32_t i = 0; i < part->nlocs; i++) {
-        struct lm_counters *to = &s->locs[i].c;
-        const struct lm_counters *from = &part->locs[i].c;
-#define LM_ADD_COUNTER(name) to->name += from->name;
-        LM_COUNTERS(LM_ADD_COUNTER)
-#undef LM_ADD_COUNTER
-    }
-    if (absorb_overrides(s, part) != 0)
-        goto out;
+    s->heap = part->heap;
+    s->ovr = part->ovr;
+    s->novr = part->novr;
+    s->ovr_cap = part->ovr_cap;
+    s->ovr_index = part->ovr_index;
+    memcpy(s->evicted, part->evicted, sizeof(s->evicted));
+    s->nevicted = part->nevicted;
 #define LM_ADD_TOTAL(name) s->totals.name += part->totals.name;
     LM_TOTALS(LM_ADD_TOTAL)
 #undef LM_ADD_TOTAL
-    s->totals.peak_live_blocks = peak;
-    if (part->heap.count > s->heap.count) {
-        /* The same hash: move the fewer blocks (the worker has most). */
-        struct lm_heapmap t = s->heap;
-        s->heap = part->heap;
-        part->heap = t;
-    }
-    rc = lm_heap_absorb(&s->heap, &part->heap);
-out:
+    part->heap = heap; /* s's own, empty, freed with the part */
+    part->ovr = ovr;
+    part->ovr_cap = ovr_cap;
+    part->ovr_index = ovr_index;
     lm_state_free(part);
-    return rc;
 }
 
 /* Name of a Lua location: chunk (or its alias) and line. */

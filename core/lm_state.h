@@ -161,6 +161,7 @@ struct lm_state {
 
     struct lm_loc *locs;
     uint32_t nlocs, locs_cap, max_locs;
+    uint8_t locs_lent; /* a part's: the main state's records */
     uint64_t direct_bytes;      /* from the limits; a reader may change it
                                  * between feeds (e.g. to share the caches) */
     struct lm_hindex loc_index; /* current locations by key */
@@ -192,16 +193,16 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
                    size_t *failed_at, char *errbuf, size_t errlen);
 
 /*
- * -- Applying a stream in two parts, by block address (see lm_par.h).
+ * -- Applying a stream on two threads (see lm_par.h).
  *
- * The state that reads the records (the "main" state: symbols and
- * locations) resolves each event's location, counts the event there and
- * splits it into heap operations, one per block it touches; each
- * operation goes to the part that owns the block's address, and a part
- * applies its operations to its own heap map, live counters, overrides
- * and totals.  Every block's operations stay in stream order within one
- * part, and everything else is a sum, so the parts merged are the state
- * one pass would build.
+ * The state that reads the records (the "main" state) applies symbols,
+ * resolves each event's location, counts the event there, and turns it
+ * into heap operations, one per block it touches.  A "part" applies the
+ * operations in order: blocks, live counts and overrides.  It keeps the
+ * blocks and override records of its own, and writes the live counts and
+ * pending overrides into the main state's location records, which it
+ * borrows: their heap lines (see struct lm_loc), which the main state
+ * leaves alone.  lm_state_absorb() then gives the main state the rest.
  */
 enum lm_op_kind {
     LM_OP_ALLOC,       /* a new block */
@@ -229,33 +230,30 @@ void lm_state_join(struct lm_state *part, const struct lm_state *s);
 
 /*
  * Applies the symbols of n records to s, counts their events at their
- * sites (and failed allocations, address 0, in its totals) and splits
- * them into operations: those on blocks whose hash's
- * bits 32..47 are below `split` go to other (*nother of them), the rest
- * to mine (*nmine).  Each array has room for n * LM_OPS_PER_RECORD.  On
- * an error (*failed_at, *err), the operations of the records before it
- * are out.
+ * sites (and failed allocations, address 0, in its totals) and turns
+ * them into operations, in ops (room for n * LM_OPS_PER_RECORD; *nops of
+ * them).  On an error (*failed_at, *err), the operations of the records
+ * before it are out.
  */
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
-                   uint32_t split, struct lm_op *mine, size_t *nmine,
-                   struct lm_op *other, size_t *nother, size_t *failed_at,
+                   struct lm_op *ops, size_t *nops, size_t *failed_at,
                    const char **err);
 
-/* Gives part (zeroed) counters for the main state's first nlocs
- * locations. */
-int lm_state_mirror_locs(struct lm_state *part, uint32_t nlocs);
+/* Room for n locations in s, so that the next ones do not move its
+ * records (a part may be using them): 0, or -1 when out of memory. */
+int lm_state_reserve_locs(struct lm_state *s, uint32_t n);
 
-/* Applies operations in order to s (s itself or a part of it). */
+/* Lends part the main state's first nlocs location records. */
+void lm_state_lend_locs(struct lm_state *part, struct lm_loc *locs,
+                        uint32_t nlocs);
+
+/* Applies operations in order to s (a part, or a state of its own). */
 int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
                        const char **err);
 
-/*
- * Adds a part's counters, overrides, totals and blocks to s and frees
- * the part.  peak_live_blocks becomes the larger of the two sides' own
- * peaks: exact if one side held every block, else a lower bound that the
- * caller may raise with what it sampled of both.
- */
-int lm_state_absorb(struct lm_state *s, struct lm_state *part);
+/* Gives s, which applied no operation, a part's blocks, overrides and
+ * totals, and frees the part. */
+void lm_state_absorb(struct lm_state *s, struct lm_state *part);
 
 /*
  * Formats the location's name as Tarantool's parser prints it (see

@@ -79,13 +79,11 @@ static char *report_of(const struct lm_state *s)
 }
 
 /* Two threads end where one does: the same error at the same offset, the
- * same totals (the peak only sampled when both sides hold blocks), the
- * same report. */
+ * same totals, the same report. */
 static void check_one_thread_agrees(const uint8_t *data, size_t size,
                                     size_t chunk, const struct lm_limits *lim,
                                     const struct lm_state_limits *slim,
-                                    const struct lm_profile *two,
-                                    int peak_exact)
+                                    const struct lm_profile *two)
 {
     struct lm_profile one;
 
@@ -96,13 +94,8 @@ static void check_one_thread_agrees(const uint8_t *data, size_t size,
         one.dec.err_offset != two->dec.err_offset ||
         strcmp(one.dec.errmsg, two->dec.errmsg) != 0)
         abort();
-    struct lm_totals t1 = one.state.totals, t2 = two->state.totals;
-    if (t2.peak_live_blocks > t1.peak_live_blocks ||
-        t2.peak_live_blocks < t2.live_blocks ||
-        (peak_exact && t2.peak_live_blocks != t1.peak_live_blocks))
-        abort();
-    t1.peak_live_blocks = t2.peak_live_blocks = 0;
-    if (memcmp(&t1, &t2, sizeof(t1)) != 0)
+    if (memcmp(&one.state.totals, &two->state.totals,
+               sizeof(struct lm_totals)) != 0)
         abort();
     char *r1 = report_of(&one.state), *r2 = report_of(&two->state);
     if (r1 != NULL && r2 != NULL && strcmp(r1, r2) != 0)
@@ -117,7 +110,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct lm_limits limits = {4096, 4096 + 64};
     struct lm_state_limits state_limits = {1 << 16, 0};
     static const uint64_t budgets[3] = {UINT64_MAX, 1, 4096};
-    static const uint32_t shares[4] = {0, 20000, 62000, 65536};
     struct lm_profile p;
     char err[128];
 
@@ -128,8 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * modulo 3, the path records take through the state (direct, the full
      * prefetch pipeline, or the heap-only one once 256 blocks are live at
      * under 5 locations), which must agree; with bit 6 set, two threads,
-     * the worker's share of block addresses from bits 3 and 4, checked
-     * against one thread.
+     * checked against one.
      */
     uint8_t how = data[0];
     size_t chunk = how ? how : size;
@@ -139,18 +130,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size--;
     if (lm_profile_init(&p, &limits, &state_limits) != 0)
         return 0;
-    if (threads == 2 && (lm_profile_threads(&p, 2) != 0 ||
-                         lm_par_set_share(p.par, shares[how >> 3 & 3]) != 0))
+    if (threads == 2 && lm_profile_threads(&p, 2) != 0)
         abort();
     struct lm_groups g;
     int groups_ok = lm_groups_init(&g) == 0;
     feed(&p, data, size, chunk, groups_ok ? &g : NULL);
     if (lm_profile_settle(&p, err, sizeof(err)) != 0)
         abort(); /* only out of memory */
-    uint32_t share = shares[how >> 3 & 3];
     if (threads == 2)
-        check_one_thread_agrees(data, size, chunk, &limits, &state_limits, &p,
-                                share == 0 || share == 65536);
+        check_one_thread_agrees(data, size, chunk, &limits, &state_limits, &p);
     /* Names, sorting and overrides must hold for whatever was accepted. */
     FILE *devnull = fopen("/dev/null", "w");
     if (devnull != NULL) {

@@ -10,11 +10,12 @@
 
 /*
  * First bytes (see fuzz_decoder.c): all at once on the direct path, one
- * and two bytes at a time on the pipelines, two threads with each worker
- * share, and 188- and 191-byte chunks on the heap-only pipeline.
+ * and two bytes at a time on the pipelines, two threads on each path (in
+ * chunks of 64 to 66 bytes), and 188- and 191-byte chunks on the
+ * heap-only pipeline.
  */
-static const unsigned char paths[] = {0x00, 0x01, 0x02, 0x40, 0x48,
-                                      0x50, 0x58, 0xbc, 0xbf};
+static const unsigned char paths[] = {0x00, 0x01, 0x02, 0x40,
+                                      0x41, 0x42, 0xbc, 0xbf};
 
 static int write_seed(const char *dir, const char *name, const struct lm_buf *b)
 {
