@@ -15,9 +15,7 @@
 #include <unistd.h>
 
 #include "ljmp_ingest.h"
-#include "lm_par.h"
 #include "lm_state.h"
-
 
 static double now(void)
 {

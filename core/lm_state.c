@@ -323,8 +323,7 @@ static int flush_pending(struct lm_state *s, uint32_t primary,
 
 static uint64_t evicted_hash(const struct lm_ovr_evicted *e)
 {
-    return ovr_hash(pending_kind(e->p.tag), pending_site(e->p.tag),
-                    e->primary);
+    return ovr_hash(pending_kind(e->p.tag), pending_site(e->p.tag), e->primary);
 }
 
 /*
@@ -350,13 +349,14 @@ static int fold_evicted(struct lm_state *s)
             __builtin_prefetch(
                 &s->ovr_index.slots[h[k + AHEAD] & s->ovr_index.mask]);
         if (k + AHEAD / 2 < n) {
-            uint32_t id = lm_hindex_first(&s->ovr_index, h[k + AHEAD / 2], &slot);
+            uint32_t id =
+                lm_hindex_first(&s->ovr_index, h[k + AHEAD / 2], &slot);
             if (id != LM_NONE)
                 __builtin_prefetch(&s->ovr[id]);
         }
-        uint32_t id = override_id_hashed(s, pending_kind(e->p.tag),
-                                         pending_site(e->p.tag), e->primary,
-                                         h[k]);
+        uint32_t id =
+            override_id_hashed(s, pending_kind(e->p.tag),
+                               pending_site(e->p.tag), e->primary, h[k]);
         if (id == LM_NONE) {
             memmove(s->evicted, e, (n - k) * sizeof(*e));
             s->nevicted = n - k;

@@ -94,13 +94,12 @@ struct lm_loc {
  * them. */
 #define LM_LOC_HEAP_LINE  0
 #define LM_LOC_EVENT_LINE 1
-_Static_assert(offsetof(struct lm_loc, c.live_blocks) / 64 == LM_LOC_HEAP_LINE &&
-                   offsetof(struct lm_loc, c.alloc_events) / 64 ==
-                       LM_LOC_EVENT_LINE &&
-                   offsetof(struct lm_loc, c.free_bytes) / 64 ==
-                       LM_LOC_EVENT_LINE &&
-                   sizeof(struct lm_loc) == 192,
-               "a location's heap side and event counters on their own lines");
+_Static_assert(
+    offsetof(struct lm_loc, c.live_blocks) / 64 == LM_LOC_HEAP_LINE &&
+        offsetof(struct lm_loc, c.alloc_events) / 64 == LM_LOC_EVENT_LINE &&
+        offsetof(struct lm_loc, c.free_bytes) / 64 == LM_LOC_EVENT_LINE &&
+        sizeof(struct lm_loc) == 192,
+    "a location's heap side and event counters on their own lines");
 
 /* What a realloc or free site released of another site's blocks. */
 struct lm_override {
@@ -161,7 +160,7 @@ struct lm_state {
 
     struct lm_loc *locs;
     uint32_t nlocs, locs_cap, max_locs;
-    uint8_t locs_lent; /* a part's: the main state's records */
+    uint8_t locs_lent;          /* a part's: the main state's records */
     uint64_t direct_bytes;      /* from the limits; a reader may change it
                                  * between feeds (e.g. to share the caches) */
     struct lm_hindex loc_index; /* current locations by key */
