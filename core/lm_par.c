@@ -26,6 +26,7 @@ struct batch {
      * move only while the worker is idle (see make_room_for_locs). */
     struct lm_loc *locs;
     uint32_t nlocs;
+    uint64_t direct_bytes; /* the caller's, which a reader may change */
 };
 
 struct lm_par {
@@ -50,6 +51,7 @@ static int apply_batch(struct lm_par *p, const struct batch *b)
     const char *err;
 
     lm_state_lend_locs(&p->part, b->locs, b->nlocs);
+    p->part.direct_bytes = b->direct_bytes;
     return lm_state_apply_ops(&p->part, b->ops, b->n, &err);
 }
 
@@ -91,6 +93,7 @@ static int hand_over(struct lm_par *p, uint64_t ahead)
     b->n = p->nfill;
     b->locs = p->s->locs;
     b->nlocs = p->s->nlocs;
+    b->direct_bytes = p->s->direct_bytes;
     p->head++;
     pthread_cond_signal(&p->cv);
     while (p->head - p->tail > ahead)

@@ -1,6 +1,7 @@
 /* Profile state: applies decoded records to locations, heap and overrides. */
 #include "lm_state.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,7 +388,9 @@ static HOT struct lm_ovr_pending *pending_entry(struct lm_state *s,
         }
     struct lm_ovr_pending *last = &pend[LM_OVR_PENDING - 1];
     if (last->count != 0) {
-        if (s->nevicted == LM_OVR_EVICTED && fold_evicted(s) != 0)
+        /* A fold that ran out of memory may still have made room. */
+        if (s->nevicted == LM_OVR_EVICTED && fold_evicted(s) != 0 &&
+            s->nevicted == LM_OVR_EVICTED)
             return NULL;
         s->evicted[s->nevicted++] = (struct lm_ovr_evicted){primary, *last};
     }
@@ -475,8 +478,9 @@ struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n)
     if (s->novr > 0)
         memcpy(o, s->ovr, s->novr * sizeof(*o));
     k = s->novr;
-    /* The queue (empty unless memory ran out) may hold a pair more than
-     * once, and a pair pending too; a primary's pending pairs differ. */
+    /* The queue (empty unless memory ran out, see fold_queue) may hold a
+     * pair more than once, and a pair pending too; a primary's pending
+     * pairs differ. */
     for (uint32_t j = 0; j < s->nevicted; j++)
         copy_entry(s, o, s->novr, k, &k, s->evicted[j].primary,
                    &s->evicted[j].p);
@@ -860,10 +864,10 @@ static int apply_simple(struct lm_state *s, const struct lm_record *recs,
     return 0;
 }
 
-int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
-                   size_t *failed_at, char *errbuf, size_t errlen)
+static int apply_records(struct lm_state *s, const struct lm_record *recs,
+                         size_t n, size_t *failed_at, char *errbuf,
+                         size_t errlen)
 {
-    struct lm_state *s = state;
     struct plan ring[RING];
 
     if (fits_in_cache(s))
@@ -897,7 +901,25 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
     return 0;
 }
 
-/* -- Two parts, split by block address (see lm_state.h and lm_par.h). */
+/* Folds what an apply left queued (see struct lm_ovr_evicted), so that
+ * readers find it in the records; out of memory, it stays queued. */
+static void fold_queue(struct lm_state *s)
+{
+    if (s->nevicted != 0)
+        (void)fold_evicted(s);
+}
+
+int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
+                   size_t *failed_at, char *errbuf, size_t errlen)
+{
+    struct lm_state *s = state;
+    int rc = apply_records(s, recs, n, failed_at, errbuf, errlen);
+
+    fold_queue(s);
+    return rc;
+}
+
+/* -- Two threads: the main state and a part (see lm_state.h and lm_par.h). */
 
 void lm_state_join(struct lm_state *part, const struct lm_state *s)
 {
@@ -1017,8 +1039,8 @@ static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
 }
 
 /* The same pipeline as lm_state_apply's, with the hashes already made. */
-int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
-                       const char **err)
+static int apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
+                     const char **err)
 {
     uint32_t oslot[RING];
     size_t far = fits_in_cache(s) ? 0 : FAR;
@@ -1040,10 +1062,20 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
     return 0;
 }
 
+int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
+                       const char **err)
+{
+    int rc = apply_ops(s, ops, n, err);
+
+    fold_queue(s);
+    return rc;
+}
+
 void lm_state_absorb(struct lm_state *s, struct lm_state *part)
 {
     /* s applied no operation: the part's blocks and overrides are the
      * profile's, and its pending overrides are in s's records already. */
+    assert(s->heap.count == 0 && s->novr == 0 && s->nevicted == 0);
     struct lm_heapmap heap = s->heap;
     struct lm_override *ovr = s->ovr;
     uint32_t ovr_cap = s->ovr_cap;

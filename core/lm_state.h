@@ -50,8 +50,8 @@ struct lm_ovr_pending {
  * An entry pushed out of a primary's pending ones.  Its override record
  * is a look-up in a big index, and then in a big table, each a miss that
  * the next waits for: evicted entries are queued and folded a batch at a
- * time, the misses of one overlapping the others'.  Readers get the
- * queued counts with the rest from lm_state_overrides.
+ * time, the misses of one overlapping the others' (and what is left
+ * when lm_state_apply or lm_state_apply_ops returns).
  */
 #define LM_OVR_EVICTED 64
 

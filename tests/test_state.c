@@ -939,26 +939,35 @@ static void check_same_heap(const struct lm_state *a, const struct lm_state *b)
  * One stream applied on one thread and on two ends in the same state:
  * totals with the peak, counters, overrides (through the report), the
  * heap map.  Its 2000 locations come while the worker applies, so their
- * records move under it (see lm_par.c).
+ * records move under it (see lm_par.c).  With fewer allowed (max_locs),
+ * both stop at the same record with the same error.
  */
-static void check_threads_agree(uint64_t budget, size_t chunk)
+static void check_threads_agree(uint64_t budget, size_t chunk,
+                                uint32_t max_locs)
 {
     struct lm_buf b = {0};
     struct lm_profile one, two;
-    struct lm_state_limits lim = {0, budget};
+    struct lm_state_limits lim = {max_locs, budget};
+    enum lm_status want = max_locs != 0 ? LM_ERROR : LM_DONE;
     char err[128];
 
     random_stream(&b, 7, 300000, 2000);
     CU_ASSERT_FATAL(!b.oom);
     CU_ASSERT_EQUAL_FATAL(lm_profile_init(&one, NULL, &lim), 0);
-    CU_ASSERT_EQUAL(feed_chunked(&one, b.data, b.len, chunk), LM_DONE);
-    CU_ASSERT_TRUE(one.state.totals.unknown_frees > 100);
-    CU_ASSERT_TRUE(one.state.totals.overwritten_blocks > 50);
-    CU_ASSERT_TRUE(one.state.totals.failed_allocs > 100);
+    CU_ASSERT_EQUAL(feed_chunked(&one, b.data, b.len, chunk), want);
+    if (max_locs == 0) { /* the stream has each kind of oddity */
+        CU_ASSERT_TRUE(one.state.totals.unknown_frees > 100);
+        CU_ASSERT_TRUE(one.state.totals.overwritten_blocks > 50);
+        CU_ASSERT_TRUE(one.state.totals.failed_allocs > 100);
+    }
     CU_ASSERT_EQUAL_FATAL(lm_profile_init(&two, NULL, &lim), 0);
     CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&two, 2), 0);
-    CU_ASSERT_EQUAL(feed_chunked(&two, b.data, b.len, chunk), LM_DONE);
+    CU_ASSERT_EQUAL(feed_chunked(&two, b.data, b.len, chunk), want);
     CU_ASSERT_EQUAL(lm_profile_settle(&two, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(one.dec.err_offset, two.dec.err_offset);
+    CU_ASSERT_STRING_EQUAL(one.dec.errmsg, two.dec.errmsg);
+    if (max_locs != 0)
+        CU_ASSERT_PTR_NOT_NULL(strstr(two.dec.errmsg, "too many"));
     CU_ASSERT_EQUAL(
         memcmp(&one.state.totals, &two.state.totals, sizeof(struct lm_totals)),
         0);
@@ -979,11 +988,13 @@ static void check_threads_agree(uint64_t budget, size_t chunk)
 
 static void test_threads_agree(void)
 {
-    check_threads_agree(UINT64_MAX, 0); /* no prefetching */
-    check_threads_agree(1, 4096);       /* the full pipeline, in chunks */
+    check_threads_agree(UINT64_MAX, 0, 0); /* no prefetching */
+    check_threads_agree(1, 4096, 0);       /* the full pipeline, in chunks */
     /* The heap map planned ahead, not the owners: 2000 locations' heap
      * lines take 125 KiB, their records 375 KiB. */
-    check_threads_agree(200 << 10, 0);
+    check_threads_agree(200 << 10, 0, 0);
+    /* A cap on locations that the table's growth meets (1024 -> 1500). */
+    check_threads_agree(1, 0, 1500);
 }
 
 /* An error in the middle leaves both threads' work before it applied. */
