@@ -67,8 +67,8 @@ static int apply_batch(struct lm_par *p, const struct batch *b)
  */
 static void spin_while(const _Atomic uint64_t *x, uint64_t value)
 {
-    for (int i = 0; i < SPINS &&
-                    atomic_load_explicit(x, memory_order_acquire) == value;
+    for (int i = 0;
+         i < SPINS && atomic_load_explicit(x, memory_order_acquire) == value;
          i++) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
