@@ -3,7 +3,8 @@
 # profiler off, profiling to a file, and streaming to a socket drained by
 # a reader.  RUNS rounds (default 5), each running the five in a random
 # order; medians, and the medians of each round's ratios to the
-# profiler off.  See bench/README.md.
+# profiler off.  PROGRAMS="binary_trees ..." runs some of bench/vm/ only.
+# See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-5}
@@ -52,7 +53,7 @@ labels=("Debian's luajit (shared lib)" "same source, unpatched"
 # configuration would meet the machine's drift (10-20% over minutes) at
 # the same point of every round, and ratios between them lean by a few
 # percent (bench/README.md).
-for prog in alloc_loop binary_trees string_build jit_numeric; do
+for prog in ${PROGRAMS:-alloc_loop binary_trees string_build jit_numeric}; do
   echo "== $prog ($runs rounds, each in a random order)"
   : >"$tmp/times"
   for r in $(seq "$runs"); do
