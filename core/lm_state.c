@@ -948,42 +948,46 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
     /* Planned only when the locations are many: with a few, the one-entry
      * cache nearly always holds the site, and compares without a hash. */
     size_t near = locs_fit_in_cache(s) ? 0 : NEAR;
+    size_t i, k = 0; /* locals: stores into ops could alias *nops */
 
-    *nops = 0;
-    for (size_t i = 0; i < n && i < near; i++)
+    for (i = 0; i < n && i < near; i++)
         plan_loc(s, &recs[i], &hashes[i % RING]);
-    for (size_t i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {
         const struct lm_record *r = &recs[i];
         uint32_t loc;
 
         if (near != 0 && i + near < n)
             plan_loc(s, &recs[i + near], &hashes[(i + near) % RING]);
-        *failed_at = i;
         if (!is_event(r)) {
             *err = "out of memory";
             if (apply_symbol(s, r) != 0)
-                return -1;
+                goto fail;
             continue;
         }
         if (r->osize > LM_HEAP_MAX_SIZE || r->nsize > LM_HEAP_MAX_SIZE) {
             *err = "block size of 4 GiB or more";
-            return -1;
+            goto fail;
         }
         loc = get_loc(s, &r->loc, near != 0, near ? hashes[i % RING] : 0, err);
         if (loc == LM_NONE)
-            return -1;
+            goto fail;
         /* Counted here, where the site's record was just read. */
         count_event(s, r, &s->locs[loc].c);
         if (r->kind != LM_REC_ALLOC)
-            ops[(*nops)++] = (struct lm_op){
+            ops[k++] = (struct lm_op){
                 lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, loc,
                 r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
         if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr))
-            ops[(*nops)++] = (struct lm_op){
+            ops[k++] = (struct lm_op){
                 lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, loc,
                 r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
     }
+    *nops = k;
     return 0;
+fail:
+    *nops = k;
+    *failed_at = i;
+    return -1;
 }
 
 int lm_state_reserve_locs(struct lm_state *s, uint32_t n)
@@ -1039,27 +1043,46 @@ static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
 }
 
 /* The same pipeline as lm_state_apply's, with the hashes already made. */
-static int apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
-                     const char **err)
+/* Applies operations with the heap map planned `far` ahead and owners
+ * `near` ahead (near < far, or both 0): inlined with constants, so that
+ * the loop for all but the last `far` has no test of them. */
+static HOT int apply_ops_with(struct lm_state *s, const struct lm_op *ops,
+                              size_t n, const char **err, const size_t far,
+                              const size_t near)
 {
     uint32_t oslot[RING];
-    size_t far = fits_in_cache(s) ? 0 : FAR;
-    size_t near = far != 0 && !heap_lines_fit_in_cache(s) ? NEAR : 0;
+    size_t i;
 
-    for (size_t i = 0; i < n && i < far; i++)
+    for (i = 0; i < n && i < far; i++)
         lm_heap_prefetch(&s->heap, ops[i].hash);
-    for (size_t i = 0; i < n && i < near; i++)
+    for (i = 0; i < n && i < near; i++)
         oslot[i % RING] = plan_op(s, &ops[i]);
-    for (size_t i = 0; i < n; i++) {
-        if (i + far < n && far != 0)
-            lm_heap_prefetch(&s->heap, ops[i + far].hash);
-        if (i + near < n && near != 0)
+    for (i = 0; far != 0 && i + far < n; i++) {
+        lm_heap_prefetch(&s->heap, ops[i + far].hash);
+        if (near != 0)
+            oslot[(i + near) % RING] = plan_op(s, &ops[i + near]);
+        if (apply_op(s, &ops[i], near != 0 ? oslot[i % RING] : UINT32_MAX,
+                     err) != 0)
+            return -1;
+    }
+    for (; i < n; i++) {
+        if (near != 0 && i + near < n)
             oslot[(i + near) % RING] = plan_op(s, &ops[i + near]);
         if (apply_op(s, &ops[i], near != 0 ? oslot[i % RING] : UINT32_MAX,
                      err) != 0)
             return -1;
     }
     return 0;
+}
+
+static int apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
+                     const char **err)
+{
+    if (fits_in_cache(s))
+        return apply_ops_with(s, ops, n, err, 0, 0);
+    if (heap_lines_fit_in_cache(s))
+        return apply_ops_with(s, ops, n, err, FAR, 0);
+    return apply_ops_with(s, ops, n, err, FAR, NEAR);
 }
 
 int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
