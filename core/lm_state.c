@@ -866,9 +866,10 @@ static HOT int apply_simple(struct lm_state *s, const struct lm_record *recs,
 
 /* The two uses of apply_simple, each compiled for its distance (and not
  * inlined into apply_records: a binary_trees recording ran 4% slower). */
-static __attribute__((noinline)) int
-apply_direct(struct lm_state *s, const struct lm_record *recs, size_t n,
-             size_t *failed_at, char *errbuf, size_t errlen)
+static __attribute__((noinline)) int apply_direct(struct lm_state *s,
+                                                  const struct lm_record *recs,
+                                                  size_t n, size_t *failed_at,
+                                                  char *errbuf, size_t errlen)
 {
     return apply_simple(s, recs, n, 0, failed_at, errbuf, errlen);
 }
