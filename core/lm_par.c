@@ -1,7 +1,9 @@
 /* Two threads apply a stream: the caller reads, a worker applies heap ops. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "lm_par.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,7 @@ struct lm_par {
     _Atomic uint64_t head, tail;
     int quit;
     int failed; /* set by the worker when out of memory */
+    int spins;  /* SPINS, or 0 with one CPU: the other side cannot run */
 };
 
 /* Applies one batch to the worker's part: 0, or -1 when out of memory. */
@@ -68,10 +71,10 @@ static int apply_batch(struct lm_par *p, const struct batch *b)
  * between the CPUs (13% of the reading thread's time when the worker
  * slept between batches).  Called without mu.
  */
-static void spin_while(const _Atomic uint64_t *x, uint64_t value)
+static void spin_while(const _Atomic uint64_t *x, uint64_t value, int spins)
 {
     for (int i = 0;
-         i < SPINS && atomic_load_explicit(x, memory_order_acquire) == value;
+         i < spins && atomic_load_explicit(x, memory_order_acquire) == value;
          i++) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -90,7 +93,7 @@ static void *work(void *arg)
         if (p->tail == p->head && !p->quit) {
             uint64_t tail = p->tail;
             pthread_mutex_unlock(&p->mu);
-            spin_while(&p->head, tail);
+            spin_while(&p->head, tail, p->spins);
             pthread_mutex_lock(&p->mu);
         }
         while (p->tail == p->head && !p->quit)
@@ -131,7 +134,7 @@ static int hand_over(struct lm_par *p, uint64_t ahead)
     if (p->head - p->tail > ahead) {
         uint64_t tail = p->tail;
         pthread_mutex_unlock(&p->mu);
-        spin_while(&p->tail, tail);
+        spin_while(&p->tail, tail, p->spins);
         pthread_mutex_lock(&p->mu);
     }
     while (p->head - p->tail > ahead)
@@ -168,6 +171,16 @@ static int make_room_for_locs(struct lm_par *p, size_t n)
                                                       : (uint32_t)want);
 }
 
+/* The CPUs this process may run on (1 when that cannot be told). */
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 1;
+    return CPU_COUNT(&set);
+}
+
 struct lm_par *lm_par_new(struct lm_state *s)
 {
     struct lm_par *p;
@@ -179,6 +192,7 @@ struct lm_par *lm_par_new(struct lm_state *s)
     if (p == NULL)
         return NULL;
     p->s = s;
+    p->spins = cpus_allowed() >= 2 ? SPINS : 0;
     for (n = 0; n < NBATCH; n++)
         if ((p->ring[n].ops = malloc(BATCH_OPS * sizeof(struct lm_op))) == NULL)
             goto fail;
