@@ -1,10 +1,8 @@
 /* `ljmpctl report FILE|-|PID`: the report of a recorded stream, or of a
  * live session from ljmpd. */
-#define _GNU_SOURCE /* sched_getaffinity */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <sched.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +10,7 @@
 #include <unistd.h>
 
 #include "ljmpctl.h"
+#include "lm_par.h"
 #include "lm_report.h"
 #include "lm_state.h"
 
@@ -58,16 +57,6 @@ struct report_args {
     const char *path;
 };
 
-/* Two threads pay off only with a second CPU to run on. */
-static int default_threads(void)
-{
-    cpu_set_t set;
-
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return 1;
-    return CPU_COUNT(&set) >= 2 ? 2 : 1;
-}
-
 static int parse_args(int argc, char **argv, struct report_args *a)
 {
     enum { OPT_LEAK = 256, OPT_HUMAN, OPT_JSON, OPT_MAXSTR, OPT_THREADS };
@@ -86,7 +75,7 @@ static int parse_args(int argc, char **argv, struct report_args *a)
     memset(a, 0, sizeof(*a));
     a->limits.max_string = LM_DEFAULT_MAX_STRING;
     a->limits.max_buffered = LM_DEFAULT_MAX_BUFFERED;
-    a->threads = default_threads();
+    a->threads = lm_par_cpus() >= 2 ? 2 : 1;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {

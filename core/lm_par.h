@@ -21,6 +21,10 @@
  */
 struct lm_par;
 
+/* The CPUs this process may run on (1 when that cannot be told): two
+ * threads pay off only with a second one. */
+int lm_par_cpus(void);
+
 /* Starts the worker for s, a state nothing was applied to yet (its
  * blocks would not be the worker's); NULL when that is not so, when out
  * of memory or without a thread. */

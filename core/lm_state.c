@@ -166,13 +166,6 @@ static int resize_locs(struct lm_state *s, uint32_t cap)
     return 0;
 }
 
-static int grow_locs(struct lm_state *s)
-{
-    if (s->nlocs < s->locs_cap)
-        return 0;
-    return resize_locs(s, s->locs_cap ? s->locs_cap * 2 : 64);
-}
-
 static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
                         uint64_t h, const char **err)
 {
@@ -182,7 +175,7 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
         *err = "too many distinct locations";
         return LM_NONE;
     }
-    if (grow_locs(s) != 0)
+    if (lm_state_reserve_locs(s, id + 1) != 0)
         goto oom;
     struct lm_loc *l = &s->locs[id];
     memset(l, 0, sizeof(*l));
@@ -941,7 +934,6 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
 void lm_state_join(struct lm_state *part, const struct lm_state *s)
 {
     part->heap.seed = s->heap.seed;
-    part->direct_bytes = s->direct_bytes;
 }
 
 /* A location's counters and key, fetched ahead: with thousands of sites,
@@ -1059,10 +1051,10 @@ static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
     return slot;
 }
 
-/* The same pipeline as lm_state_apply's, with the hashes already made. */
-/* Applies operations with the heap map planned `far` ahead and owners
- * `near` ahead (near < far, or both 0): inlined with constants, so that
- * the loop for all but the last `far` has no test of them. */
+/* The same pipeline as lm_state_apply's, with the hashes already made:
+ * the heap map planned `far` ahead and owners `near` ahead (near < far,
+ * or both 0).  Inlined with constants, so that the loop for all but the
+ * last `far` has no test of them. */
 static HOT int apply_ops_with(struct lm_state *s, const struct lm_op *ops,
                               size_t n, const char **err, const size_t far,
                               const size_t near)
