@@ -3,7 +3,9 @@
 # SUBS clients subscribe; prints ingest rate, daemon CPU, snapshot latency,
 # daemon memory per live block, and the VMs' speed against a plain drain.
 # See bench/README.md.  Usage: VMS=2 SUBS=10 bench/daemon.sh [SCRIPT]
-# (REPLAY_ONLY=1: phase 4 alone; FEED_THREADS=N: ljmpd's --feed-threads)
+# (REPLAY_ONLY=1: phase 4 alone; FEED_THREADS=N: ljmpd's --feed-threads;
+# PARITY=N: first N interleaved rounds of drain and ljmpd; PARITY_ONLY=1:
+# those alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build >/dev/null
@@ -23,4 +25,5 @@ exec build/bench/ljmpd-bench --replay "$replay" \
   --drain build/bench/ljmp-bench --vms "${VMS:-1}" --subs "${SUBS:-1}" \
   --interval "${INTERVAL:-1000}" --hold-blocks "${HOLD:-1000000}" \
   --nice "${NICE:--5}" ${REPLAY_ONLY:+--replay-only} \
-  ${FEED_THREADS:+--feed-threads "$FEED_THREADS"}
+  ${FEED_THREADS:+--feed-threads "$FEED_THREADS"} \
+  ${PARITY:+--parity-rounds "$PARITY"} ${PARITY_ONLY:+--parity-only}

@@ -28,6 +28,8 @@ struct opts {
     long hold_blocks;
     const char *feed_threads; /* ljmpd's --feed-threads, or its default */
     int replay_only;
+    int parity_rounds; /* rounds of the parity phase, 0 for none */
+    int parity_only;
 };
 
 struct sub {
@@ -525,6 +527,68 @@ static void ingest_phase(const struct opts *o, const double *drain_t,
     stop_pid(d);
 }
 
+/*
+ * The parity phase: rounds of the VMs streaming to the drain and to ljmpd
+ * (both kept running, with the subscribers), in a random order each
+ * round.  One drain run against one ljmpd run moved by 10-30% from try
+ * to try on this machine, more than ljmpd's effect: the median of the
+ * rounds' ratios is the figure to compare with parity.
+ */
+static void parity_phase(const struct opts *o)
+{
+    char sock[160];
+    char *argv[] = {(char *)o->drain, "drain", sock, NULL};
+    int rounds = o->parity_rounds, nsubs = o->subs;
+    double *ratio = calloc((size_t)rounds, sizeof(*ratio));
+    double *wd = calloc((size_t)rounds, sizeof(*wd));
+    double *wl = calloc((size_t)rounds, sizeof(*wl));
+    double *t = calloc((size_t)o->vms, sizeof(*t));
+    double *waits = calloc((size_t)o->vms, sizeof(*waits));
+    struct sub *subs = calloc((size_t)nsubs + 1, sizeof(*subs));
+
+    snprintf(sock, sizeof(sock), "%s/drain.sock", dir);
+    pid_t drain = spawn(argv, NULL, NULL);
+    wait_for_socket(sock);
+    pid_t d = start_ljmpd(o);
+    for (int i = 0; i < nsubs; i++)
+        subscribe(&subs[i], 0, o->interval_ms);
+    srand((unsigned)getpid());
+    for (int r = 0; r < rounds; r++) {
+        double td = 0, tl = 0;
+        int ljmpd_first = rand() % 2;
+        for (int k = 0; k < 2; k++) {
+            int to_ljmpd = (k == 0) == ljmpd_first;
+            run_vms(o, to_ljmpd ? ingest : sock, t, waits, subs, nsubs);
+            *(to_ljmpd ? &tl : &td) = t[o->vms / 2];
+            *(to_ljmpd ? &wl[r] : &wd[r]) = waits[o->vms / 2];
+        }
+        ratio[r] = tl / td;
+        printf("parity round %d: %.3f s to ljmpd, %.3f s to the drain "
+               "(%.3fx), waits %.0f and %.0f\n",
+               r + 1, tl, td, ratio[r], wl[r], wd[r]);
+    }
+    qsort(ratio, (size_t)rounds, sizeof(*ratio), cmp_double);
+    qsort(wl, (size_t)rounds, sizeof(*wl), cmp_double);
+    qsort(wd, (size_t)rounds, sizeof(*wd), cmp_double);
+    printf("parity: VM wall time streaming to ljmpd / to a plain drain, "
+           "median of %d interleaved rounds %.3fx (from %.3fx to %.3fx); "
+           "waits on its socket, median %.0f and %.0f\n",
+           rounds, pct(ratio, (size_t)rounds, 0.5), ratio[0], ratio[rounds - 1],
+           pct(wl, (size_t)rounds, 0.5), pct(wd, (size_t)rounds, 0.5));
+    for (int i = 0; i < nsubs; i++) {
+        close(subs[i].fd);
+        free(subs[i].buf);
+    }
+    stop_pid(d);
+    stop_pid(drain);
+    free(subs);
+    free(waits);
+    free(t);
+    free(wl);
+    free(wd);
+    free(ratio);
+}
+
 /* Phase 3: one VM holding many blocks; the daemon's memory for them. */
 static void memory_phase(const struct opts *o)
 {
@@ -621,7 +685,8 @@ static void usage(void)
           "                   --drain LJMP-BENCH [--vms N] [--subs M] "
           "[--interval MS] [--hold-blocks N] [--nice N]\n"
           "                   [--replay FILE [--replay-only]] "
-          "[--feed-threads N]\n",
+          "[--feed-threads N]\n"
+          "                   [--parity-rounds N [--parity-only]]\n",
           stderr);
     exit(2);
 }
@@ -643,6 +708,8 @@ int main(int argc, char **argv)
         {"replay", required_argument, NULL, 'R'},
         {"replay-only", no_argument, NULL, 'O'},
         {"feed-threads", required_argument, NULL, 'F'},
+        {"parity-rounds", required_argument, NULL, 'P'},
+        {"parity-only", no_argument, NULL, 'Q'},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {
@@ -693,12 +760,19 @@ int main(int argc, char **argv)
         case 'F':
             o.feed_threads = optarg;
             break;
+        case 'P':
+            o.parity_rounds = atoi(optarg);
+            break;
+        case 'Q':
+            o.parity_only = 1;
+            break;
         default:
             usage();
         }
     }
     if (!o.ljmpd || !o.luajit || !o.script || !o.probe || !o.drain || !o.hold ||
-        o.vms < 1 || o.subs < 0 || o.subs > 1000)
+        o.vms < 1 || o.subs < 0 || o.subs > 1000 || o.parity_rounds < 0 ||
+        (o.parity_only && o.parity_rounds == 0))
         usage();
     signal(SIGPIPE, SIG_IGN);
     snprintf(dir, sizeof(dir), "/tmp/ljmpd-bench-XXXXXX");
@@ -713,12 +787,14 @@ int main(int argc, char **argv)
            o.vms, o.script, o.subs, o.interval_ms, o.nice);
     double *drain_t = calloc((size_t)o.vms, sizeof(*drain_t));
     double *drain_waits = calloc((size_t)o.vms, sizeof(*drain_waits));
-    if (!o.replay_only || o.replay == NULL) {
+    if (o.parity_rounds > 0)
+        parity_phase(&o);
+    if (!o.parity_only && (!o.replay_only || o.replay == NULL)) {
         drain_phase(&o, drain_t, drain_waits);
         ingest_phase(&o, drain_t, drain_waits);
         memory_phase(&o);
     }
-    if (o.replay != NULL)
+    if (o.replay != NULL && !o.parity_only)
         replay_phase(&o);
     free(drain_t);
     free(drain_waits);
