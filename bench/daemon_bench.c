@@ -453,6 +453,16 @@ static double drain_phase(const struct opts *o, double *t, double *waits)
     return wall;
 }
 
+/* Closes n subscribers' connections and frees them. */
+static void close_subs(struct sub *subs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        close(subs[i].fd);
+        free(subs[i].buf);
+    }
+    free(subs);
+}
+
 static void ingest_phase(const struct opts *o, const double *drain_t,
                          const double *drain_waits)
 {
@@ -517,11 +527,7 @@ static void ingest_phase(const struct opts *o, const double *drain_t,
            (unsigned long long)dc->sessions_truncated);
     ljmp__response__free_unpacked(r, NULL);
     report_latency(out, o->interval_ms);
-    for (int i = 0; i <= o->subs; i++) {
-        close(subs[i].fd);
-        free(subs[i].buf);
-    }
-    free(subs);
+    close_subs(subs, o->subs + 1);
     free(t);
     free(waits);
     stop_pid(d);
@@ -575,13 +581,9 @@ static void parity_phase(const struct opts *o)
            "waits on its socket, median %.0f and %.0f\n",
            rounds, pct(ratio, (size_t)rounds, 0.5), ratio[0], ratio[rounds - 1],
            pct(wl, (size_t)rounds, 0.5), pct(wd, (size_t)rounds, 0.5));
-    for (int i = 0; i < nsubs; i++) {
-        close(subs[i].fd);
-        free(subs[i].buf);
-    }
+    close_subs(subs, nsubs);
     stop_pid(d);
     stop_pid(drain);
-    free(subs);
     free(waits);
     free(t);
     free(wl);
