@@ -65,6 +65,18 @@ static int read_status(pid_t pid, struct proc_facts *f)
     return have == 7 ? 0 : -1;
 }
 
+/* The real-time signal an LJMP_SIGNAL value names (an offset from
+ * SIGRTMIN, as the VM's agent reads it), or -1 if it names none. */
+static int rt_signal(const char *offset)
+{
+    char *end;
+    long k = strtol(offset, &end, 10);
+
+    if (end == offset || k < 0 || k > SIGRTMAX - SIGRTMIN)
+        return -1;
+    return SIGRTMIN + (int)k;
+}
+
 /* LJMP_AGENT, LJMP_SIGNAL and LJMP_INGEST from the process's environment
  * (readable by its owner and root). */
 static void read_environ(pid_t pid, struct proc_facts *f)
@@ -88,7 +100,7 @@ static void read_environ(pid_t pid, struct proc_facts *f)
         if (strcmp(v, "LJMP_AGENT=0") == 0)
             f->agent_off = 1;
         else if (strncmp(v, "LJMP_SIGNAL=", 12) == 0)
-            f->signal = SIGRTMIN + atoi(v + 12);
+            f->signal = rt_signal(v + 12);
         else if (strncmp(v, "LJMP_INGEST=", 12) == 0 && v[12] != '\0')
             snprintf(f->ingest, sizeof(f->ingest), "%s", v + 12);
         else if (strncmp(v, "XDG_RUNTIME_DIR=", 16) == 0 && v[16] != '\0')
@@ -136,8 +148,14 @@ static int check_target(const struct peer *p, pid_t pid, struct proc_facts *f,
                  (int)pid);
         return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
     }
-    if (f->signal < SIGRTMIN || f->signal > SIGRTMAX ||
-        !sig_bit(f->caught, f->signal)) {
+    if (f->signal < 0) {
+        snprintf(why, len,
+                 "pid %d has an LJMP_SIGNAL that names no real-time signal "
+                 "(its agent is off)",
+                 (int)pid);
+        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
+    }
+    if (!sig_bit(f->caught, f->signal)) {
         snprintf(why, len,
                  "pid %d is not a patched LuaJIT VM with its attach agent "
                  "(it does not handle signal %d%s)",
@@ -304,12 +322,33 @@ static int send_request(struct peer *p, uint64_t id, int pidfd, pid_t pid,
     return -1;
 }
 
+/*
+ * Attach and detach requests a client may have waiting for a VM: each
+ * holds a timer and signals the process, and one that never waits for
+ * its answers could queue them without end.
+ */
+#define MAX_OPS_PER_PEER 16
+
+static int too_many_ops(struct peer *p, uint64_t id)
+{
+    if (p->nops < MAX_OPS_PER_PEER)
+        return 0;
+    peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                    "too many attach or detach requests waiting (%u): wait "
+                    "for their answers first",
+                    p->nops);
+    return 1;
+}
+
 void attach_request(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__AttachRequest *r = req->attach;
     pid_t pid = r->has_pid ? (pid_t)r->pid : 0;
     struct proc_facts f;
     char why[384];
+
+    if (too_many_ops(p, req->id))
+        return;
     int pidfd = open_process(pid);
     int code = check_target(p, pid, &f, why, sizeof(why));
     struct session *s;
@@ -347,6 +386,8 @@ void detach_request(struct peer *p, const Ljmp__Request *req)
     char why[384];
     struct session *s = streaming_session(p->srv, pid);
 
+    if (too_many_ops(p, req->id))
+        return;
     if (s == NULL || !session_visible(s, p->uid)) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
                         "pid %d is not attached: no session of it is "

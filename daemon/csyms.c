@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "csyms.h"
@@ -14,15 +15,22 @@
 #include "lm_symtab.h"
 
 /*
- * Enough for a VM with its libraries; bounds on what one process costs,
- * since any local user may map a file made to cost much (its symbols all
- * naming one long string): symbols, bytes of names in all (each stored
- * twice: in the symbol table, and encoded for recordings), and one name,
- * cut beyond MAX_NAME_LEN (C++'s longest are shorter).
+ * Bounds on what one process costs, since any local user may map files
+ * made to cost much: one name is cut beyond MAX_NAME_LEN (C++'s longest
+ * are shorter), and symbol entries looked at, kept or not, bound the work,
+ * which the loop does while every peer waits (sections may all claim one
+ * huge table, so the bound is per process).  What the symbols kept cost
+ * in memory is bounded by the caller's budget (see csyms_cost).
  */
-#define MAX_SYMBOLS    500000
-#define MAX_NAME_BYTES (16u << 20)
-#define MAX_NAME_LEN   1024
+#define MAX_NAME_LEN     1024
+#define MAX_ENTRIES_READ 2000000u
+
+/* A symbol's memory, roughly: its name twice (in the symbol table, and
+ * encoded for recordings) and the two entries around them. */
+static size_t csyms_cost(size_t name_len)
+{
+    return 2 * name_len + 64;
+}
 
 /* What a mapped file adds to a symbol's value: its load bias, from the
  * executable mapping (start, file offset) and the segment holding it. */
@@ -52,37 +60,73 @@ static int load_bias(Elf *elf, uint64_t start, uint64_t offset, int64_t *bias)
     return -1;
 }
 
+/* Entries of a symbol section that may be read: what its data holds, in
+ * entries of the file's own size, within what is left of the budget. */
+static size_t entries_to_read(Elf *elf, const Elf_Data *data,
+                              const GElf_Shdr *sh, const struct csyms *out)
+{
+    size_t entsize = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+    size_t left = MAX_ENTRIES_READ - out->entries_read;
+
+    if (data == NULL || entsize == 0 || sh->sh_entsize != entsize)
+        return 0;
+    return data->d_size / entsize < left ? data->d_size / entsize : left;
+}
+
 /* The function symbols of one section (SHT_SYMTAB or SHT_DYNSYM). */
 static unsigned add_section(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
                             int64_t bias, struct csyms *out)
 {
     Elf_Data *data = elf_getdata(scn, NULL);
-    size_t count = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+    size_t count = entries_to_read(elf, data, sh, out);
     unsigned added = 0;
 
-    for (size_t i = 0; data != NULL && i < count; i++) {
+    out->entries_read += (unsigned)count;
+    for (size_t i = 0; i < count; i++) {
         GElf_Sym sym;
-        if (gelf_getsym(data, (int)i, &sym) == NULL ||
-            GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0 ||
+        if (gelf_getsym(data, (int)i, &sym) == NULL)
+            break;
+        if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0 ||
             sym.st_shndx == SHN_UNDEF)
             continue;
         const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
-        if (name == NULL || *name == '\0' || out->n >= MAX_SYMBOLS)
+        if (name == NULL || *name == '\0')
             continue;
         size_t len = strnlen(name, MAX_NAME_LEN);
-        if (out->name_bytes + len > MAX_NAME_BYTES)
-            continue;
+        if (out->cost + csyms_cost(len) > out->budget) {
+            out->over_budget = 1;
+            break;
+        }
         uint64_t addr = (uint64_t)((int64_t)sym.st_value + bias);
         if (lm_symtab_add_cfunc(out->symtab, addr, name, len) != 0)
             continue;
         lm_buf_byte(&out->entries, LM_SYM_V3_CFUNC);
         lm_buf_uleb(&out->entries, addr);
         lm_buf_string(&out->entries, name, len);
-        out->name_bytes += len;
+        out->cost += csyms_cost(len);
         out->n++;
         added++;
     }
     return added;
+}
+
+/*
+ * A mapped file opened for reading, or -1: a regular file only.  The path
+ * is the process's to choose (a file it mapped, deleted and replaced), and
+ * the loop opens it: a FIFO would block the open until a writer came, and
+ * a device may do anything.  O_NONBLOCK keeps the open itself from
+ * waiting; reads of a regular file ignore it.
+ */
+static int open_mapped(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
 }
 
 /* The symbols of one mapped file: its full table if it has one, else the
@@ -95,8 +139,7 @@ static void add_file(pid_t pid, const char *path, uint64_t start,
 
     /* Through the process's root: right in another mount namespace. */
     snprintf(full, sizeof(full), "/proc/%d/root%s", (int)pid, path);
-    if ((fd = open(full, O_RDONLY | O_CLOEXEC)) < 0 &&
-        (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if ((fd = open_mapped(full)) < 0 && (fd = open_mapped(path)) < 0)
         return;
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     int64_t bias;
@@ -122,7 +165,8 @@ static void add_file(pid_t pid, const char *path, uint64_t start,
     close(fd);
 }
 
-void csyms_load(pid_t pid, struct lm_symtab *t, struct csyms *out)
+void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
+                struct csyms *out)
 {
     char path[64], line[4200];
     char seen[64][256];
@@ -131,6 +175,7 @@ void csyms_load(pid_t pid, struct lm_symtab *t, struct csyms *out)
 
     memset(out, 0, sizeof(*out));
     out->symtab = t;
+    out->budget = budget;
     if (elf_version(EV_CURRENT) == EV_NONE)
         return;
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
@@ -149,7 +194,7 @@ void csyms_load(pid_t pid, struct lm_symtab *t, struct csyms *out)
             dup = strncmp(seen[i], file, sizeof(seen[i])) == 0;
         if (dup || nseen == 64)
             continue;
-        snprintf(seen[nseen++], sizeof(seen[0]), "%s", file);
+        snprintf(seen[nseen++], sizeof(seen[0]), "%.255s", file);
         add_file(pid, file, start, offset, out);
     }
     fclose(maps);
@@ -161,5 +206,5 @@ void csyms_free(struct csyms *c)
 {
     lm_buf_free(&c->entries);
     c->n = 0;
-    c->name_bytes = 0;
+    c->cost = 0;
 }

@@ -177,6 +177,7 @@ struct peer {
     unsigned nops;        /* its attach/detach requests waiting for a VM */
     unsigned nrecordings; /* recordings under way that answer to it */
     uint64_t active_ms;   /* when it last sent a request */
+    uint64_t closing_ms;  /* when it started closing */
     struct subscription *sub;
 };
 

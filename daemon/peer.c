@@ -20,6 +20,35 @@
 static void peer_read(evutil_socket_t fd, short what, void *arg);
 static void peer_write(evutil_socket_t fd, short what, void *arg);
 
+/* How long a closing peer has to read its last answers, at most (and no
+ * longer than an idle one has to ask): one that never reads would
+ * otherwise keep its slot, and its queued output, for good. */
+#define CLOSE_GRACE_MS 5000
+
+static uint64_t close_grace_ms(const struct server *srv)
+{
+    uint64_t idle = (uint64_t)srv->cfg.client_idle_s * 1000;
+
+    return idle < CLOSE_GRACE_MS ? idle : CLOSE_GRACE_MS;
+}
+
+/*
+ * Whether uid may open one more connection.  Root and ljmpd's own user
+ * may fill every slot; any other user half of them, so that one local
+ * user's idle or unread connections cannot lock ljmpctl out.
+ */
+static int uid_has_room(const struct server *srv, uid_t uid)
+{
+    const struct peer *p;
+    unsigned n = 0;
+
+    if (uid == 0 || uid == geteuid())
+        return 1;
+    TAILQ_FOREACH(p, &srv->peers, link)
+    n += p->uid == uid;
+    return n < srv->cfg.max_peers / 2;
+}
+
 void peer_accept(struct server *srv, int fd)
 {
     struct ucred cred;
@@ -36,6 +65,14 @@ void peer_accept(struct server *srv, int fd)
         log_warn("control: pid %d refused: %u clients connected already "
                  "(--max-clients)",
                  (int)cred.pid, srv->npeers);
+        srv->counters.control_rejected++;
+        close(fd);
+        return;
+    }
+    if (!uid_has_room(srv, cred.uid)) {
+        log_warn("control: pid %d refused: uid %u has half of the %u "
+                 "client slots already (--max-clients)",
+                 (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_peers);
         srv->counters.control_rejected++;
         close(fd);
         return;
@@ -115,6 +152,7 @@ void peer_free(struct peer *p)
 static void peer_close_after_flush(struct peer *p)
 {
     p->closing = 1;
+    p->closing_ms = now_ms();
     event_del(p->rev);
     if (p->sub != NULL)
         control_subscription_free(p->sub);
@@ -414,7 +452,17 @@ void peer_close_idle(struct server *srv, uint64_t now)
             peer_lost(p);
             continue;
         }
-        if (p->closing || peer_waits(p) ||
+        if (p->closing) {
+            if (now - p->closing_ms >= close_grace_ms(srv)) {
+                log_info("control %llu: pid %d left its last answers "
+                         "unread for %llu ms; dropped",
+                         (unsigned long long)p->id, (int)p->pid,
+                         (unsigned long long)(now - p->closing_ms));
+                peer_free(p);
+            }
+            continue;
+        }
+        if (peer_waits(p) ||
             now - p->active_ms < (uint64_t)srv->cfg.client_idle_s * 1000)
             continue;
         log_info("control %llu: pid %d idle for %u s; closed",

@@ -419,6 +419,30 @@ static void ack_hello(struct session *s)
 }
 
 /* Takes hello bytes; returns how many, or -1 once the session ended. */
+/*
+ * What a session's C symbols may cost: a process's share, and, for users
+ * other than root and ljmpd's own, what is left of their share across
+ * their sessions (kept ones too), since any local user may connect as
+ * many processes as the limits allow, each mapping files made to be
+ * costly.
+ */
+static size_t csyms_budget(const struct session *s)
+{
+    const struct session *o;
+    size_t used = 0;
+
+    if (s->uid == 0 || s->uid == geteuid())
+        return CSYMS_PROCESS_BUDGET;
+    TAILQ_FOREACH(o, &s->srv->sessions, link)
+    if (o->uid == s->uid)
+        used += o->csyms.cost;
+    if (used >= CSYMS_UID_BUDGET)
+        return 0;
+    return CSYMS_UID_BUDGET - used < CSYMS_PROCESS_BUDGET
+               ? CSYMS_UID_BUDGET - used
+               : CSYMS_PROCESS_BUDGET;
+}
+
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
     size_t want = s->hello_len < 7 ? 7 : 7 + (size_t)s->hello[6];
@@ -453,10 +477,17 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         /* Names for C function addresses, before any location is made
          * (a location's name is fixed at birth). */
         uint64_t t0 = now_ms();
-        csyms_load(s->pid, &s->prof.state.sym, &s->csyms);
+        csyms_load(s->pid, &s->prof.state.sym, csyms_budget(s), &s->csyms);
         log_debug("session %llu: %u C symbols in %llu ms",
                   (unsigned long long)s->id, s->csyms.n,
                   (unsigned long long)(now_ms() - t0));
+        if (s->csyms.over_budget)
+            log_warn("session %llu: pid %d uid %u: C functions past the "
+                     "first %u stay unnamed: %zu KiB of C symbols was all "
+                     "it could have (%zu MiB a process, %zu MiB a user)",
+                     (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+                     s->csyms.n, s->csyms.budget >> 10,
+                     CSYMS_PROCESS_BUDGET >> 20, CSYMS_UID_BUDGET >> 20);
         if (s->hello[4] >= LJMP_INGEST_ACK_VERSION)
             ack_hello(s);
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,

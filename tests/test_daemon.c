@@ -2,6 +2,7 @@
  * private sockets, queried over the control wire and through ljmpctl. */
 #define _GNU_SOURCE
 #include <CUnit/Basic.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -926,6 +928,45 @@ static void test_long_c_name_cut(void)
     free(name);
 }
 
+/*
+ * The files a VM has mapped are its to choose: this process maps one,
+ * deletes it and puts a FIFO where /proc/PID/maps names it.  ljmpd, which
+ * reads the mapped files' symbols at the hello, must not open the FIFO
+ * (an open that waits for a writer, on the loop that serves everyone).
+ */
+static void test_mapped_fifo(void)
+{
+    char path[300], fifo[320];
+    Ljmp__SessionState st = 0;
+
+    snprintf(path, sizeof(path), "%s/mapped.so", test_dir);
+    snprintf(fifo, sizeof(fifo), "%s (deleted)", path);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CU_ASSERT_FATAL(fd >= 0 && ftruncate(fd, 4096) == 0);
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    close(fd);
+    CU_ASSERT_FATAL(m != MAP_FAILED);
+    CU_ASSERT_EQUAL_FATAL(unlink(path), 0);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+
+    struct lm_buf b = {0};
+    uint8_t hello[LJMP_HELLO_MAX];
+    lm_buf_bytes(&b, hello, ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test"));
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    uint64_t t0 = ms_now();
+    char *reason = ingest_raw(b.data, b.len, &st);
+    CU_ASSERT_PTR_NOT_NULL(reason);
+    CU_ASSERT_EQUAL(st, LJMP__SESSION_STATE__TRUNCATED);
+    CU_ASSERT_TRUE(ms_now() - t0 < 3000);
+    CU_ASSERT_TRUE(daemon_up());
+    free(reason);
+    lm_buf_free(&b);
+    munmap(m, 4096);
+    unlink(fifo);
+}
+
 /* A stream of n allocations at an internal site, after a hello; returns
  * the hello's size.  No epilogue. */
 static size_t build_stream(struct lm_buf *b, unsigned n)
@@ -1243,11 +1284,28 @@ static long daemon_rss_kb(void)
 
 /* A client that floods requests and never reads its answers: its queue
  * stays bounded, and the daemon keeps answering others. */
+/* Descriptors ljmpd has open. */
+static int daemon_fds(void)
+{
+    char path[64];
+    int n = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)daemon_pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 static void test_request_flood(void)
 {
     Ljmp__Request req;
     Ljmp__ListRequest lr;
     size_t len;
+    int fds_before = daemon_fds();
     int fd = connect_unix(control_path), small = 4096;
 
     CU_ASSERT_FATAL(fd >= 0);
@@ -1279,6 +1337,13 @@ static void test_request_flood(void)
     sleep_ms(1000);
     long grown = daemon_rss_kb() - rss_before;
     CU_ASSERT_TRUE(grown < 8 * 1024);
+    /* It never reads: idle for 2 s (--client-idle), it is told to go and
+     * has as long again to read what is queued; then it is dropped, and
+     * its slot and queue with it. */
+    uint64_t t1 = ms_now();
+    while (daemon_fds() > fds_before && ms_now() - t1 < 10000)
+        sleep_ms(100);
+    CU_ASSERT_EQUAL(daemon_fds(), fds_before);
     close(fd);
     CU_ASSERT_TRUE(daemon_up());
 }
@@ -1542,6 +1607,17 @@ static void test_attach_refusals(void)
     kill(off.pid, SIGKILL);
     vm_wait(&off, 1000);
 
+    /* A signal number past every real-time one: no agent, and ljmpd,
+     * which reads the same variable, says why (it wrapped an int). */
+    setenv("LJMP_SIGNAL", "2147483647", 1);
+    off = vm_start("idle.lua", NULL, NULL, 0, 0);
+    unsetenv("LJMP_SIGNAL");
+    sleep_ms(200);
+    snprintf(args, sizeof(args), "attach %d", (int)off.pid);
+    CU_ASSERT(ljmpctl_fails(args, 5, "names no real-time signal"));
+    kill(off.pid, SIGKILL);
+    vm_wait(&off, 1000);
+
     /* An idle VM runs no Lua: the wait ends, with the reason. */
     struct vm idle = vm_start("idle.lua", NULL, NULL, 0, 1);
     vm_release(&idle);
@@ -1592,6 +1668,17 @@ static void test_attach_refusals(void)
     CU_ASSERT_EQUAL(timeouts, 1);
     CU_ASSERT_EQUAL(snapshots, MORE);
     CU_ASSERT_EQUAL(answers, 1 + SMALL + MORE);
+    conn_close(&c);
+    /* One client may keep 16 attach requests waiting, not more: each
+     * signals the process and holds a timer. */
+    ar.timeout_ms = 60000;
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    for (int i = 0; i < 17; i++)
+        CU_ASSERT_NOT_EQUAL(conn_send(&c, &req, -1), 0);
+    r = conn_recv(&c, 3000);
+    CU_ASSERT_FATAL(r != NULL && r->error != NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r->error->message, "too many attach"));
+    ljmp__response__free_unpacked(r, NULL);
     conn_close(&c);
     kill(idle.pid, SIGKILL);
     vm_wait(&idle, 1000);
@@ -1851,6 +1938,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "peer text in the log", test_peer_text_in_log);
     CU_add_test(s, "peer text on a terminal", test_peer_text_on_terminal);
     CU_add_test(s, "a long C name is cut", test_long_c_name_cut);
+    CU_add_test(s, "a FIFO among the mapped files", test_mapped_fifo);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
     CU_add_test(s, "reads on the loop and on threads", test_mixed_reads);
     CU_add_test(s, "bad control", test_bad_control);

@@ -419,8 +419,13 @@ static void agent_install(lua_State *L)
   const char *stall = getenv("LJMP_MAX_STALL_MS");
   struct sigaction sa;
   if (agent.L != NULL || (on != NULL && strcmp(on, "0") == 0)) return;
-  agent.sig = SIGRTMIN + (sig ? atoi(sig) : LJMP_DEFAULT_SIGNAL_OFFSET);
-  if (agent.sig < SIGRTMIN || agent.sig > SIGRTMAX) return;
+  {
+    /* An offset from SIGRTMIN; out of range (or not a number), no agent. */
+    char *end = NULL;
+    long k = sig ? strtol(sig, &end, 10) : LJMP_DEFAULT_SIGNAL_OFFSET;
+    if ((sig && end == sig) || k < 0 || k > SIGRTMAX - SIGRTMIN) return;
+    agent.sig = SIGRTMIN + (int)k;
+  }
   {
     /* A signal the host handles already is the host's: no agent then. */
     struct sigaction cur;
