@@ -64,9 +64,12 @@ static const char usage_text[] =
     "      --control-mode MODE  permissions of the control socket (0660 for\n"
     "                           root, 0600 otherwise)\n"
     "      --retain SECONDS     keep finished sessions this long (600)\n"
-    "      --retain-count N     and at most this many (64)\n"
-    "      --max-sessions N     VMs streaming at once (256)\n"
-    "      --max-clients N      control connections at once (256)\n"
+    "      --retain-count N     and at most this many (64; past it, the\n"
+    "                           user who keeps the most loses the oldest)\n"
+    "      --max-sessions N     VMs streaming at once (256; half of them\n"
+    "                           for any user but root and ljmpd's)\n"
+    "      --max-clients N      control connections at once (256; half of\n"
+    "                           them for any user but root and ljmpd's)\n"
     "      --read-budget BYTES  ingest bytes per session per loop turn\n"
     "                           (262144): fairness between busy VMs\n"
     "      --feed-threads N     threads that decode streams (default: the\n"
@@ -396,26 +399,72 @@ static void on_backoff_over(evutil_socket_t fd, short what, void *arg)
     evconnlistener_enable(srv->control);
 }
 
-/* Forgets finished sessions past the retention time or count. */
+/* A finished session that may be freed now: no feed thread holds it
+ * (jobs out come back in one batch with the end). */
+static int evictable(const struct session *s)
+{
+    return s->phase == SESSION_ENDED && s->jobs_out == 0;
+}
+
+static void forget_session(struct server *srv, struct session *s)
+{
+    log_debug("session %llu: forgotten", (unsigned long long)s->id);
+    TAILQ_REMOVE(&srv->sessions, s, link);
+    srv->nended--;
+    srv->counters.sessions_evicted++;
+    session_free(s);
+}
+
+/* Finished sessions of uid kept now. */
+static unsigned kept_by(const struct server *srv, uid_t uid)
+{
+    const struct session *s;
+    unsigned n = 0;
+
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    n += s->phase == SESSION_ENDED && s->uid == uid;
+    return n;
+}
+
+/* The oldest evictable session of the user who keeps the most finished
+ * ones, or NULL. */
+static struct session *next_to_forget(const struct server *srv)
+{
+    struct session *s, *found = NULL;
+    unsigned most = 0;
+
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
+        if (!evictable(s))
+            continue;
+        unsigned n = kept_by(srv, s->uid);
+        if (n > most) {
+            most = n;
+            found = s;
+        }
+    }
+    return found;
+}
+
+/*
+ * Forgets finished sessions past the retention time; then, while more are
+ * kept than the count allows, the oldest of the user who keeps the most,
+ * so that one user's many short sessions push out their own, not other
+ * users' (any local user may connect and hang up at will).
+ */
 static void evict_sessions(struct server *srv, uint64_t now)
 {
     struct session *s, *next;
 
     for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
         next = TAILQ_NEXT(s, link);
-        /* Jobs out come back in one batch with the end; never free a
-         * session a feed thread might still hold. */
-        if (s->phase != SESSION_ENDED || s->jobs_out > 0)
-            continue;
-        if (srv->nended <= srv->cfg.retain_count &&
-            now - s->end_ms < (uint64_t)srv->cfg.retain_s * 1000)
-            continue;
-        log_debug("session %llu: forgotten", (unsigned long long)s->id);
-        TAILQ_REMOVE(&srv->sessions, s, link);
-        srv->nended--;
-        srv->counters.sessions_evicted++;
-        session_free(s);
+        if (evictable(s) &&
+            now - s->end_ms >= (uint64_t)srv->cfg.retain_s * 1000)
+            forget_session(srv, s);
     }
+    while (srv->nended > srv->cfg.retain_count &&
+           (s = next_to_forget(srv)) != NULL)
+        forget_session(srv, s);
 }
 
 /* What systemctl status shows (a no-op without a service manager). */

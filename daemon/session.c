@@ -110,6 +110,23 @@ static void give_back_buffer(struct session *s, struct feed_job *j)
     j->buf = NULL;
 }
 
+/*
+ * Whether uid may stream one more session: root and ljmpd's own user may
+ * fill every slot, any other user half of them, so that one local user's
+ * connections cannot keep every other VM from being profiled.
+ */
+static int uid_may_stream(const struct server *srv, uid_t uid)
+{
+    const struct session *s;
+    unsigned n = 0;
+
+    if (uid == 0 || uid == geteuid())
+        return 1;
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    n += s->uid == uid && s->phase != SESSION_ENDED;
+    return n < srv->cfg.max_sessions / 2;
+}
+
 void session_accept(struct server *srv, int fd)
 {
     struct ucred cred;
@@ -127,6 +144,14 @@ void session_accept(struct server *srv, int fd)
         log_warn("ingest: pid %d refused: %u sessions streaming already "
                  "(--max-sessions)",
                  (int)cred.pid, srv->nlive);
+        srv->counters.sessions_rejected++;
+        close(fd);
+        return;
+    }
+    if (!uid_may_stream(srv, cred.uid)) {
+        log_warn("ingest: pid %d refused: uid %u streams half of the %u "
+                 "sessions already (--max-sessions)",
+                 (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_sessions);
         srv->counters.sessions_rejected++;
         close(fd);
         return;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -965,6 +966,113 @@ static void test_mapped_fifo(void)
     lm_buf_free(&b);
     munmap(m, 4096);
     unlink(fifo);
+}
+
+/* Another user's hellos and hang-ups, n of them, from a child process
+ * (run as nobody): 0, or what failed. */
+static int hang_ups_as_nobody(const uint8_t *hello, size_t hl, int n)
+{
+    int status;
+    pid_t child = fork();
+
+    if (child == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(1);
+        for (int i = 0; i < n; i++) {
+            int fd = connect_unix(ingest_path);
+            char ack;
+            if (fd < 0 || write(fd, hello, hl) != (ssize_t)hl ||
+                read(fd, &ack, 1) != 1)
+                _exit(2);
+            close(fd);
+        }
+        _exit(0);
+    }
+    if (child < 0 || waitpid(child, &status, 0) != child)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Whether ljmpd closed fd (refused it) within ms: an end of file, or a
+ * reset when what was sent went unread. */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    char c;
+
+    return poll(&p, 1, ms) == 1 && read(fd, &c, 1) <= 0;
+}
+
+/* As nobody: n connections to path kept open; 0 if the last one alone
+ * was refused. */
+static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
+                           int n)
+{
+    int status, fds[300];
+    pid_t child = fork();
+
+    if (child == 0) {
+        if (n > 300 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(1);
+        for (int i = 0; i < n; i++)
+            if ((fds[i] = connect_unix(path)) < 0 ||
+                (hello != NULL && write(fds[i], hello, hl) != (ssize_t)hl))
+                _exit(2);
+        if (!closed_within(fds[n - 1], 2000))
+            _exit(3);
+        if (closed_within(fds[0], 200))
+            _exit(4);
+        _exit(0);
+    }
+    if (child < 0 || waitpid(child, &status, 0) != child)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A user other than root and ljmpd's own gets half of the slots, for
+ * clients (--max-clients) and for streaming VMs (--max-sessions): one
+ * user's idle connections lock no one else out. */
+static void test_slots_per_user(void)
+{
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+
+    if (getuid() != 0)
+        return; /* no other user to be */
+    CU_ASSERT_EQUAL(slots_as_nobody(control_path, NULL, 0, 256 / 2 + 1), 0);
+    CU_ASSERT_EQUAL(slots_as_nobody(ingest_path, hello, hl, 256 / 2 + 1), 0);
+    CU_ASSERT_TRUE(daemon_up());
+}
+
+/*
+ * Finished sessions are kept up to --retain-count (64); past it, the user
+ * who keeps the most loses their oldest first: another user's 70 hellos
+ * and hang-ups do not push this process's sessions out.
+ */
+static void test_eviction_per_user(void)
+{
+    Ljmp__SessionState st = 0;
+    struct lm_buf b = {0};
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+
+    if (getuid() != 0)
+        return; /* no other user to be */
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    free(ingest_raw(b.data, b.len, &st));
+    lm_buf_free(&b);
+    uint64_t mine = newest_session_id(getpid());
+    CU_ASSERT_NOT_EQUAL_FATAL(mine, 0);
+    CU_ASSERT_EQUAL_FATAL(hang_ups_as_nobody(hello, hl, 70), 0);
+    sleep_ms(2500); /* ended, and a tick (1 s) to evict */
+    CU_ASSERT_EQUAL(newest_session_id(getpid()), mine);
+    Ljmp__Response *r = list_sessions();
+    CU_ASSERT_FATAL(r != NULL);
+    CU_ASSERT_TRUE(r->list->n_sessions <= 64);
+    ljmp__response__free_unpacked(r, NULL);
 }
 
 /* A stream of n allocations at an internal site, after a hello; returns
@@ -1955,6 +2063,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "attach and detach", test_attach_detach);
     CU_add_test(s, "attach refusals", test_attach_refusals);
     CU_add_test(s, "top in a terminal", test_top);
+    CU_add_test(s, "eviction is per user", test_eviction_per_user);
+    CU_add_test(s, "slots per user", test_slots_per_user);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
     return test_run_all();
