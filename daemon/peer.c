@@ -49,6 +49,30 @@ static int uid_has_room(const struct server *srv, uid_t uid)
     return n < srv->cfg.max_peers / 2;
 }
 
+/* Refuses a new connection, telling it why if its socket takes the
+ * answer now (it is not waited for). */
+static void refuse(struct server *srv, int fd, const char *why)
+{
+    Ljmp__Response resp;
+    Ljmp__Error err = LJMP__ERROR__INIT;
+    uint8_t frame[LJMP_WIRE_HEADER + 512];
+
+    err.has_code = 1;
+    err.code = LJMP__ERROR_CODE__ERR_PERMISSION;
+    err.message = (char *)why;
+    peer_response_init(&resp, 0);
+    resp.error = &err;
+    size_t n = protobuf_c_message_get_packed_size(&resp.base);
+    if (n <= sizeof(frame) - LJMP_WIRE_HEADER) {
+        ljmp_wire_put_len(frame, (uint32_t)n);
+        protobuf_c_message_pack(&resp.base, frame + LJMP_WIRE_HEADER);
+        (void)!send(fd, frame, LJMP_WIRE_HEADER + n,
+                    MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    srv->counters.control_rejected++;
+    close(fd);
+}
+
 void peer_accept(struct server *srv, int fd)
 {
     struct ucred cred;
@@ -65,16 +89,18 @@ void peer_accept(struct server *srv, int fd)
         log_warn("control: pid %d refused: %u clients connected already "
                  "(--max-clients)",
                  (int)cred.pid, srv->npeers);
-        srv->counters.control_rejected++;
-        close(fd);
+        refuse(srv, fd,
+               "ljmpd serves as many clients as it may already "
+               "(--max-clients): try again later");
         return;
     }
     if (!uid_has_room(srv, cred.uid)) {
         log_warn("control: pid %d refused: uid %u has half of the %u "
                  "client slots already (--max-clients)",
                  (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_peers);
-        srv->counters.control_rejected++;
-        close(fd);
+        refuse(srv, fd,
+               "your user has half of ljmpd's client connections open "
+               "already (--max-clients): close some");
         return;
     }
     if ((p = calloc(1, sizeof(*p))) == NULL)
@@ -479,8 +505,17 @@ void peer_close_idle(struct server *srv, uint64_t now)
 void peer_idle_check(struct peer *p)
 {
     /* Frames still waiting are served first: peer_read closes it then. */
-    if (p->eof && !p->closing && !peer_waits(p) && !peer_has_frame(p))
+    if (!p->eof || p->closing || peer_waits(p) || peer_has_frame(p))
+        return;
+    size_t left = evbuffer_get_length(p->in);
+    if (left > 0) {
+        char why[128];
+        snprintf(why, sizeof(why),
+                 "the client stopped sending %zu bytes into a frame", left);
+        peer_reject(p, why);
+    } else {
         peer_close_after_flush(p);
+    }
 }
 
 /* Writes what can be written now, without waiting (shutdown). */

@@ -993,20 +993,32 @@ static int hang_ups_as_nobody(const uint8_t *hello, size_t hl, int n)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* Whether ljmpd closed fd (refused it) within ms: an end of file, or a
- * reset when what was sent went unread. */
-static int closed_within(int fd, int ms)
+/* Whether ljmpd closed fd (refused it) within ms, having sent what
+ * contains `says` (unless NULL) first: an end of file, or a reset when
+ * what was sent to it went unread. */
+static int refused_within(int fd, int ms, const char *says)
 {
     struct pollfd p = {fd, POLLIN, 0};
-    char c;
+    char got[1024];
+    size_t n = 0;
+    ssize_t r;
 
-    return poll(&p, 1, ms) == 1 && read(fd, &c, 1) <= 0;
+    while (poll(&p, 1, ms) == 1) {
+        if ((r = read(fd, got + n, sizeof(got) - 1 - n)) <= 0) {
+            got[n] = '\0';
+            return says == NULL || memmem(got, n, says, strlen(says)) != NULL;
+        }
+        n += (size_t)r;
+        if (n == sizeof(got) - 1)
+            return 0;
+    }
+    return 0;
 }
 
 /* As nobody: n connections to path kept open; 0 if the last one alone
- * was refused. */
+ * was refused (told `says`, unless NULL). */
 static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
-                           int n)
+                           int n, const char *says)
 {
     int status, fds[300];
     pid_t child = fork();
@@ -1018,9 +1030,9 @@ static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
             if ((fds[i] = connect_unix(path)) < 0 ||
                 (hello != NULL && write(fds[i], hello, hl) != (ssize_t)hl))
                 _exit(2);
-        if (!closed_within(fds[n - 1], 2000))
+        if (!refused_within(fds[n - 1], 2000, says))
             _exit(3);
-        if (closed_within(fds[0], 200))
+        if (refused_within(fds[0], 200, NULL))
             _exit(4);
         _exit(0);
     }
@@ -1039,8 +1051,11 @@ static void test_slots_per_user(void)
 
     if (getuid() != 0)
         return; /* no other user to be */
-    CU_ASSERT_EQUAL(slots_as_nobody(control_path, NULL, 0, 256 / 2 + 1), 0);
-    CU_ASSERT_EQUAL(slots_as_nobody(ingest_path, hello, hl, 256 / 2 + 1), 0);
+    CU_ASSERT_EQUAL(slots_as_nobody(control_path, NULL, 0, 256 / 2 + 1,
+                                    "half of ljmpd's client connections"),
+                    0);
+    CU_ASSERT_EQUAL(slots_as_nobody(ingest_path, hello, hl, 256 / 2 + 1, NULL),
+                    0);
     CU_ASSERT_TRUE(daemon_up());
 }
 
@@ -1343,6 +1358,18 @@ static void test_bad_control(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r->error->message, "not a Request"));
     CU_ASSERT_TRUE(closed);
     ljmp__response__free_unpacked(r, NULL);
+
+    /* A frame's header cut short by a half-close: said so, and closed. */
+    struct conn cut;
+    CU_ASSERT_EQUAL_FATAL(conn_open(&cut), 0);
+    CU_ASSERT_EQUAL(write(cut.fd, big, 3), 3);
+    shutdown(cut.fd, SHUT_WR);
+    r = conn_recv(&cut, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(r->error->message, "stopped sending 3 bytes into a frame"));
+    ljmp__response__free_unpacked(r, NULL);
+    conn_close(&cut);
 
     /* Another protocol version: refused, the connection stays usable. */
     Ljmp__Request req;
