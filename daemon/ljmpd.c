@@ -35,6 +35,11 @@ uint64_t now_ms(void)
     return clock_ms(CLOCK_MONOTONIC);
 }
 
+int uid_has_quota(uid_t uid)
+{
+    return uid != 0 && uid != geteuid();
+}
+
 /* Unix time of a monotonic instant, for people: offset fixed at start. */
 uint64_t wall_ms(uint64_t mono)
 {

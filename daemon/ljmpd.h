@@ -227,6 +227,11 @@ enum {
 };
 
 uint64_t now_ms(void);
+
+/* Whether uid is held to a share of ljmpd's slots and budgets: every
+ * local user but root and ljmpd's own, since any local user may connect,
+ * and none should crowd the others out. */
+int uid_has_quota(uid_t uid);
 uint64_t wall_ms(uint64_t mono);
 
 /* session.c */

@@ -42,7 +42,7 @@ static int uid_has_room(const struct server *srv, uid_t uid)
     const struct peer *p;
     unsigned n = 0;
 
-    if (uid == 0 || uid == geteuid())
+    if (!uid_has_quota(uid))
         return 1;
     TAILQ_FOREACH(p, &srv->peers, link)
     n += p->uid == uid;

@@ -120,7 +120,7 @@ static int uid_may_stream(const struct server *srv, uid_t uid)
     const struct session *s;
     unsigned n = 0;
 
-    if (uid == 0 || uid == geteuid())
+    if (!uid_has_quota(uid))
         return 1;
     TAILQ_FOREACH(s, &srv->sessions, link)
     n += s->uid == uid && s->phase != SESSION_ENDED;
@@ -456,7 +456,7 @@ static size_t csyms_budget(const struct session *s)
     const struct session *o;
     size_t used = 0;
 
-    if (s->uid == 0 || s->uid == geteuid())
+    if (!uid_has_quota(s->uid))
         return CSYMS_PROCESS_BUDGET;
     TAILQ_FOREACH(o, &s->srv->sessions, link)
     if (o->uid == s->uid)
