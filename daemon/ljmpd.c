@@ -420,35 +420,53 @@ static void forget_session(struct server *srv, struct session *s)
     session_free(s);
 }
 
-/* Finished sessions of uid kept now. */
-static unsigned kept_by(const struct server *srv, uid_t uid)
+/* The user who keeps the most finished sessions (ties: the first seen),
+ * counted in one pass over the sessions and the users seen so far. */
+static uid_t top_keeper(const struct server *srv)
 {
+    struct {
+        uid_t uid;
+        unsigned n;
+    } seen[64];
+    unsigned nseen = 0, best = 0;
     const struct session *s;
-    unsigned n = 0;
 
     TAILQ_FOREACH(s, &srv->sessions, link)
-    n += s->phase == SESSION_ENDED && s->uid == uid;
-    return n;
+    {
+        if (s->phase != SESSION_ENDED)
+            continue;
+        unsigned i = 0;
+        while (i < nseen && seen[i].uid != s->uid)
+            i++;
+        if (i == nseen) {
+            if (nseen == sizeof(seen) / sizeof(seen[0]))
+                continue; /* more users than that: the first ones decide */
+            seen[nseen].uid = s->uid;
+            seen[nseen++].n = 0;
+        }
+        if (++seen[i].n > seen[best].n)
+            best = i;
+    }
+    return nseen > 0 ? seen[best].uid : 0;
 }
 
 /* The oldest evictable session of the user who keeps the most finished
- * ones, or NULL. */
+ * ones, else the oldest evictable one, or NULL. */
 static struct session *next_to_forget(const struct server *srv)
 {
-    struct session *s, *found = NULL;
-    unsigned most = 0;
+    struct session *s, *any = NULL;
+    uid_t top = top_keeper(srv);
 
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         if (!evictable(s))
             continue;
-        unsigned n = kept_by(srv, s->uid);
-        if (n > most) {
-            most = n;
-            found = s;
-        }
+        if (s->uid == top)
+            return s;
+        if (any == NULL)
+            any = s;
     }
-    return found;
+    return any;
 }
 
 /*
