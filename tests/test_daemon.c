@@ -1478,7 +1478,7 @@ static void test_request_flood(void)
     uint64_t t1 = ms_now();
     while (daemon_fds() > fds_before && ms_now() - t1 < 10000)
         sleep_ms(100);
-    CU_ASSERT_EQUAL(daemon_fds(), fds_before);
+    CU_ASSERT_TRUE(daemon_fds() <= fds_before);
     close(fd);
     CU_ASSERT_TRUE(daemon_up());
 }
