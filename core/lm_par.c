@@ -117,9 +117,19 @@ static void *work(void *arg)
     return NULL;
 }
 
-/* Hands the batch being filled over, then waits until at most `ahead`
- * batches are waiting or being applied; -1 if the worker ran out of
- * memory (the stream cannot be applied whole). */
+/* Waits, with mu held, until at most `ahead` batches are waiting or
+ * being applied. */
+static void wait_for_worker(struct lm_par *p, uint64_t ahead)
+{
+    if (p->head - p->tail > ahead)
+        spin_unlocked(p, &p->tail);
+    while (p->head - p->tail > ahead)
+        pthread_cond_wait(&p->cv, &p->mu);
+}
+
+/* Hands the batch being filled over, then waits for the worker (see
+ * wait_for_worker); -1 if the worker ran out of memory (the stream cannot
+ * be applied whole). */
 static int hand_over(struct lm_par *p, uint64_t ahead)
 {
     int failed;
@@ -132,10 +142,7 @@ static int hand_over(struct lm_par *p, uint64_t ahead)
     b->direct_bytes = p->s->direct_bytes;
     p->head++;
     pthread_cond_signal(&p->cv);
-    if (p->head - p->tail > ahead)
-        spin_unlocked(p, &p->tail);
-    while (p->head - p->tail > ahead)
-        pthread_cond_wait(&p->cv, &p->mu);
+    wait_for_worker(p, ahead);
     failed = p->failed;
     pthread_mutex_unlock(&p->mu);
     p->nfill = 0;
@@ -160,8 +167,7 @@ static int make_room_for_locs(struct lm_par *p, size_t n)
             return -1;
     } else {
         pthread_mutex_lock(&p->mu);
-        while (p->tail != p->head)
-            pthread_cond_wait(&p->cv, &p->mu);
+        wait_for_worker(p, 0);
         pthread_mutex_unlock(&p->mu);
     }
     return lm_state_reserve_locs(s, want > UINT32_MAX ? UINT32_MAX
