@@ -40,6 +40,11 @@ int uid_has_quota(uid_t uid)
     return uid != 0 && uid != geteuid();
 }
 
+int uid_may_take_slot(uid_t uid, unsigned held, unsigned slots)
+{
+    return !uid_has_quota(uid) || held < slots / 2;
+}
+
 /* Unix time of a monotonic instant, for people: offset fixed at start. */
 uint64_t wall_ms(uint64_t mono)
 {

@@ -232,6 +232,11 @@ uint64_t now_ms(void);
  * local user but root and ljmpd's own, since any local user may connect,
  * and none should crowd the others out. */
 int uid_has_quota(uid_t uid);
+
+/* Whether uid, holding `held` of ljmpd's `slots` (client connections or
+ * streaming sessions), may take one more: a user with a quota gets half
+ * of them, so that one user's connections cannot lock the others out. */
+int uid_may_take_slot(uid_t uid, unsigned held, unsigned slots);
 uint64_t wall_ms(uint64_t mono);
 
 /* session.c */

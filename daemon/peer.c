@@ -32,21 +32,15 @@ static uint64_t close_grace_ms(const struct server *srv)
     return idle < CLOSE_GRACE_MS ? idle : CLOSE_GRACE_MS;
 }
 
-/*
- * Whether uid may open one more connection.  Root and ljmpd's own user
- * may fill every slot; any other user half of them, so that one local
- * user's idle or unread connections cannot lock ljmpctl out.
- */
-static int uid_has_room(const struct server *srv, uid_t uid)
+/* Control connections uid has open (see uid_may_take_slot). */
+static unsigned peers_of(const struct server *srv, uid_t uid)
 {
     const struct peer *p;
     unsigned n = 0;
 
-    if (!uid_has_quota(uid))
-        return 1;
     TAILQ_FOREACH(p, &srv->peers, link)
     n += p->uid == uid;
-    return n < srv->cfg.max_peers / 2;
+    return n;
 }
 
 /* Refuses a new connection, telling it why if its socket takes the
@@ -94,7 +88,8 @@ void peer_accept(struct server *srv, int fd)
                "(--max-clients): try again later");
         return;
     }
-    if (!uid_has_room(srv, cred.uid)) {
+    if (!uid_may_take_slot(cred.uid, peers_of(srv, cred.uid),
+                           srv->cfg.max_peers)) {
         log_warn("control: pid %d refused: uid %u has half of the %u "
                  "client slots already (--max-clients)",
                  (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_peers);

@@ -110,21 +110,15 @@ static void give_back_buffer(struct session *s, struct feed_job *j)
     j->buf = NULL;
 }
 
-/*
- * Whether uid may stream one more session: root and ljmpd's own user may
- * fill every slot, any other user half of them, so that one local user's
- * connections cannot keep every other VM from being profiled.
- */
-static int uid_may_stream(const struct server *srv, uid_t uid)
+/* Sessions of uid not ended yet (see uid_may_take_slot). */
+static unsigned live_sessions_of(const struct server *srv, uid_t uid)
 {
     const struct session *s;
     unsigned n = 0;
 
-    if (!uid_has_quota(uid))
-        return 1;
     TAILQ_FOREACH(s, &srv->sessions, link)
     n += s->uid == uid && s->phase != SESSION_ENDED;
-    return n < srv->cfg.max_sessions / 2;
+    return n;
 }
 
 void session_accept(struct server *srv, int fd)
@@ -148,7 +142,8 @@ void session_accept(struct server *srv, int fd)
         close(fd);
         return;
     }
-    if (!uid_may_stream(srv, cred.uid)) {
+    if (!uid_may_take_slot(cred.uid, live_sessions_of(srv, cred.uid),
+                           srv->cfg.max_sessions)) {
         log_warn("ingest: pid %d refused: uid %u streams half of the %u "
                  "sessions already (--max-sessions)",
                  (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_sessions);
