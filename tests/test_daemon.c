@@ -1722,6 +1722,24 @@ static void test_attach_detach(void)
 }
 
 /* The reasons attach gives when it cannot. */
+/* Whether `ljmpctl attach` to an idle VM started with name=value in its
+ * environment fails, saying why. */
+static int attach_fails_with_env(const char *name, const char *value,
+                                 const char *why)
+{
+    char args[64];
+
+    setenv(name, value, 1);
+    struct vm vm = vm_start("idle.lua", NULL, NULL, 0, 0);
+    unsetenv(name);
+    sleep_ms(200);
+    snprintf(args, sizeof(args), "attach %d", (int)vm.pid);
+    int failed = ljmpctl_fails(args, 5, why);
+    kill(vm.pid, SIGKILL);
+    vm_wait(&vm, 1000);
+    return failed;
+}
+
 static void test_attach_refusals(void)
 {
     Ljmp__Response *r;
@@ -1733,25 +1751,12 @@ static void test_attach_refusals(void)
     CU_ASSERT(ljmpctl_fails(args, 5, "not a patched LuaJIT VM"));
 
     /* The agent disabled by the program's environment. */
-    setenv("LJMP_AGENT", "0", 1);
-    struct vm off = vm_start("idle.lua", NULL, NULL, 0, 0);
-    unsetenv("LJMP_AGENT");
-    sleep_ms(200);
-    snprintf(args, sizeof(args), "attach %d", (int)off.pid);
-    CU_ASSERT(ljmpctl_fails(args, 5, "disabled its attach agent"));
-    kill(off.pid, SIGKILL);
-    vm_wait(&off, 1000);
-
+    CU_ASSERT(
+        attach_fails_with_env("LJMP_AGENT", "0", "disabled its attach agent"));
     /* A signal number past every real-time one: no agent, and ljmpd,
      * which reads the same variable, says why (it wrapped an int). */
-    setenv("LJMP_SIGNAL", "2147483647", 1);
-    off = vm_start("idle.lua", NULL, NULL, 0, 0);
-    unsetenv("LJMP_SIGNAL");
-    sleep_ms(200);
-    snprintf(args, sizeof(args), "attach %d", (int)off.pid);
-    CU_ASSERT(ljmpctl_fails(args, 5, "names no real-time signal"));
-    kill(off.pid, SIGKILL);
-    vm_wait(&off, 1000);
+    CU_ASSERT(attach_fails_with_env("LJMP_SIGNAL", "2147483647",
+                                    "names no real-time signal"));
 
     /* An idle VM runs no Lua: the wait ends, with the reason. */
     struct vm idle = vm_start("idle.lua", NULL, NULL, 0, 1);
