@@ -142,11 +142,15 @@ static inline lm_heap_group_t lm_heap_group(const uint8_t *ctrl)
     return _mm_loadl_epi64((const __m128i *)(const void *)ctrl);
 }
 
+/* The tag is spread over the low 8 bytes by a multiply, not by
+ * _mm_set1_epi8: GCC spills that one's byte and reloads it as a dword,
+ * a store that cannot forward to the load (a stall of some 15 cycles on
+ * every probe, measured on AMD Zen 3). */
 static inline uint32_t lm_heap_match_tag(lm_heap_group_t g, uint8_t tag)
 {
-    return (uint32_t)_mm_movemask_epi8(
-               _mm_cmpeq_epi8(g, _mm_set1_epi8((char)tag))) &
-           0xff;
+    __m128i tags = _mm_cvtsi64_si128((long long)(0x0101010101010101ULL * tag));
+
+    return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(g, tags)) & 0xff;
 }
 
 /* Empty bytes are the only ones with the top bit set. */
