@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -85,24 +84,11 @@ static void add_done(struct feed *f, struct feed_job *j)
     }
 }
 
-/*
- * Feed threads run FEED_NICE below the loop's priority (nice is per
- * thread on Linux): the loop serves snapshots and requests, and must not
- * queue for the CPU behind the ingest it hands out.  With 32 VMs and 100
- * subscribers on two CPUs, threads at the loop's priority delayed
- * snapshots by 60 to 200 ms.  A thread that cannot lower itself runs
- * at the loop's priority.
- */
-#define FEED_NICE 5
-
 static void *feed_thread(void *arg)
 {
     struct feed *f = arg;
 
-    errno = 0;
-    int nice = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0)
-        setpriority(PRIO_PROCESS, 0, nice + FEED_NICE);
+    lower_own_priority();
     pthread_mutex_lock(&f->mu);
     for (;;) {
         while (f->todo == NULL && !f->stopping)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -57,6 +58,24 @@ uint64_t wall_ms(uint64_t mono)
         known = 1;
     }
     return mono != 0 ? (uint64_t)((int64_t)mono + offset) : 0;
+}
+
+/*
+ * The loop's helpers (feed and symbol threads) run THREAD_NICE below its
+ * priority: the loop serves snapshots and requests, and must not queue
+ * for the CPU behind the work it hands out.  With 32 VMs and 100
+ * subscribers on two CPUs, feed threads at the loop's priority delayed
+ * snapshots by 60 to 200 ms.  A thread that cannot lower itself runs at
+ * the loop's priority.
+ */
+#define THREAD_NICE 5
+
+void lower_own_priority(void)
+{
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0)
+        setpriority(PRIO_PROCESS, 0, nice + THREAD_NICE);
 }
 
 static const char usage_text[] =
@@ -648,7 +667,8 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->ops);
     srv->start_ms = now_ms();
     wall_ms(srv->start_ms);
-    if ((srv->base = new_event_base()) == NULL || feed_start(srv) != 0)
+    if ((srv->base = new_event_base()) == NULL || feed_start(srv) != 0 ||
+        symload_start(srv) != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -702,6 +722,7 @@ static void server_free(struct server *srv)
     struct peer *p;
 
     feed_stop(srv); /* before the sessions its threads may be feeding */
+    symload_stop(srv);
     while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
         peer_free(p);
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {

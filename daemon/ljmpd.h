@@ -104,6 +104,19 @@ struct feed_job {
     uint64_t events; /* decoded from these bytes */
 };
 
+/* A session's C symbols, read on symload.c's thread into a table of the
+ * job's own, then moved into the session's state on the loop. */
+struct symload_job {
+    struct symload_job *next;
+    struct session *s; /* the loop's: NULL once the session is gone */
+    pid_t pid;
+    uid_t uid;
+    size_t budget;
+    struct lm_symtab symtab;
+    struct csyms out;
+    uint64_t ms; /* the read took */
+};
+
 struct session {
     TAILQ_ENTRY(session) link;
     struct server *srv;
@@ -154,6 +167,12 @@ struct session {
 
     struct recording *rec;
     struct csyms csyms; /* C symbols read from the process's files */
+    /* While they are being read (no stream byte is decoded before: a
+     * location's name is fixed at birth), the socket is not read, and
+     * what came after the hello waits in the next read buffer. */
+    struct symload_job *symload;
+    const uint8_t *held;
+    size_t held_len;
 };
 
 struct subscription;
@@ -211,6 +230,7 @@ struct server {
     uint64_t start_ms;
     struct server_counters counters;
     struct feed *feed;
+    struct symload *symload;
     int stopping;
 };
 
@@ -238,6 +258,9 @@ int uid_has_quota(uid_t uid);
  * of them, so that one user's connections cannot lock the others out. */
 int uid_may_take_slot(uid_t uid, unsigned held, unsigned slots);
 uint64_t wall_ms(uint64_t mono);
+/* Lowers the calling thread's priority below the loop's (nice is per
+ * thread on Linux), for the threads that work for it. */
+void lower_own_priority(void);
 
 /* session.c */
 void session_accept(struct server *srv, int fd);
@@ -270,6 +293,20 @@ void recording_finish(struct recording *rec, const struct session *s);
  * process has not streamed yet). */
 void recording_begun(const struct recording *rec, uint64_t session_id);
 int session_visible(const struct session *s, uid_t uid);
+
+/* The C symbols of s, read by symload.c (j NULL: none, out of memory). */
+void session_symbols_loaded(struct session *s, struct symload_job *j);
+
+/* symload.c: C symbols read on a thread, one process at a time, users in
+ * turn. */
+int symload_start(struct server *srv);
+/* Reads s's C symbols, within budget bytes, for session_symbols_loaded():
+ * later on the loop (s->symload is set meanwhile), or at once if there
+ * is no thread. */
+void symload_post(struct session *s, size_t budget);
+/* s is going: its symbols, if still being read, are dropped. */
+void symload_cancel(struct session *s);
+void symload_stop(struct server *srv);
 
 /* feed.c: cfg.feed_threads threads decode and apply sessions' bytes; a
  * session's jobs run in order, one at a time, sessions take turns. */

@@ -204,6 +204,7 @@ oom:
 
 void session_free(struct session *s)
 {
+    symload_cancel(s);
     if (s->ev != NULL)
         event_free(s->ev);
     if (s->fd >= 0)
@@ -385,6 +386,8 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
         return;
     s->phase = SESSION_ENDED;
     s->state = state;
+    symload_cancel(s);
+    s->held_len = 0;
     s->end_ms = now_ms();
     va_start(ap, fmt);
     vsnprintf(s->reason, sizeof(s->reason), fmt, ap);
@@ -438,7 +441,6 @@ static void ack_hello(struct session *s)
                   (unsigned long long)s->id, strerror(errno));
 }
 
-/* Takes hello bytes; returns how many, or -1 once the session ended. */
 /*
  * What a session's C symbols may cost: a process's share, and, for users
  * other than root and ljmpd's own, what is left of their share across
@@ -455,7 +457,7 @@ static size_t csyms_budget(const struct session *s)
         return CSYMS_PROCESS_BUDGET;
     TAILQ_FOREACH(o, &s->srv->sessions, link)
     if (o->uid == s->uid)
-        used += o->csyms.cost;
+        used += o->symload != NULL ? o->symload->budget : o->csyms.cost;
     if (used >= CSYMS_UID_BUDGET)
         return 0;
     return CSYMS_UID_BUDGET - used < CSYMS_PROCESS_BUDGET
@@ -463,6 +465,7 @@ static size_t csyms_budget(const struct session *s)
                : CSYMS_PROCESS_BUDGET;
 }
 
+/* Takes hello bytes; returns how many, or -1 once the session ended. */
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
     size_t want = s->hello_len < 7 ? 7 : 7 + (size_t)s->hello[6];
@@ -494,26 +497,11 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         s->vm_version[s->hello[6]] = '\0';
         s->phase = SESSION_STREAM;
         event_add(s->ev, NULL); /* no more hello deadline */
-        /* Names for C function addresses, before any location is made
-         * (a location's name is fixed at birth). */
-        uint64_t t0 = now_ms();
-        csyms_load(s->pid, &s->prof.state.sym, csyms_budget(s), &s->csyms);
-        log_debug("session %llu: %u C symbols in %llu ms",
-                  (unsigned long long)s->id, s->csyms.n,
-                  (unsigned long long)(now_ms() - t0));
-        if (s->csyms.over_budget)
-            log_warn("session %llu: pid %d uid %u: C functions past the "
-                     "first %u stay unnamed: %zu KiB of C symbols was all "
-                     "it could have (%zu MiB a process, %zu MiB a user)",
-                     (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
-                     s->csyms.n, s->csyms.budget >> 10,
-                     CSYMS_PROCESS_BUDGET >> 20, CSYMS_UID_BUDGET >> 20);
-        if (s->hello[4] >= LJMP_INGEST_ACK_VERSION)
-            ack_hello(s);
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
-        control_session_started(s->srv, s);
-        attach_session_started(s->srv, s);
+        symload_post(s, csyms_budget(s));
+        if (s->symload != NULL)
+            session_pause_reading(s);
     }
     return (ssize_t)take;
 }
@@ -667,6 +655,11 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
             used = take_hello(s, p, n);
             break;
         case SESSION_STREAM:
+            if (s->symload != NULL) {
+                s->held = p; /* in the next read buffer, which stays free */
+                s->held_len = n;
+                return;
+            }
             take_stream(s, p, n); /* session_fed() goes on */
             return;
         case SESSION_TRAILER:
@@ -683,6 +676,53 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
             return;
         p += used;
         n -= (size_t)used;
+    }
+}
+
+/*
+ * Names for C function addresses, read from the process's files at the
+ * hello, before any location is made (a location's name is fixed at
+ * birth); then the VM is told to stream, and what it sent meanwhile is
+ * taken.
+ */
+void session_symbols_loaded(struct session *s, struct symload_job *j)
+{
+    s->symload = NULL;
+    if (j != NULL) {
+        /* Nothing was decoded yet: the state's table is still empty. */
+        session_lock(s);
+        struct lm_symtab empty = s->prof.state.sym;
+        s->prof.state.sym = j->symtab;
+        j->symtab = empty;
+        session_unlock(s);
+        s->csyms = j->out;
+        s->csyms.symtab = &s->prof.state.sym;
+        memset(&j->out, 0, sizeof(j->out));
+        log_debug("session %llu: %u C symbols in %llu ms",
+                  (unsigned long long)s->id, s->csyms.n,
+                  (unsigned long long)j->ms);
+        if (s->csyms.over_budget)
+            log_warn("session %llu: pid %d uid %u: C functions past the "
+                     "first %u stay unnamed: %zu KiB of C symbols was all "
+                     "it could have (%zu MiB a process, %zu MiB a user)",
+                     (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+                     s->csyms.n, s->csyms.budget >> 10,
+                     CSYMS_PROCESS_BUDGET >> 20, CSYMS_UID_BUDGET >> 20);
+    }
+    if (s->hello[4] >= LJMP_INGEST_ACK_VERSION)
+        ack_hello(s);
+    control_session_started(s->srv, s);
+    attach_session_started(s->srv, s);
+    if (s->read_paused && s->phase == SESSION_STREAM) {
+        s->read_paused = 0;
+        event_add(s->ev, NULL);
+    }
+    if (s->held_len > 0) {
+        const uint8_t *p = s->held;
+        size_t n = s->held_len;
+        s->held = NULL;
+        s->held_len = 0;
+        session_take(s, p, n);
     }
 }
 

@@ -2,8 +2,10 @@
  * private sockets, queried over the control wire and through ljmpctl. */
 #define _GNU_SOURCE
 #include <CUnit/Basic.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -966,6 +968,152 @@ static void test_mapped_fifo(void)
     lm_buf_free(&b);
     munmap(m, 4096);
     unlink(fifo);
+}
+
+/*
+ * An ELF file with n function symbols ("s0" to "s<n-1>", 16 bytes apart
+ * from SLOW_SYMS_BASE) and nothing else: an executable, so that its
+ * symbols need no load bias.  Many symbols make it slow to read.
+ */
+#define SLOW_SYMS_BASE 0x10000000u
+static void write_symbols_elf(const char *path, unsigned n)
+{
+    static const char shstr[] = "\0.strtab\0.symtab\0.shstrtab";
+    size_t strsz = 1 + (size_t)n * 8, symsz = (n + 1) * sizeof(Elf64_Sym);
+    size_t stroff = sizeof(Elf64_Ehdr), symoff = (stroff + strsz + 7) & ~7UL;
+    size_t shstroff = symoff + symsz;
+    size_t shoff = (shstroff + sizeof(shstr) + 7) & ~7UL;
+    size_t size = shoff + 4 * sizeof(Elf64_Shdr);
+    uint8_t *f = calloc(1, size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+
+    Elf64_Ehdr *eh = (Elf64_Ehdr *)(void *)f;
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+    eh->e_ident[EI_DATA] = ELFDATA2LSB;
+    eh->e_ident[EI_VERSION] = EV_CURRENT;
+    eh->e_type = ET_EXEC;
+    eh->e_machine = EM_X86_64;
+    eh->e_version = EV_CURRENT;
+    eh->e_ehsize = sizeof(Elf64_Ehdr);
+    eh->e_shoff = shoff;
+    eh->e_shentsize = sizeof(Elf64_Shdr);
+    eh->e_shnum = 4;
+    eh->e_shstrndx = 3;
+    char *str = (char *)f + stroff;
+    Elf64_Sym *sym = (Elf64_Sym *)(void *)(f + symoff);
+    size_t at = 1;
+    for (unsigned i = 0; i < n; i++) {
+        sym[i + 1].st_name = (Elf64_Word)at;
+        sym[i + 1].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+        sym[i + 1].st_shndx = 1;
+        sym[i + 1].st_value = SLOW_SYMS_BASE + (Elf64_Addr)i * 16;
+        at += (size_t)snprintf(str + at, 8, "s%u", i) + 1;
+    }
+    memcpy(f + shstroff, shstr, sizeof(shstr));
+    Elf64_Shdr *sh = (Elf64_Shdr *)(void *)(f + shoff);
+    sh[1] = (Elf64_Shdr){.sh_name = 1,
+                         .sh_type = SHT_STRTAB,
+                         .sh_offset = stroff,
+                         .sh_size = at,
+                         .sh_addralign = 1};
+    sh[2] = (Elf64_Shdr){.sh_name = 9,
+                         .sh_type = SHT_SYMTAB,
+                         .sh_offset = symoff,
+                         .sh_size = symsz,
+                         .sh_link = 1,
+                         .sh_info = 1,
+                         .sh_addralign = 8,
+                         .sh_entsize = sizeof(Elf64_Sym)};
+    sh[3] = (Elf64_Shdr){.sh_name = 17,
+                         .sh_type = SHT_STRTAB,
+                         .sh_offset = shstroff,
+                         .sh_size = sizeof(shstr),
+                         .sh_addralign = 1};
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CU_ASSERT_FATAL(fd >= 0 && write(fd, f, size) == (ssize_t)size);
+    close(fd);
+    free(f);
+}
+
+/* This process's live session with vm_version `version`, in r. */
+static const Ljmp__SessionSnapshot *live_session_in(const Ljmp__Response *r,
+                                                    const char *version)
+{
+    const Ljmp__SessionSnapshot *s = session_in(r, getpid());
+
+    if (s == NULL || s->info->state != LJMP__SESSION_STATE__STREAMING ||
+        s->info->vm_version == NULL ||
+        strcmp(s->info->vm_version, version) != 0)
+        return NULL;
+    return s;
+}
+
+/*
+ * Reading a process's C symbols takes long with many of them (this
+ * process maps a file with 300 k): ljmpd reads them off its loop, which
+ * answers requests meanwhile, and tells the VM to stream once they are
+ * read.  So the hello shows in a list before the VM has its answer;
+ * then the C functions have their names.
+ */
+static void test_symbols_off_the_loop(void)
+{
+    enum { NSYMS = 300000, NAMED = 123456 };
+    char path[300];
+    uint8_t hello[LJMP_HELLO_MAX], ack = 0;
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "many-symbols");
+
+    snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
+    write_symbols_elf(path, NSYMS);
+    struct stat st;
+    int efd = open(path, O_RDONLY);
+    CU_ASSERT_FATAL(efd >= 0 && fstat(efd, &st) == 0);
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE,
+                   efd, 0);
+    close(efd);
+    CU_ASSERT_FATAL(m != MAP_FAILED);
+
+    int fd = connect_unix(ingest_path);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL_FATAL(write(fd, hello, hl), (ssize_t)hl);
+    int listed = 0;
+    for (uint64_t end = ms_now() + 10000; !listed && ms_now() < end;) {
+        Ljmp__Response *r = list_sessions();
+        listed = live_session_in(r, "many-symbols") != NULL;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+    }
+    CU_ASSERT_TRUE_FATAL(listed);
+    /* The loop answered after the hello: the symbols are still read. */
+    CU_ASSERT_EQUAL(recv(fd, &ack, 1, MSG_DONTWAIT), -1);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 30000), 1);
+    CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
+    CU_ASSERT_EQUAL(ack, LJMP_HELLO_ACK);
+
+    struct lm_buf b = {0};
+    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC,
+                             .addr = SLOW_SYMS_BASE + NAMED * 16 + 4};
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
+    CU_ASSERT_EQUAL(write(fd, b.data, b.len), (ssize_t)b.len);
+    lm_buf_free(&b);
+    Ljmp__Response *r = wait_session(getpid(), 0, 1, 10000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    ljmp__response__free_unpacked(r, NULL);
+    r = snapshot_of(getpid(), 5);
+    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
+    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
+    char want[32];
+    snprintf(want, sizeof(want), "s%u", (unsigned)NAMED);
+    CU_ASSERT_EQUAL(strncmp(ss->top[0]->name, want, strlen(want)), 0);
+    CU_ASSERT_FALSE(isdigit((unsigned char)ss->top[0]->name[strlen(want)]));
+    ljmp__response__free_unpacked(r, NULL);
+    close(fd);
+    munmap(m, (size_t)st.st_size);
+    unlink(path);
 }
 
 /* Another user's hellos and hang-ups, n of them, from a child process
@@ -2079,6 +2227,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "peer text on a terminal", test_peer_text_on_terminal);
     CU_add_test(s, "a long C name is cut", test_long_c_name_cut);
     CU_add_test(s, "a FIFO among the mapped files", test_mapped_fifo);
+    CU_add_test(s, "C symbols read off the loop", test_symbols_off_the_loop);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
     CU_add_test(s, "reads on the loop and on threads", test_mixed_reads);
     CU_add_test(s, "bad control", test_bad_control);

@@ -1,0 +1,232 @@
+/* C symbols read on a thread of their own: a process's ELF files can take
+ * ljmpd a few hundred milliseconds, which the event loop must not wait. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+
+/*
+ * One thread reads one process at a time.  Users take turns (see
+ * take_next): any local user may connect many processes whose files are
+ * made to be slow to read, and their loads must not hold everyone
+ * else's VMs at the hello.
+ */
+struct symload {
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    struct symload_job *todo; /* in arrival order */
+    struct symload_job *done, **done_tail;
+    uid_t last_uid; /* whose load was taken last */
+    int stopping;
+    int efd;          /* readable while loads are done */
+    struct event *ev; /* the loop's side of efd */
+    pthread_t thread;
+    int running;
+};
+
+static void job_free(struct symload_job *j)
+{
+    lm_symtab_free(&j->symtab);
+    csyms_free(&j->out);
+    free(j);
+}
+
+static void job_read(struct symload_job *j)
+{
+    uint64_t t0 = now_ms();
+
+    csyms_load(j->pid, &j->symtab, j->budget, &j->out);
+    j->ms = now_ms() - t0;
+}
+
+/* Under l->mu: the oldest load of the next user after last_uid, in uid
+ * order and round again, so that each user with loads waiting gets one
+ * in turn. */
+static struct symload_job *take_next(struct symload *l)
+{
+    struct symload_job **at, **best = NULL, **lowest = NULL;
+
+    for (at = &l->todo; *at != NULL; at = &(*at)->next) {
+        uid_t uid = (*at)->uid;
+        if (lowest == NULL || uid < (*lowest)->uid)
+            lowest = at;
+        if (uid > l->last_uid && (best == NULL || uid < (*best)->uid))
+            best = at;
+    }
+    if (best == NULL)
+        best = lowest;
+    if (best == NULL)
+        return NULL;
+    struct symload_job *j = *best;
+    *best = j->next;
+    l->last_uid = j->uid;
+    return j;
+}
+
+static void *symload_thread(void *arg)
+{
+    struct symload *l = arg;
+
+    lower_own_priority();
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (l->todo == NULL && !l->stopping)
+            pthread_cond_wait(&l->work, &l->mu);
+        if (l->stopping)
+            break;
+        struct symload_job *j = take_next(l);
+        pthread_mutex_unlock(&l->mu);
+
+        job_read(j);
+
+        pthread_mutex_lock(&l->mu);
+        int wake = l->done == NULL;
+        j->next = NULL;
+        *l->done_tail = j;
+        l->done_tail = &j->next;
+        if (wake) {
+            uint64_t one = 1;
+            /* Fails only when the counter is full: then it is readable. */
+            (void)!write(l->efd, &one, sizeof(one));
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* Loads done: each to its session, if it is still there. */
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct symload *l = arg;
+    uint64_t n;
+
+    (void)what;
+    (void)!read(fd, &n, sizeof(n));
+    pthread_mutex_lock(&l->mu);
+    struct symload_job *list = l->done;
+    l->done = NULL;
+    l->done_tail = &l->done;
+    pthread_mutex_unlock(&l->mu);
+    while (list != NULL) {
+        struct symload_job *j = list;
+        list = j->next;
+        if (j->s != NULL)
+            session_symbols_loaded(j->s, j);
+        job_free(j);
+    }
+}
+
+int symload_start(struct server *srv)
+{
+    struct symload *l = calloc(1, sizeof(*l));
+    sigset_t all, old;
+    int rc;
+
+    if (l == NULL)
+        return -1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->work, NULL);
+    l->done_tail = &l->done;
+    l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    srv->symload = l;
+    if (l->efd < 0 ||
+        (l->ev = event_new(srv->base, l->efd, EV_READ | EV_PERSIST, on_done,
+                           l)) == NULL ||
+        event_priority_set(l->ev, PRIO_DEFAULT) != 0 ||
+        event_add(l->ev, NULL) != 0) {
+        log_error("symbol thread: %s", strerror(errno ? errno : ENOMEM));
+        return -1;
+    }
+    /* Signals are the loop's business. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&l->thread, NULL, symload_thread, l);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        log_error("symbol thread: %s", strerror(rc));
+        return -1;
+    }
+    l->running = 1;
+    return 0;
+}
+
+void symload_post(struct session *s, size_t budget)
+{
+    struct symload *l = s->srv->symload;
+    struct symload_job *j = calloc(1, sizeof(*j));
+
+    if (j == NULL || lm_symtab_init(&j->symtab) != 0) {
+        free(j);
+        log_warn("session %llu: out of memory to read C symbols",
+                 (unsigned long long)s->id);
+        session_symbols_loaded(s, NULL);
+        return;
+    }
+    j->s = s;
+    j->pid = s->pid;
+    j->uid = s->uid;
+    j->budget = budget;
+    if (l == NULL || !l->running) {
+        job_read(j);
+        session_symbols_loaded(s, j);
+        job_free(j);
+        return;
+    }
+    s->symload = j;
+    pthread_mutex_lock(&l->mu);
+    struct symload_job **tail = &l->todo;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = j;
+    pthread_cond_signal(&l->work);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void symload_cancel(struct session *s)
+{
+    /* Only the loop reads j->s: the thread reads into j's own fields. */
+    if (s->symload != NULL)
+        s->symload->s = NULL;
+    s->symload = NULL;
+}
+
+static void drop_list(struct symload_job *list)
+{
+    while (list != NULL) {
+        struct symload_job *j = list;
+        list = j->next;
+        if (j->s != NULL)
+            j->s->symload = NULL;
+        job_free(j);
+    }
+}
+
+void symload_stop(struct server *srv)
+{
+    struct symload *l = srv->symload;
+
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stopping = 1;
+    pthread_cond_signal(&l->work);
+    pthread_mutex_unlock(&l->mu);
+    if (l->running)
+        pthread_join(l->thread, NULL);
+    drop_list(l->todo);
+    drop_list(l->done);
+    if (l->ev != NULL)
+        event_free(l->ev);
+    if (l->efd >= 0)
+        close(l->efd);
+    pthread_cond_destroy(&l->work);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+    srv->symload = NULL;
+}
