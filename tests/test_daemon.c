@@ -976,7 +976,7 @@ static void test_mapped_fifo(void)
  * symbols need no load bias.  Many symbols make it slow to read.
  */
 #define SLOW_SYMS_BASE 0x10000000u
-static void write_symbols_elf(const char *path, unsigned n)
+static size_t write_symbols_elf(const char *path, unsigned n)
 {
     static const char shstr[] = "\0.strtab\0.symtab\0.shstrtab";
     size_t strsz = 1 + (size_t)n * 8, symsz = (n + 1) * sizeof(Elf64_Sym);
@@ -1034,6 +1034,7 @@ static void write_symbols_elf(const char *path, unsigned n)
     CU_ASSERT_FATAL(fd >= 0 && write(fd, f, size) == (ssize_t)size);
     close(fd);
     free(f);
+    return size;
 }
 
 /* This process's live session with vm_version `version`, in r. */
@@ -1064,12 +1065,10 @@ static void test_symbols_off_the_loop(void)
     size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "many-symbols");
 
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
-    write_symbols_elf(path, NSYMS);
-    struct stat st;
+    size_t size = write_symbols_elf(path, NSYMS);
     int efd = open(path, O_RDONLY);
-    CU_ASSERT_FATAL(efd >= 0 && fstat(efd, &st) == 0);
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE,
-                   efd, 0);
+    CU_ASSERT_FATAL(efd >= 0);
+    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, efd, 0);
     close(efd);
     CU_ASSERT_FATAL(m != MAP_FAILED);
 
@@ -1112,7 +1111,78 @@ static void test_symbols_off_the_loop(void)
     CU_ASSERT_FALSE(isdigit((unsigned char)ss->top[0]->name[strlen(want)]));
     ljmp__response__free_unpacked(r, NULL);
     close(fd);
-    munmap(m, (size_t)st.st_size);
+    munmap(m, size);
+    unlink(path);
+}
+
+/*
+ * As nobody, in a child that inherits the mapping of a file slow to read:
+ * n hellos, then a byte on `told` once they are sent and one for each
+ * ack, in order.  Exits once all came, or on a failure.
+ */
+static pid_t slow_hellos_as_nobody(const uint8_t *hello, size_t hl, int n,
+                                   int told)
+{
+    pid_t child = fork();
+
+    if (child != 0)
+        return child;
+    int fds[8];
+    if (n > 8 || setgid(65534) != 0 || setuid(65534) != 0)
+        _exit(1);
+    for (int i = 0; i < n; i++)
+        if ((fds[i] = connect_unix(ingest_path)) < 0 ||
+            write(fds[i], hello, hl) != (ssize_t)hl)
+            _exit(2);
+    if (write(told, "h", 1) != 1)
+        _exit(3);
+    for (int i = 0; i < n; i++) {
+        char ack;
+        if (read(fds[i], &ack, 1) != 1 || write(told, "a", 1) != 1)
+            _exit(4);
+    }
+    _exit(0);
+}
+
+/*
+ * Symbol reads take users in turn: with nobody's four slow reads queued,
+ * root's comes next, not after them (at most the one under way and one
+ * that ended before root's hello came are acked first).
+ */
+static void test_symbols_users_in_turn(void)
+{
+    enum { QUEUED = 4 };
+    char path[300], c;
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "in-turn");
+    int p[2];
+
+    snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
+    size_t size = write_symbols_elf(path, 300000);
+    int efd = open(path, O_RDONLY);
+    CU_ASSERT_FATAL(efd >= 0);
+    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, efd, 0);
+    close(efd);
+    CU_ASSERT_FATAL(m != MAP_FAILED && pipe(p) == 0);
+    pid_t child = slow_hellos_as_nobody(hello, hl, QUEUED, p[1]);
+    CU_ASSERT_FATAL(child > 0);
+    CU_ASSERT_FATAL(read(p[0], &c, 1) == 1 && c == 'h');
+    int fd = connect_unix(ingest_path);
+    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 30000), 1);
+    int before = 0, flags = fcntl(p[0], F_GETFL);
+    fcntl(p[0], F_SETFL, flags | O_NONBLOCK);
+    while (read(p[0], &c, 1) == 1)
+        before++;
+    CU_ASSERT_TRUE(before <= 2);
+    int status;
+    CU_ASSERT_EQUAL(waitpid(child, &status, 0), child);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fd);
+    close(p[0]);
+    close(p[1]);
+    munmap(m, size);
     unlink(path);
 }
 
@@ -2228,6 +2298,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "a long C name is cut", test_long_c_name_cut);
     CU_add_test(s, "a FIFO among the mapped files", test_mapped_fifo);
     CU_add_test(s, "C symbols read off the loop", test_symbols_off_the_loop);
+    CU_add_test(s, "C symbols read for users in turn",
+                test_symbols_users_in_turn);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
     CU_add_test(s, "reads on the loop and on threads", test_mixed_reads);
     CU_add_test(s, "bad control", test_bad_control);
