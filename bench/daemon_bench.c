@@ -352,10 +352,13 @@ static double pct(double *v, size_t n, double p)
  * context switches into waits (each sorted).  A VM sleeps only to wait
  * for the hello's answer and when its socket is full: waits counts the
  * times its reader held it back, a figure the machine's noise hardly
- * moves, unlike wall time.
+ * moves, unlike wall time.  Their involuntary context switches go into
+ * preempts (sorted) unless it is NULL: the times another thread took a
+ * VM's CPU, such as a reader woken by its writes.
  */
 static double run_vms(const struct opts *o, const char *socket, double *t,
-                      double *waits, struct sub *subs, int nsubs)
+                      double *waits, double *preempts, struct sub *subs,
+                      int nsubs)
 {
     pid_t *pids = calloc((size_t)o->vms, sizeof(*pids));
     double *start = calloc((size_t)o->vms, sizeof(*start));
@@ -382,6 +385,8 @@ static double run_vms(const struct opts *o, const char *socket, double *t,
             if (pids[i] == p) {
                 t[i] = mono() - start[i];
                 waits[i] = (double)ru.ru_nvcsw;
+                if (preempts != NULL)
+                    preempts[i] = (double)ru.ru_nivcsw;
                 if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
                     fprintf(stderr, "ljmpd-bench: VM %d failed\n", (int)p);
                 left--;
@@ -390,6 +395,8 @@ static double run_vms(const struct opts *o, const char *socket, double *t,
     double wall = mono() - t0;
     qsort(t, (size_t)o->vms, sizeof(*t), cmp_double);
     qsort(waits, (size_t)o->vms, sizeof(*waits), cmp_double);
+    if (preempts != NULL)
+        qsort(preempts, (size_t)o->vms, sizeof(*preempts), cmp_double);
     free(pids);
     free(start);
     return wall;
@@ -448,7 +455,7 @@ static double drain_phase(const struct opts *o, double *t, double *waits)
     snprintf(sock, sizeof(sock), "%s/drain.sock", dir);
     pid_t drain = spawn(argv, NULL, NULL);
     wait_for_socket(sock);
-    double wall = run_vms(o, sock, t, waits, NULL, 0);
+    double wall = run_vms(o, sock, t, waits, NULL, NULL, 0);
     stop_pid(drain);
     return wall;
 }
@@ -486,7 +493,7 @@ static void ingest_phase(const struct opts *o, const double *drain_t,
     Ljmp__Response *r0 = list_sessions();
     uint64_t ev0 = r0->list->daemon->ingest_events;
     ljmp__response__free_unpacked(r0, NULL);
-    double wall = run_vms(o, ingest, t, waits, subs, o->subs + 1);
+    double wall = run_vms(o, ingest, t, waits, NULL, subs, o->subs + 1);
     double cpu = cpu_seconds(d) - cpu0;
     Ljmp__Response *r1 = list_sessions();
     uint64_t ev = r1->list->daemon->ingest_events - ev0;
@@ -548,8 +555,11 @@ static void parity_phase(const struct opts *o)
     double *ratio = calloc((size_t)rounds, sizeof(*ratio));
     double *wd = calloc((size_t)rounds, sizeof(*wd));
     double *wl = calloc((size_t)rounds, sizeof(*wl));
+    double *pd = calloc((size_t)rounds, sizeof(*pd));
+    double *pl = calloc((size_t)rounds, sizeof(*pl));
     double *t = calloc((size_t)o->vms, sizeof(*t));
     double *waits = calloc((size_t)o->vms, sizeof(*waits));
+    double *preempts = calloc((size_t)o->vms, sizeof(*preempts));
     struct sub *subs = calloc((size_t)nsubs + 1, sizeof(*subs));
 
     snprintf(sock, sizeof(sock), "%s/drain.sock", dir);
@@ -564,28 +574,37 @@ static void parity_phase(const struct opts *o)
         int ljmpd_first = rand() % 2;
         for (int k = 0; k < 2; k++) {
             int to_ljmpd = (k == 0) == ljmpd_first;
-            run_vms(o, to_ljmpd ? ingest : sock, t, waits, subs, nsubs);
+            run_vms(o, to_ljmpd ? ingest : sock, t, waits, preempts, subs,
+                    nsubs);
             *(to_ljmpd ? &tl : &td) = t[o->vms / 2];
             *(to_ljmpd ? &wl[r] : &wd[r]) = waits[o->vms / 2];
+            *(to_ljmpd ? &pl[r] : &pd[r]) = preempts[o->vms / 2];
         }
         ratio[r] = tl / td;
         printf("parity round %d: %.3f s to ljmpd, %.3f s to the drain "
-               "(%.3fx), waits %.0f and %.0f\n",
-               r + 1, tl, td, ratio[r], wl[r], wd[r]);
+               "(%.3fx), waits %.0f and %.0f, preempted %.0f and %.0f\n",
+               r + 1, tl, td, ratio[r], wl[r], wd[r], pl[r], pd[r]);
     }
     qsort(ratio, (size_t)rounds, sizeof(*ratio), cmp_double);
     qsort(wl, (size_t)rounds, sizeof(*wl), cmp_double);
     qsort(wd, (size_t)rounds, sizeof(*wd), cmp_double);
+    qsort(pl, (size_t)rounds, sizeof(*pl), cmp_double);
+    qsort(pd, (size_t)rounds, sizeof(*pd), cmp_double);
     printf("parity: VM wall time streaming to ljmpd / to a plain drain, "
            "median of %d interleaved rounds %.3fx (from %.3fx to %.3fx); "
-           "waits on its socket, median %.0f and %.0f\n",
+           "waits on its socket, median %.0f and %.0f; preempted (involuntary "
+           "context switches), median %.0f and %.0f\n",
            rounds, pct(ratio, (size_t)rounds, 0.5), ratio[0], ratio[rounds - 1],
-           pct(wl, (size_t)rounds, 0.5), pct(wd, (size_t)rounds, 0.5));
+           pct(wl, (size_t)rounds, 0.5), pct(wd, (size_t)rounds, 0.5),
+           pct(pl, (size_t)rounds, 0.5), pct(pd, (size_t)rounds, 0.5));
     close_subs(subs, nsubs);
     stop_pid(d);
     stop_pid(drain);
+    free(preempts);
     free(waits);
     free(t);
+    free(pl);
+    free(pd);
     free(wl);
     free(wd);
     free(ratio);

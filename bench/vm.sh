@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # VM overhead of memprof: stock Debian luajit, the patched VM with the
 # profiler off, profiling to a file, and streaming to a socket drained by
-# a reader.  RUNS rounds (default 5), each running the five in a random
+# a reader.  RUNS rounds (default 8), each running the five in a random
 # order; medians, and the medians of each round's ratios to the
 # profiler off.  PROGRAMS="binary_trees ..." runs some of bench/vm/ only.
 # See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${RUNS:-5}
+runs=${RUNS:-8}
 command -v luajit >/dev/null || {
   echo "vm.sh: installing Debian's luajit for the stock figures" >&2
   apt-get install -y -qq luajit >/dev/null
@@ -36,14 +36,15 @@ once() {
 }
 # The five configurations, by index: 0 Debian, 1 unpatched, 2 off,
 # 3 file, 4 socket.
+# pad is the Lua chunk that allocates the round's padding, first.
 config() { # index program
   local p=bench/vm/$2.lua
   case $1 in
-    0) once luajit "$p" ;;
-    1) once "$pristine/src/luajit" "$p" ;;
-    2) once "$lj" "$p" ;;
-    3) once "$lj" -e "assert(misc.memprof.start('$tmp/$2.bin'))" "$p" ;;
-    4) once env LJMP_SOCKET="$tmp/ingest.sock" "$lj" "$p" ;;
+    0) once luajit -e "$pad" "$p" ;;
+    1) once "$pristine/src/luajit" -e "$pad" "$p" ;;
+    2) once "$lj" -e "$pad" "$p" ;;
+    3) once "$lj" -e "$pad" -e "assert(misc.memprof.start('$tmp/$2.bin'))" "$p" ;;
+    4) once env LJMP_SOCKET="$tmp/ingest.sock" "$lj" -e "$pad" "$p" ;;
   esac
 }
 labels=("Debian's luajit (shared lib)" "same source, unpatched"
@@ -57,6 +58,10 @@ for prog in ${PROGRAMS:-alloc_loop binary_trees string_build jit_numeric}; do
   echo "== $prog ($runs rounds, each in a random order)"
   : >"$tmp/times"
   for r in $(seq "$runs"); do
+    # A string of 0 to 112 bytes, kept, before the program: the heap's
+    # layout moves binary_trees by up to 10% (bench/README.md), so that
+    # rounds take eight layouts in turn, the same for all five.
+    pad="LJMP_BENCH_PAD = ('x'):rep($((16 * ((r - 1) % 8))))"
     declare -A t=()
     for i in $(shuf -e 0 1 2 3 4); do t[$i]=$(config "$i" "$prog"); done
     echo "${t[0]} ${t[1]} ${t[2]} ${t[3]} ${t[4]}" >>"$tmp/times"
