@@ -532,6 +532,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    feed_collect(srv);
     evict_sessions(srv, now);
     control_expire_records(srv, now);
     peer_close_idle(srv, now);

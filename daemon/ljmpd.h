@@ -160,6 +160,7 @@ struct session {
     unsigned feed_queued;      /* jobs posted and not taken */
     int feed_listed;           /* in the to-do list, or being fed */
     int feed_ended;            /* a job ended the stream: no more are run */
+    int feed_waited;           /* the loop waits for a job back */
 
     Ljmp__SessionState state;
     char reason[256];
@@ -318,6 +319,12 @@ void feed_post(struct session *s, const uint8_t *p, size_t n,
                uint64_t direct_bytes);
 /* Waits for every job out and takes each back (session_fed). */
 void feed_settle(struct server *srv);
+/* Takes back the jobs done (session_fed), as the loop is woken only when
+ * it waits for one: on every tick, so none waits long. */
+void feed_collect(struct server *srv);
+/* The loop waits for one of s's jobs out to come back (it stopped
+ * reading s): wakes it when one does. */
+void feed_wait_for(struct session *s);
 /* Ends the threads; jobs not taken back are dropped with their sessions. */
 void feed_stop(struct server *srv);
 

@@ -579,6 +579,8 @@ void session_pause_reading(struct session *s)
 {
     event_del(s->ev);
     s->read_paused = 1;
+    if (s->jobs_out > 0)
+        feed_wait_for(s);
 }
 
 void session_fed(struct feed_job *j)
@@ -605,6 +607,8 @@ void session_fed(struct feed_job *j)
                s->jobs_out < session_jobs_max(s->srv)) {
         s->read_paused = 0;
         event_add(s->ev, NULL); /* a buffer is free to read into */
+    } else if (s->jobs_out > 0 && (s->read_paused || s->hangup[0] != '\0')) {
+        feed_wait_for(s); /* still waiting */
     }
 }
 
@@ -788,6 +792,7 @@ static void session_gone(struct session *s, const char *why)
     }
     snprintf(s->hangup, sizeof(s->hangup), "%s", why);
     event_del(s->ev);
+    feed_wait_for(s);
 }
 
 /* One read per callback: a busy VM waits for the next loop iteration
