@@ -587,14 +587,32 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
 #undef FAST_READ
 
 #ifdef LM_HAVE_BMI2
+/* The ULEB that starts at item + 1 + *start, whose end is the lowest
+ * bit of *m; both moved past it.  Past the event's last ULEB, the ends
+ * run out at bit 63. */
+static inline WIDE_TARGET uint64_t wide_uleb(const uint8_t *item, uint64_t *m,
+                                             unsigned int *start)
+{
+    unsigned int e = (unsigned int)__builtin_ctzll(*m | 1ULL << 63);
+    uint64_t w;
+
+    memcpy(&w, item + 1 + *start, 8);
+    uint64_t v =
+        _pext_u64(w, _bzhi_u64(0x7f7f7f7f7f7f7f7fULL, (e - *start + 1) * 8));
+    *m = _blsr_u64(*m);
+    *start = e + 1;
+    return v;
+}
+
 /*
  * fast_event with AVX2 and BMI2.  uleb8 finds where a ULEB ends from its
  * own bytes, so each ULEB's load waits for the one before: about 12
  * cycles a ULEB, 40 an event.  Here one 64-byte compare marks where every
  * ULEB of the event ends; the end of the event (the next one's start) is
  * then a PDEP of that mask away, and the ULEBs' loads are independent of
- * one another.  Six ULEBs are always decoded (the most an event has): the
- * loads past the event stay in FAST_MARGIN (at most 1 + 65 + 8 bytes in).
+ * one another.  Four ULEBs are always decoded, six for an event that has
+ * them: the loads past the event stay in FAST_MARGIN (at most 1 + 65 + 8
+ * bytes in).
  */
 static inline WIDE_TARGET const uint8_t *
 fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
@@ -623,16 +641,16 @@ fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
     x &= x >> 4;
     if (x != 0)
         return item;
-#pragma GCC unroll 6
-    for (int k = 0; k < FAST_MAX_ULEBS; k++) {
-        /* Past the event's last ULEB, the ends run out at bit 63. */
-        unsigned int e = (unsigned int)__builtin_ctzll(m | 1ULL << 63);
-        uint64_t w;
-        memcpy(&w, item + 1 + start, 8);
-        v[k] =
-            _pext_u64(w, _bzhi_u64(0x7f7f7f7f7f7f7f7fULL, (e - start + 1) * 8));
-        m = _blsr_u64(m);
-        start = e + 1;
+        /* Four ULEBs always (a Lua or trace site's alloc or free, the most
+         * common events, has four); a realloc's last two only when it has
+         * them, a branch taken seldom enough to predict. */
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+        v[k] = wide_uleb(item, &m, &start);
+    v[4] = v[5] = 0;
+    if (__builtin_expect(n > 4, 0)) {
+        v[4] = wide_uleb(item, &m, &start);
+        v[5] = wide_uleb(item, &m, &start);
     }
     fill_event(rec, t, v);
     return item + 2 + end;
