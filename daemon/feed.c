@@ -2,10 +2,8 @@
  * loop, so that ljmpd ingests on every CPU it may use. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -26,9 +24,8 @@ struct feed {
     struct feed_job *done, **done_tail;
     unsigned running; /* jobs a thread has taken and not finished */
     int stopping;
-    int woken;        /* efd written since the loop last took the list */
-    int efd;          /* readable while jobs are done */
-    struct event *ev; /* the loop's side of efd */
+    int woken; /* the bell rung since the loop last took the list */
+    struct bell bell;
     pthread_t *threads;
     unsigned nthreads;
 };
@@ -73,13 +70,10 @@ static struct feed_job *take_job(struct session *s)
 /* Under f->mu: the loop takes the whole list when it wakes. */
 static void wake_loop(struct feed *f)
 {
-    uint64_t one = 1;
-
     if (f->woken)
         return;
     f->woken = 1;
-    /* Fails only when the counter is full: then it is readable. */
-    (void)!write(f->efd, &one, sizeof(one));
+    bell_ring(&f->bell);
 }
 
 /*
@@ -166,10 +160,10 @@ static void give_back(struct feed_job *list)
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
     struct server *srv = arg;
-    uint64_t n;
 
+    (void)fd;
     (void)what;
-    (void)!read(fd, &n, sizeof(n));
+    bell_answer(&srv->feed->bell);
     give_back(take_done(srv->feed));
 }
 
@@ -262,7 +256,6 @@ void feed_settle(struct server *srv)
 int feed_start(struct server *srv)
 {
     struct feed *f = calloc(1, sizeof(*f));
-    sigset_t all, old;
 
     if (f == NULL)
         return -1;
@@ -272,31 +265,24 @@ int feed_start(struct server *srv)
     pthread_cond_init(&f->idle, NULL);
     f->todo_tail = &f->todo;
     f->done_tail = &f->done;
-    f->efd = -1;
+    f->bell.efd = -1;
     if (srv->cfg.feed_threads == 0)
         return 0;
     f->threads = calloc(srv->cfg.feed_threads, sizeof(*f->threads));
-    f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (f->threads == NULL || f->efd < 0 ||
-        (f->ev = event_new(srv->base, f->efd, EV_READ | EV_PERSIST, on_done,
-                           srv)) == NULL ||
-        event_priority_set(f->ev, PRIO_DEFAULT) != 0 ||
-        event_add(f->ev, NULL) != 0) {
-        log_error("feed threads: %s", strerror(errno ? errno : ENOMEM));
+    if (f->threads == NULL) {
+        log_error("feed threads: out of memory");
         return -1;
     }
-    /* Signals are the loop's business. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (bell_init(&f->bell, srv, on_done, srv, "feed threads") != 0)
+        return -1;
     for (unsigned i = 0; i < srv->cfg.feed_threads; i++) {
-        int rc = pthread_create(&f->threads[i], NULL, feed_thread, f);
+        int rc = start_helper_thread(&f->threads[i], feed_thread, f);
         if (rc != 0) {
             log_error("feed thread %u: %s", i, strerror(rc));
             break;
         }
         f->nthreads++;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return f->nthreads == srv->cfg.feed_threads ? 0 : -1;
 }
 
@@ -312,10 +298,7 @@ void feed_stop(struct server *srv)
     pthread_mutex_unlock(&f->mu);
     for (unsigned i = 0; i < f->nthreads; i++)
         pthread_join(f->threads[i], NULL);
-    if (f->ev != NULL)
-        event_free(f->ev);
-    if (f->efd >= 0)
-        close(f->efd);
+    bell_free(&f->bell);
     pthread_cond_destroy(&f->idle);
     pthread_cond_destroy(&f->work);
     pthread_mutex_destroy(&f->mu);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -76,6 +77,58 @@ void lower_own_priority(void)
     int nice = getpriority(PRIO_PROCESS, 0);
     if (errno == 0)
         setpriority(PRIO_PROCESS, 0, nice + THREAD_NICE);
+}
+
+int start_helper_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int bell_init(struct bell *b, struct server *srv, event_callback_fn cb,
+              void *arg, const char *who)
+{
+    b->ev = NULL;
+    b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (b->efd < 0 ||
+        (b->ev = event_new(srv->base, b->efd, EV_READ | EV_PERSIST, cb, arg)) ==
+            NULL ||
+        event_priority_set(b->ev, PRIO_DEFAULT) != 0 ||
+        event_add(b->ev, NULL) != 0) {
+        log_error("%s: %s", who, strerror(errno ? errno : ENOMEM));
+        return -1;
+    }
+    return 0;
+}
+
+void bell_ring(struct bell *b)
+{
+    uint64_t one = 1;
+
+    /* Fails only when the counter is full: then it is readable. */
+    (void)!write(b->efd, &one, sizeof(one));
+}
+
+void bell_answer(struct bell *b)
+{
+    uint64_t n;
+
+    (void)!read(b->efd, &n, sizeof(n));
+}
+
+void bell_free(struct bell *b)
+{
+    if (b->ev != NULL)
+        event_free(b->ev);
+    if (b->efd >= 0)
+        close(b->efd);
+    b->ev = NULL;
+    b->efd = -1;
 }
 
 static const char usage_text[] =

@@ -262,6 +262,22 @@ uint64_t wall_ms(uint64_t mono);
 /* Lowers the calling thread's priority below the loop's (nice is per
  * thread on Linux), for the threads that work for it. */
 void lower_own_priority(void);
+/* Starts fn(arg) on a thread that takes no signals (they are the
+ * loop's): 0, or an errno value. */
+int start_helper_thread(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* How a helper thread wakes the loop: an eventfd the loop watches, whose
+ * callback (cb) answers it with bell_answer() and takes the work done. */
+struct bell {
+    int efd;
+    struct event *ev;
+};
+/* 0, or -1 with the reason logged, for `who`. */
+int bell_init(struct bell *b, struct server *srv, event_callback_fn cb,
+              void *arg, const char *who);
+void bell_ring(struct bell *b);
+void bell_answer(struct bell *b);
+void bell_free(struct bell *b);
 
 /* session.c */
 void session_accept(struct server *srv, int fd);

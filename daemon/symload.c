@@ -1,12 +1,8 @@
 /* C symbols read on a thread of their own: a process's ELF files can take
  * ljmpd a few hundred milliseconds, which the event loop must not wait. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "ljmpd.h"
 #include "log.h"
@@ -24,8 +20,7 @@ struct symload {
     struct symload_job *done, **done_tail;
     uid_t last_uid; /* whose load was taken last */
     int stopping;
-    int efd;          /* readable while loads are done */
-    struct event *ev; /* the loop's side of efd */
+    struct bell bell; /* rung when the done list was empty */
     pthread_t thread;
     int running;
 };
@@ -90,11 +85,8 @@ static void *symload_thread(void *arg)
         j->next = NULL;
         *l->done_tail = j;
         l->done_tail = &j->next;
-        if (wake) {
-            uint64_t one = 1;
-            /* Fails only when the counter is full: then it is readable. */
-            (void)!write(l->efd, &one, sizeof(one));
-        }
+        if (wake)
+            bell_ring(&l->bell);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
@@ -104,10 +96,10 @@ static void *symload_thread(void *arg)
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
     struct symload *l = arg;
-    uint64_t n;
 
+    (void)fd;
     (void)what;
-    (void)!read(fd, &n, sizeof(n));
+    bell_answer(&l->bell);
     pthread_mutex_lock(&l->mu);
     struct symload_job *list = l->done;
     l->done = NULL;
@@ -125,7 +117,6 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 int symload_start(struct server *srv)
 {
     struct symload *l = calloc(1, sizeof(*l));
-    sigset_t all, old;
     int rc;
 
     if (l == NULL)
@@ -133,21 +124,10 @@ int symload_start(struct server *srv)
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->work, NULL);
     l->done_tail = &l->done;
-    l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     srv->symload = l;
-    if (l->efd < 0 ||
-        (l->ev = event_new(srv->base, l->efd, EV_READ | EV_PERSIST, on_done,
-                           l)) == NULL ||
-        event_priority_set(l->ev, PRIO_DEFAULT) != 0 ||
-        event_add(l->ev, NULL) != 0) {
-        log_error("symbol thread: %s", strerror(errno ? errno : ENOMEM));
+    if (bell_init(&l->bell, srv, on_done, l, "symbol thread") != 0)
         return -1;
-    }
-    /* Signals are the loop's business. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&l->thread, NULL, symload_thread, l);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    rc = start_helper_thread(&l->thread, symload_thread, l);
     if (rc != 0) {
         log_error("symbol thread: %s", strerror(rc));
         return -1;
@@ -221,10 +201,7 @@ void symload_stop(struct server *srv)
         pthread_join(l->thread, NULL);
     drop_list(l->todo);
     drop_list(l->done);
-    if (l->ev != NULL)
-        event_free(l->ev);
-    if (l->efd >= 0)
-        close(l->efd);
+    bell_free(&l->bell);
     pthread_cond_destroy(&l->work);
     pthread_mutex_destroy(&l->mu);
     free(l);
