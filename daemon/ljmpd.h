@@ -112,9 +112,11 @@ struct symload_job {
     pid_t pid;
     uid_t uid;
     size_t budget;
+    uint64_t start_ms; /* when the process started, to tell a reused pid */
     struct lm_symtab symtab;
     struct csyms out;
     uint64_t ms; /* the read took */
+    int gone;    /* the pid was another process's by the end of the read */
 };
 
 struct session {
@@ -280,6 +282,8 @@ void bell_answer(struct bell *b);
 void bell_free(struct bell *b);
 
 /* session.c */
+/* When pid started, in Unix milliseconds (0 if unknown). */
+uint64_t read_process_start_ms(pid_t pid);
 void session_accept(struct server *srv, int fd);
 /* Takes back a feed job's results: counts, records, ends or reads on. */
 void session_fed(struct feed_job *j);

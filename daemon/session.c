@@ -40,7 +40,7 @@ static char *read_cmdline(pid_t pid)
 
 /* When the process started, in Unix milliseconds (0 if unknown): field 22
  * of /proc/PID/stat, in clock ticks after boot, plus the boot time. */
-static uint64_t read_process_start_ms(pid_t pid)
+uint64_t read_process_start_ms(pid_t pid)
 {
     char path[64], buf[1024];
     unsigned long long btime = 0, ticks = 0;
@@ -499,6 +499,12 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         event_add(s->ev, NULL); /* no more hello deadline */
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
+        /* Waiters for the process are answered now (a recording from
+         * the start gets the C symbols with the first stream bytes). */
+        control_session_started(s->srv, s);
+        attach_session_started(s->srv, s);
+        if (s->phase != SESSION_STREAM)
+            return (ssize_t)take;
         symload_post(s, csyms_budget(s));
         if (s->symload != NULL)
             session_pause_reading(s);
@@ -692,7 +698,11 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
 void session_symbols_loaded(struct session *s, struct symload_job *j)
 {
     s->symload = NULL;
-    if (j != NULL) {
+    if (j != NULL && j->gone) {
+        log_debug("session %llu: pid %d was gone before its C symbols "
+                  "were read",
+                  (unsigned long long)s->id, (int)s->pid);
+    } else if (j != NULL) {
         /* Nothing was decoded yet: the state's table is still empty. */
         session_lock(s);
         struct lm_symtab empty = s->prof.state.sym;
@@ -715,8 +725,6 @@ void session_symbols_loaded(struct session *s, struct symload_job *j)
     }
     if (s->hello[4] >= LJMP_INGEST_ACK_VERSION)
         ack_hello(s);
-    control_session_started(s->srv, s);
-    attach_session_started(s->srv, s);
     if (s->read_paused && s->phase == SESSION_STREAM) {
         s->read_paused = 0;
         event_add(s->ev, NULL);

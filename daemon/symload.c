@@ -38,6 +38,11 @@ static void job_read(struct symload_job *j)
 
     csyms_load(j->pid, &j->symtab, j->budget, &j->out);
     j->ms = now_ms() - t0;
+    /* Read after the hello, the files may be those of another process
+     * that took the pid meanwhile (while the VM lives, its pid is its;
+     * with no process now, what was read was read before it went). */
+    uint64_t now_start = read_process_start_ms(j->pid);
+    j->gone = j->start_ms != 0 && now_start != 0 && now_start != j->start_ms;
 }
 
 /* Under l->mu: the oldest load of the next user after last_uid, in uid
@@ -152,6 +157,7 @@ void symload_post(struct session *s, size_t budget)
     j->pid = s->pid;
     j->uid = s->uid;
     j->budget = budget;
+    j->start_ms = s->process_start_ms;
     if (l == NULL || !l->running) {
         job_read(j);
         session_symbols_loaded(s, j);
