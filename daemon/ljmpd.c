@@ -161,6 +161,9 @@ static const char usage_text[] =
     "                           loop's thread (4096; 0: all on the threads)\n"
     "      --hello-timeout MS   a new VM connection's hello must come within\n"
     "                           this time (5000)\n"
+    "      --symbols-wait MS    a VM streams without names for C functions\n"
+    "                           if its process's symbols take longer to read\n"
+    "                           (2000)\n"
     "      --client-idle SECONDS  close a client that asked for nothing\n"
     "                           in this time and waits for nothing (300)\n"
     "      --queue BYTES        a client's unsent output before its snapshots\n"
@@ -189,6 +192,7 @@ enum {
     OPT_MAX_STRING,
     OPT_FEED_THREADS,
     OPT_INLINE_BYTES,
+    OPT_SYMBOLS_WAIT,
 };
 
 static const struct option long_options[] = {
@@ -208,6 +212,7 @@ static const struct option long_options[] = {
     {"max-string", required_argument, NULL, OPT_MAX_STRING},
     {"feed-threads", required_argument, NULL, OPT_FEED_THREADS},
     {"inline-bytes", required_argument, NULL, OPT_INLINE_BYTES},
+    {"symbols-wait", required_argument, NULL, OPT_SYMBOLS_WAIT},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -279,6 +284,7 @@ static void parse_options(struct config *cfg, int argc, char **argv)
     cfg->max_string = LM_DEFAULT_MAX_STRING;
     cfg->feed_threads = default_feed_threads();
     cfg->inline_bytes = 4096;
+    cfg->symbols_wait_ms = 2000;
     while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
         switch (c) {
         case 'i':
@@ -334,6 +340,10 @@ static void parse_options(struct config *cfg, int argc, char **argv)
             break;
         case OPT_FEED_THREADS:
             cfg->feed_threads = number_arg("feed-threads", optarg, 10, 0, 64);
+            break;
+        case OPT_SYMBOLS_WAIT:
+            cfg->symbols_wait_ms =
+                number_arg("symbols-wait", optarg, 10, 1, 3600000);
             break;
         case OPT_INLINE_BYTES:
             cfg->inline_bytes =

@@ -29,6 +29,7 @@ struct config {
     unsigned feed_threads;              /* 0: decode on the loop's thread */
     size_t inline_bytes;                /* smaller reads decoded on the loop */
     unsigned hello_timeout_ms;          /* for a new ingest peer's hello */
+    unsigned symbols_wait_ms;           /* for its C symbols, after it */
     size_t peer_queue;                  /* control output bytes before drops */
     unsigned client_idle_s;             /* idle clients closed after this */
     uint32_t max_locations;             /* per session */
@@ -115,8 +116,9 @@ struct symload_job {
     uint64_t start_ms; /* when the process started, to tell a reused pid */
     struct lm_symtab symtab;
     struct csyms out;
-    uint64_t ms; /* the read took */
-    int gone;    /* the pid was another process's by the end of the read */
+    uint64_t ms;   /* the read took */
+    int gone;      /* the pid was another process's by the end of the read */
+    int cancelled; /* under the thread's lock: the session stopped waiting */
 };
 
 struct session {
@@ -174,6 +176,7 @@ struct session {
      * location's name is fixed at birth), the socket is not read, and
      * what came after the hello waits in the next read buffer. */
     struct symload_job *symload;
+    struct event *symload_timer; /* how long the session waits for them */
     const uint8_t *held;
     size_t held_len;
 };

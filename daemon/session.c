@@ -202,9 +202,24 @@ oom:
     close(fd);
 }
 
+static void symbols_timer_free(struct session *s)
+{
+    if (s->symload_timer != NULL)
+        event_free(s->symload_timer);
+    s->symload_timer = NULL;
+}
+
+/* s no longer waits for its C symbols: their read, if under way, is
+ * dropped when it ends. */
+static void symbols_wait_over(struct session *s)
+{
+    symbols_timer_free(s);
+    symload_cancel(s);
+}
+
 void session_free(struct session *s)
 {
-    symload_cancel(s);
+    symbols_wait_over(s);
     if (s->ev != NULL)
         event_free(s->ev);
     if (s->fd >= 0)
@@ -386,7 +401,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
         return;
     s->phase = SESSION_ENDED;
     s->state = state;
-    symload_cancel(s);
+    symbols_wait_over(s);
     s->held_len = 0;
     s->end_ms = now_ms();
     va_start(ap, fmt);
@@ -465,6 +480,38 @@ static size_t csyms_budget(const struct session *s)
                : CSYMS_PROCESS_BUDGET;
 }
 
+/*
+ * The symbol thread reads one process at a time: a process whose files
+ * are slow to read (a FUSE mount that never answers, say) would hold
+ * every VM that connects after it, so a VM waits at most
+ * cfg.symbols_wait_ms for its symbols, then streams without them.
+ */
+static void symbols_late(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    (void)fd;
+    (void)what;
+    log_warn("session %llu: pid %d: its C symbols were not read within %u "
+             "ms (the files of the process, or of those queued before it, "
+             "are slow to read): its C functions stay unnamed",
+             (unsigned long long)s->id, (int)s->pid,
+             s->srv->cfg.symbols_wait_ms);
+    symbols_wait_over(s);
+    session_symbols_loaded(s, NULL);
+}
+
+static void wait_for_symbols(struct session *s)
+{
+    struct timeval tv = {(time_t)(s->srv->cfg.symbols_wait_ms / 1000),
+                         (suseconds_t)(s->srv->cfg.symbols_wait_ms % 1000) *
+                             1000};
+
+    s->symload_timer = evtimer_new(s->srv->base, symbols_late, s);
+    if (s->symload_timer != NULL)
+        evtimer_add(s->symload_timer, &tv);
+}
+
 /* Takes hello bytes; returns how many, or -1 once the session ended. */
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
@@ -506,8 +553,10 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         if (s->phase != SESSION_STREAM)
             return (ssize_t)take;
         symload_post(s, csyms_budget(s));
-        if (s->symload != NULL)
+        if (s->symload != NULL) {
             session_pause_reading(s);
+            wait_for_symbols(s);
+        }
     }
     return (ssize_t)take;
 }
@@ -698,6 +747,7 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
 void session_symbols_loaded(struct session *s, struct symload_job *j)
 {
     s->symload = NULL;
+    symbols_timer_free(s);
     if (j != NULL && j->gone) {
         log_debug("session %llu: pid %d was gone before its C symbols "
                   "were read",

@@ -81,9 +81,11 @@ static void *symload_thread(void *arg)
         if (l->stopping)
             break;
         struct symload_job *j = take_next(l);
+        int skip = j->cancelled;
         pthread_mutex_unlock(&l->mu);
 
-        job_read(j);
+        if (!skip)
+            job_read(j);
 
         pthread_mutex_lock(&l->mu);
         int wake = l->done == NULL;
@@ -176,10 +178,20 @@ void symload_post(struct session *s, size_t budget)
 
 void symload_cancel(struct session *s)
 {
-    /* Only the loop reads j->s: the thread reads into j's own fields. */
-    if (s->symload != NULL)
-        s->symload->s = NULL;
+    struct symload_job *j = s->symload;
+    struct symload *l = s->srv->symload;
+
+    if (j == NULL)
+        return;
     s->symload = NULL;
+    /* Only the loop reads j->s: the thread reads into j's own fields,
+     * and skips a job cancelled before it takes it. */
+    j->s = NULL;
+    if (l != NULL) {
+        pthread_mutex_lock(&l->mu);
+        j->cancelled = 1;
+        pthread_mutex_unlock(&l->mu);
+    }
 }
 
 static void drop_list(struct symload_job *list)

@@ -1115,6 +1115,77 @@ static void test_symbols_off_the_loop(void)
     unlink(path);
 }
 
+/* Restarts ljmpd with the suite's options and opt (NULL-terminated). */
+static int restart_daemon_with(const char *const *opt)
+{
+    const char *argv[40];
+    int n = 0;
+
+    for (const char *const *o = daemon_options; *o != NULL && n < 30; o++)
+        argv[n++] = *o;
+    for (; opt != NULL && *opt != NULL && n < 39; opt++)
+        argv[n++] = *opt;
+    argv[n] = NULL;
+    stop_daemon();
+    return start_daemon(argv);
+}
+
+/*
+ * A process whose C symbols take longer to read than --symbols-wait
+ * (here 10 ms, against some 60 ms for 300 k symbols) streams without
+ * them: its VM is answered, its C functions stay unnamed, and the log
+ * says why.  A read that never ends (a file on a FUSE mount that never
+ * answers) holds no VM longer than that.
+ */
+static void test_symbols_wait(void)
+{
+    static const char *const wait[] = {"--symbols-wait", "10", NULL};
+    enum { NAMED = 4321 };
+    char path[300];
+    uint8_t hello[LJMP_HELLO_MAX], ack = 0;
+    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "symbols-late");
+
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
+    snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
+    size_t size = write_symbols_elf(path, 300000);
+    int efd = open(path, O_RDONLY);
+    CU_ASSERT_FATAL(efd >= 0);
+    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, efd, 0);
+    close(efd);
+    CU_ASSERT_FATAL(m != MAP_FAILED);
+
+    int fd = connect_unix(ingest_path);
+    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 10000), 1);
+    CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
+    CU_ASSERT_EQUAL(ack, LJMP_HELLO_ACK);
+    struct lm_buf b = {0};
+    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC,
+                             .addr = SLOW_SYMS_BASE + NAMED * 16};
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
+    CU_ASSERT_EQUAL(write(fd, b.data, b.len), (ssize_t)b.len);
+    lm_buf_free(&b);
+    Ljmp__Response *r = wait_session(getpid(), 0, 1, 10000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    ljmp__response__free_unpacked(r, NULL);
+    r = snapshot_of(getpid(), 5);
+    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
+    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
+    CU_ASSERT_PTR_NULL(strstr(ss->top[0]->name, "s4321"));
+    ljmp__response__free_unpacked(r, NULL);
+    char *log = test_slurp("ljmpd.log");
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "were not read within 10 ms"));
+    free(log);
+    close(fd);
+    munmap(m, size);
+    unlink(path);
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
 /*
  * As nobody, in a child that inherits the mapping of a file slow to read:
  * n hellos, then a byte on `told` once they are sent and one for each
@@ -2300,6 +2371,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "C symbols read off the loop", test_symbols_off_the_loop);
     CU_add_test(s, "C symbols read for users in turn",
                 test_symbols_users_in_turn);
+    CU_add_test(s, "a VM waits for its C symbols no longer than told",
+                test_symbols_wait);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
     CU_add_test(s, "reads on the loop and on threads", test_mixed_reads);
     CU_add_test(s, "bad control", test_bad_control);
