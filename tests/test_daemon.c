@@ -1050,6 +1050,43 @@ static const Ljmp__SessionSnapshot *live_session_in(const Ljmp__Response *r,
     return s;
 }
 
+/* Writes write_symbols_elf(path, n) and maps it executable into this
+ * process, where ljmpd looks for C symbols; its size in *size. */
+static void *map_symbols_elf(const char *path, unsigned n, size_t *size)
+{
+    *size = write_symbols_elf(path, n);
+    int fd = open(path, O_RDONLY);
+    CU_ASSERT_FATAL(fd >= 0);
+    void *m = mmap(NULL, *size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    close(fd);
+    CU_ASSERT_FATAL(m != MAP_FAILED);
+    return m;
+}
+
+/* Streams, after an acknowledged hello on fd, one allocation by the C
+ * function at addr; the name ljmpd shows for its site (malloc'd). */
+static char *c_site_name(int fd, uint64_t addr)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC, .addr = addr};
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
+    CU_ASSERT_EQUAL(write(fd, b.data, b.len), (ssize_t)b.len);
+    lm_buf_free(&b);
+    Ljmp__Response *r = wait_session(getpid(), 0, 1, 10000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    ljmp__response__free_unpacked(r, NULL);
+    r = snapshot_of(getpid(), 5);
+    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
+    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
+    char *name = strdup(ss->top[0]->name);
+    ljmp__response__free_unpacked(r, NULL);
+    return name;
+}
+
 /*
  * Reading a process's C symbols takes long with many of them (this
  * process maps a file with 300 k): ljmpd reads them off its loop, which
@@ -1064,13 +1101,9 @@ static void test_symbols_off_the_loop(void)
     uint8_t hello[LJMP_HELLO_MAX], ack = 0;
     size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "many-symbols");
 
+    size_t size;
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
-    size_t size = write_symbols_elf(path, NSYMS);
-    int efd = open(path, O_RDONLY);
-    CU_ASSERT_FATAL(efd >= 0);
-    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, efd, 0);
-    close(efd);
-    CU_ASSERT_FATAL(m != MAP_FAILED);
+    void *m = map_symbols_elf(path, NSYMS, &size);
 
     int fd = connect_unix(ingest_path);
     CU_ASSERT_FATAL(fd >= 0);
@@ -1090,26 +1123,11 @@ static void test_symbols_off_the_loop(void)
     CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
     CU_ASSERT_EQUAL(ack, LJMP_HELLO_ACK);
 
-    struct lm_buf b = {0};
-    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC,
-                             .addr = SLOW_SYMS_BASE + NAMED * 16 + 4};
-    lm_enc_begin(&b, LM_REV_R3);
-    lm_enc_symtab_end(&b);
-    lm_enc_begin_events(&b, LM_REV_R3);
-    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
-    CU_ASSERT_EQUAL(write(fd, b.data, b.len), (ssize_t)b.len);
-    lm_buf_free(&b);
-    Ljmp__Response *r = wait_session(getpid(), 0, 1, 10000);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-    ljmp__response__free_unpacked(r, NULL);
-    r = snapshot_of(getpid(), 5);
-    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
-    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
-    char want[32];
+    char *name = c_site_name(fd, SLOW_SYMS_BASE + NAMED * 16 + 4), want[32];
     snprintf(want, sizeof(want), "s%u", (unsigned)NAMED);
-    CU_ASSERT_EQUAL(strncmp(ss->top[0]->name, want, strlen(want)), 0);
-    CU_ASSERT_FALSE(isdigit((unsigned char)ss->top[0]->name[strlen(want)]));
-    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
+    CU_ASSERT_FALSE(isdigit((unsigned char)name[strlen(want)]));
+    free(name);
     close(fd);
     munmap(m, size);
     unlink(path);
@@ -1145,14 +1163,10 @@ static void test_symbols_wait(void)
     uint8_t hello[LJMP_HELLO_MAX], ack = 0;
     size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "symbols-late");
 
+    size_t size;
     CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
-    size_t size = write_symbols_elf(path, 300000);
-    int efd = open(path, O_RDONLY);
-    CU_ASSERT_FATAL(efd >= 0);
-    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, efd, 0);
-    close(efd);
-    CU_ASSERT_FATAL(m != MAP_FAILED);
+    void *m = map_symbols_elf(path, 300000, &size);
 
     int fd = connect_unix(ingest_path);
     CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
@@ -1160,23 +1174,9 @@ static void test_symbols_wait(void)
     CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 10000), 1);
     CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
     CU_ASSERT_EQUAL(ack, LJMP_HELLO_ACK);
-    struct lm_buf b = {0};
-    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC,
-                             .addr = SLOW_SYMS_BASE + NAMED * 16};
-    lm_enc_begin(&b, LM_REV_R3);
-    lm_enc_symtab_end(&b);
-    lm_enc_begin_events(&b, LM_REV_R3);
-    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
-    CU_ASSERT_EQUAL(write(fd, b.data, b.len), (ssize_t)b.len);
-    lm_buf_free(&b);
-    Ljmp__Response *r = wait_session(getpid(), 0, 1, 10000);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-    ljmp__response__free_unpacked(r, NULL);
-    r = snapshot_of(getpid(), 5);
-    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
-    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
-    CU_ASSERT_PTR_NULL(strstr(ss->top[0]->name, "s4321"));
-    ljmp__response__free_unpacked(r, NULL);
+    char *name = c_site_name(fd, SLOW_SYMS_BASE + NAMED * 16);
+    CU_ASSERT_PTR_NULL(strstr(name, "s4321"));
+    free(name);
     char *log = test_slurp("ljmpd.log");
     CU_ASSERT_PTR_NOT_NULL(strstr(log, "were not read within 10 ms"));
     free(log);
@@ -1228,13 +1228,10 @@ static void test_symbols_users_in_turn(void)
     size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "in-turn");
     int p[2];
 
+    size_t size;
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
-    size_t size = write_symbols_elf(path, 300000);
-    int efd = open(path, O_RDONLY);
-    CU_ASSERT_FATAL(efd >= 0);
-    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, efd, 0);
-    close(efd);
-    CU_ASSERT_FATAL(m != MAP_FAILED && pipe(p) == 0);
+    void *m = map_symbols_elf(path, 300000, &size);
+    CU_ASSERT_FATAL(pipe(p) == 0);
     pid_t child = slow_hellos_as_nobody(hello, hl, QUEUED, p[1]);
     CU_ASSERT_FATAL(child > 0);
     CU_ASSERT_FATAL(read(p[0], &c, 1) == 1 && c == 'h');
