@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ljmpd.h"
 #include "log.h"
@@ -205,6 +206,18 @@ static void drop_list(struct symload_job *list)
     }
 }
 
+/* How long ljmpd's exit waits for a read under way. */
+#define STOP_WAIT_S 2
+
+static int joined_within(pthread_t t, int seconds)
+{
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += seconds;
+    return pthread_timedjoin_np(t, NULL, &until) == 0;
+}
+
 void symload_stop(struct server *srv)
 {
     struct symload *l = srv->symload;
@@ -215,8 +228,23 @@ void symload_stop(struct server *srv)
     l->stopping = 1;
     pthread_cond_signal(&l->work);
     pthread_mutex_unlock(&l->mu);
-    if (l->running)
-        pthread_join(l->thread, NULL);
+    if (l->running && !joined_within(l->thread, STOP_WAIT_S)) {
+        /* A read that does not end (a file on a mount that never
+         * answers) must not hold ljmpd's exit: the thread is left to it,
+         * with what it uses (its bell's descriptor, l). */
+        log_warn("the symbol thread is still reading a process's files "
+                 "after %d s; ljmpd exits without it",
+                 STOP_WAIT_S);
+        pthread_mutex_lock(&l->mu);
+        drop_list(l->todo);
+        drop_list(l->done);
+        l->todo = l->done = NULL;
+        l->done_tail = &l->done;
+        pthread_mutex_unlock(&l->mu);
+        event_free(l->bell.ev);
+        srv->symload = NULL;
+        return;
+    }
     drop_list(l->todo);
     drop_list(l->done);
     bell_free(&l->bell);
