@@ -641,10 +641,10 @@ fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
     x &= x >> 4;
     if (x != 0)
         return item;
-        /* Four ULEBs always (a Lua or trace site's alloc or free, the most
-         * common events, has four); a realloc's last two only when it has
-         * them, a branch taken seldom enough to predict. */
 #pragma GCC unroll 4
+    /* Four ULEBs always (a Lua or trace site's alloc or free, the most
+     * common events, has four); a realloc's last two only when it has
+     * them, a branch taken seldom enough to predict. */
     for (int k = 0; k < 4; k++)
         v[k] = wide_uleb(item, &m, &start);
     v[4] = v[5] = 0;

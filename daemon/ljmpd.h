@@ -325,8 +325,8 @@ void session_symbols_loaded(struct session *s, struct symload_job *j);
  * turn. */
 int symload_start(struct server *srv);
 /* Reads s's C symbols, within budget bytes, for session_symbols_loaded():
- * later on the loop (s->symload is set meanwhile), or at once if there
- * is no thread. */
+ * later on the loop (s->symload is set meanwhile), or at once without
+ * any when out of memory. */
 void symload_post(struct session *s, size_t budget);
 /* s is going: its symbols, if still being read, are dropped. */
 void symload_cancel(struct session *s);

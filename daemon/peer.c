@@ -49,20 +49,17 @@ static void refuse(struct server *srv, int fd, const char *why)
 {
     Ljmp__Response resp;
     Ljmp__Error err = LJMP__ERROR__INIT;
-    uint8_t frame[LJMP_WIRE_HEADER + 512];
+    size_t n;
 
     err.has_code = 1;
     err.code = LJMP__ERROR_CODE__ERR_PERMISSION;
     err.message = (char *)why;
     peer_response_init(&resp, 0);
     resp.error = &err;
-    size_t n = protobuf_c_message_get_packed_size(&resp.base);
-    if (n <= sizeof(frame) - LJMP_WIRE_HEADER) {
-        ljmp_wire_put_len(frame, (uint32_t)n);
-        protobuf_c_message_pack(&resp.base, frame + LJMP_WIRE_HEADER);
-        (void)!send(fd, frame, LJMP_WIRE_HEADER + n,
-                    MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
+    uint8_t *frame = ljmp_wire_pack(&resp.base, &n);
+    if (frame != NULL)
+        (void)!send(fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    free(frame);
     srv->counters.control_rejected++;
     close(fd);
 }

@@ -497,7 +497,7 @@ static void symbols_late(evutil_socket_t fd, short what, void *arg)
              "are slow to read): its C functions stay unnamed",
              (unsigned long long)s->id, (int)s->pid,
              s->srv->cfg.symbols_wait_ms);
-    symbols_wait_over(s);
+    symload_cancel(s); /* session_symbols_loaded frees this timer */
     session_symbols_loaded(s, NULL);
 }
 

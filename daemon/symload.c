@@ -161,12 +161,6 @@ void symload_post(struct session *s, size_t budget)
     j->uid = s->uid;
     j->budget = budget;
     j->start_ms = s->process_start_ms;
-    if (l == NULL || !l->running) {
-        job_read(j);
-        session_symbols_loaded(s, j);
-        job_free(j);
-        return;
-    }
     s->symload = j;
     pthread_mutex_lock(&l->mu);
     struct symload_job **tail = &l->todo;
@@ -228,25 +222,25 @@ void symload_stop(struct server *srv)
     l->stopping = 1;
     pthread_cond_signal(&l->work);
     pthread_mutex_unlock(&l->mu);
-    if (l->running && !joined_within(l->thread, STOP_WAIT_S)) {
-        /* A read that does not end (a file on a mount that never
-         * answers) must not hold ljmpd's exit: the thread is left to it,
-         * with what it uses (its bell's descriptor, l). */
+    /* A read that does not end (a file on a mount that never answers)
+     * must not hold ljmpd's exit: the thread is left to it, with what it
+     * uses (l, and its bell's descriptor). */
+    int left = l->running && !joined_within(l->thread, STOP_WAIT_S);
+    if (left)
         log_warn("the symbol thread is still reading a process's files "
                  "after %d s; ljmpd exits without it",
                  STOP_WAIT_S);
-        pthread_mutex_lock(&l->mu);
-        drop_list(l->todo);
-        drop_list(l->done);
-        l->todo = l->done = NULL;
-        l->done_tail = &l->done;
-        pthread_mutex_unlock(&l->mu);
-        event_free(l->bell.ev);
-        srv->symload = NULL;
-        return;
-    }
+    pthread_mutex_lock(&l->mu);
     drop_list(l->todo);
     drop_list(l->done);
+    l->todo = l->done = NULL;
+    l->done_tail = &l->done;
+    pthread_mutex_unlock(&l->mu);
+    srv->symload = NULL;
+    if (left) {
+        event_free(l->bell.ev);
+        return;
+    }
     bell_free(&l->bell);
     pthread_cond_destroy(&l->work);
     pthread_mutex_destroy(&l->mu);
