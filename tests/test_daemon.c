@@ -1186,6 +1186,27 @@ static void test_symbols_wait(void)
     CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
 }
 
+/* A child process that runs as nobody: 0 in the child (which exits 1 if
+ * it cannot become nobody), its pid in the parent, -1 if none. */
+static pid_t fork_as_nobody(void)
+{
+    pid_t child = fork();
+
+    if (child == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+        _exit(1);
+    return child;
+}
+
+/* The exit status of a child, or -1 (none, or killed). */
+static int exit_status_of(pid_t child)
+{
+    int status;
+
+    if (child < 0 || waitpid(child, &status, 0) != child)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 /*
  * As nobody, in a child that inherits the mapping of a file slow to read:
  * n hellos, then a byte on `told` once they are sent and one for each
@@ -1194,12 +1215,12 @@ static void test_symbols_wait(void)
 static pid_t slow_hellos_as_nobody(const uint8_t *hello, size_t hl, int n,
                                    int told)
 {
-    pid_t child = fork();
+    pid_t child = fork_as_nobody();
 
     if (child != 0)
         return child;
     int fds[8];
-    if (n > 8 || setgid(65534) != 0 || setuid(65534) != 0)
+    if (n > 8)
         _exit(1);
     for (int i = 0; i < n; i++)
         if ((fds[i] = connect_unix(ingest_path)) < 0 ||
@@ -1244,9 +1265,7 @@ static void test_symbols_users_in_turn(void)
     while (read(p[0], &c, 1) == 1)
         before++;
     CU_ASSERT_TRUE(before <= 2);
-    int status;
-    CU_ASSERT_EQUAL(waitpid(child, &status, 0), child);
-    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CU_ASSERT_EQUAL(exit_status_of(child), 0);
     close(fd);
     close(p[0]);
     close(p[1]);
@@ -1258,12 +1277,9 @@ static void test_symbols_users_in_turn(void)
  * (run as nobody): 0, or what failed. */
 static int hang_ups_as_nobody(const uint8_t *hello, size_t hl, int n)
 {
-    int status;
-    pid_t child = fork();
+    pid_t child = fork_as_nobody();
 
     if (child == 0) {
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(1);
         for (int i = 0; i < n; i++) {
             int fd = connect_unix(ingest_path);
             char ack;
@@ -1274,9 +1290,7 @@ static int hang_ups_as_nobody(const uint8_t *hello, size_t hl, int n)
         }
         _exit(0);
     }
-    if (child < 0 || waitpid(child, &status, 0) != child)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return exit_status_of(child);
 }
 
 /* Whether ljmpd closed fd (refused it) within ms, having sent what
@@ -1306,11 +1320,11 @@ static int refused_within(int fd, int ms, const char *says)
 static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
                            int n, const char *says)
 {
-    int status, fds[300];
-    pid_t child = fork();
+    int fds[300];
+    pid_t child = fork_as_nobody();
 
     if (child == 0) {
-        if (n > 300 || setgid(65534) != 0 || setuid(65534) != 0)
+        if (n > 300)
             _exit(1);
         for (int i = 0; i < n; i++)
             if ((fds[i] = connect_unix(path)) < 0 ||
@@ -1322,9 +1336,7 @@ static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
             _exit(4);
         _exit(0);
     }
-    if (child < 0 || waitpid(child, &status, 0) != child)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return exit_status_of(child);
 }
 
 /* A user other than root and ljmpd's own gets half of the slots, for
