@@ -23,14 +23,13 @@ void lm_heap_init(struct lm_heapmap *m, uint64_t seed)
     m->seed = seed;
 }
 
-/* The control bytes and the overflow counts share one table. */
 static size_t ctrl_bytes(uint32_t cap)
 {
-    return (size_t)cap + cap / LM_HEAP_GROUP;
+    return (size_t)cap / LM_HEAP_GROUP * LM_HEAP_CTRL_STRIDE;
 }
 
 /*
- * A shard's control bytes, overflow counts and slots share one table (the
+ * A shard's control words and slots share one table (the
  * slots from a cache line boundary): one allocation, big enough to be
  * mapped pages once the shard holds a few thousand blocks.  Separate
  * control tables stayed small enough for malloc, and the ones a growing
@@ -70,7 +69,7 @@ static void insert_new(struct lm_heap_shard *s, uint64_t h,
     uint32_t home = lm_heap_home(s, h), i = home;
 
     for (;;) {
-        uint32_t free = lm_heap_match_empty(lm_heap_group(s->ctrl + i));
+        uint32_t free = lm_heap_match_empty(lm_heap_group(lm_heap_ctrl_group(s, i)));
         if (free != 0) {
             uint32_t j = i + lm_heap_first(free);
             lm_heap_count_overflow(s, home, j, +1);
@@ -92,13 +91,15 @@ static int rebuild(struct lm_heap_shard *s, uint32_t cap)
         return -1;
     }
     s->slots = (struct lm_heap_slot *)(void *)(s->ctrl + slots_offset(cap));
-    memset(s->ctrl, LM_HEAP_EMPTY, cap);
-    s->over = s->ctrl + cap; /* zeroed */
     s->cap = cap;
+    for (uint32_t i = 0; i < cap; i += LM_HEAP_GROUP) {
+        memset(lm_heap_ctrl_group(s, i), LM_HEAP_EMPTY, LM_HEAP_GROUP);
+        *lm_heap_over_of(s, i) = 0;
+    }
     s->count = 0;
     s->limit = cap / 4 * 3;
     for (uint32_t i = 0; i < old.cap; i++)
-        if (old.ctrl[i] < LM_HEAP_EMPTY)
+        if (*lm_heap_ctrl_of(&old, i) < LM_HEAP_EMPTY)
             insert_new(s, old.slots[i].key, &old.slots[i]);
     shard_release(&old);
     return 0;

@@ -47,9 +47,17 @@ struct lm_heap_slot {
     uint32_t loc;
 };
 
+/*
+ * A group's control word: its 8 control bytes, then the count of blocks
+ * that overflowed it, in 9 bytes.  A probe reads both, and an insertion
+ * (nearly always a block that is not there) stops at the count: kept in
+ * a table of their own, the counts were one more cache miss per new
+ * block, and one more page.
+ */
+#define LM_HEAP_CTRL_STRIDE (LM_HEAP_GROUP + 1)
+
 struct lm_heap_shard {
-    uint8_t *ctrl;              /* cap control bytes */
-    uint8_t *over;              /* per group: blocks that overflowed it */
+    uint8_t *ctrl;              /* cap / 8 control words */
     struct lm_heap_slot *slots; /* cap slots */
     uint32_t cap;               /* a multiple of LM_HEAP_GROUP */
     uint32_t count, limit;
@@ -103,6 +111,27 @@ static inline uint32_t lm_heap_home(const struct lm_heap_shard *s, uint64_t h)
  * Always inlined: GCC deems a function whose only effect is a prefetch
  * "const" and deletes calls to it.
  */
+/* The control word of the group that starts at slot i. */
+static inline uint8_t *lm_heap_ctrl_group(const struct lm_heap_shard *s,
+                                          uint32_t i)
+{
+    return s->ctrl + (size_t)(i / LM_HEAP_GROUP) * LM_HEAP_CTRL_STRIDE;
+}
+
+/* The control byte of slot j. */
+static inline uint8_t *lm_heap_ctrl_of(const struct lm_heap_shard *s,
+                                       uint32_t j)
+{
+    return lm_heap_ctrl_group(s, j) + j % LM_HEAP_GROUP;
+}
+
+/* The overflow count of the group that starts at slot i. */
+static inline uint8_t *lm_heap_over_of(const struct lm_heap_shard *s,
+                                       uint32_t i)
+{
+    return lm_heap_ctrl_group(s, i) + LM_HEAP_GROUP;
+}
+
 static inline __attribute__((always_inline)) void
 lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
 {
@@ -111,7 +140,10 @@ lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
     if (s->cap != 0) {
         uint32_t i = lm_heap_home(s, h);
         const char *slots = (const char *)&s->slots[i];
-        __builtin_prefetch(s->ctrl + i);
+        const uint8_t *ctrl = lm_heap_ctrl_group(s, i);
+        /* One line, or two for one group in eight. */
+        __builtin_prefetch(ctrl);
+        __builtin_prefetch(ctrl + LM_HEAP_GROUP);
         __builtin_prefetch(slots);
         __builtin_prefetch(slots + LM_HEAP_GROUP * sizeof(*s->slots) - 1);
     }
@@ -213,13 +245,6 @@ static inline uint32_t lm_heap_next_group(const struct lm_heap_shard *s,
     return i == s->cap ? 0 : i;
 }
 
-/* The overflow count of the group that starts at slot i. */
-static inline uint8_t *lm_heap_over_of(const struct lm_heap_shard *s,
-                                       uint32_t i)
-{
-    return &s->over[i / LM_HEAP_GROUP];
-}
-
 /*
  * The probe: index of the slot holding key, or UINT32_MAX; with
  * free_at, also the first empty slot of the home group, where a new
@@ -234,11 +259,11 @@ lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
     uint32_t i = home;
 
     if (free_at != NULL) {
-        uint32_t free = lm_heap_match_empty(lm_heap_group(s->ctrl + i));
+        uint32_t free = lm_heap_match_empty(lm_heap_group(lm_heap_ctrl_group(s, i)));
         *free_at = free != 0 ? i + lm_heap_first(free) : UINT32_MAX;
     }
     for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
-        lm_heap_group_t g = lm_heap_group(s->ctrl + i);
+        lm_heap_group_t g = lm_heap_group(lm_heap_ctrl_group(s, i));
         for (uint32_t m = lm_heap_match_tag(g, tag); m != 0; m &= m - 1) {
             uint32_t j = i + lm_heap_first(m);
             if (s->slots[j].key == key)
@@ -255,7 +280,7 @@ lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
 static inline void lm_heap_place(struct lm_heap_shard *s, uint32_t j,
                                  uint64_t h, const struct lm_heap_slot *in)
 {
-    s->ctrl[j] = lm_heap_tag(h);
+    *lm_heap_ctrl_of(s, j) = lm_heap_tag(h);
     s->slots[j] = *in;
     s->count++;
 }
@@ -316,13 +341,13 @@ lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint32_t hint,
         return 0;
     uint32_t home = lm_heap_home(s, h);
     /* Keys are unique: a full slot holding h is the block's. */
-    if (j >= s->cap || s->ctrl[j] >= LM_HEAP_EMPTY || s->slots[j].key != h)
+    if (j >= s->cap || *lm_heap_ctrl_of(s, j) >= LM_HEAP_EMPTY || s->slots[j].key != h)
         j = lm_heap_probe(s, home, lm_heap_tag(h), h, NULL);
     if (j == UINT32_MAX)
         return 0;
     blk->size = s->slots[j].size;
     blk->loc = s->slots[j].loc;
-    s->ctrl[j] = LM_HEAP_EMPTY;
+    *lm_heap_ctrl_of(s, j) = LM_HEAP_EMPTY;
     if (j - home >= LM_HEAP_GROUP) /* it had overflowed its home group */
         lm_heap_count_overflow(s, home, j, -1);
     s->count--;

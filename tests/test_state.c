@@ -920,7 +920,7 @@ static void check_same_heap(const struct lm_state *a, const struct lm_state *b)
         for (uint32_t i = 0; i < s->cap; i++) {
             struct lm_block blk;
             uint32_t where;
-            if (s->ctrl[i] >= LM_HEAP_EMPTY)
+            if (*lm_heap_ctrl_of(s, i) >= LM_HEAP_EMPTY)
                 continue;
             /* The two maps' seeds differ: compare addresses. */
             uint64_t addr = lm_heap_addr(&a->heap, s->slots[i].key);
