@@ -696,7 +696,7 @@ static int is_event(const struct lm_record *r)
  * prefetching it cost more instructions than the line it saved: s20m.bin
  * went from 2.66 to 2.38 s without it.)
  */
-enum { FAR = 24, NEAR = 8, RING = 32 };
+enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 8 };
 
 /*
  * Where a location record is read (see struct lm_loc): a site's event
@@ -871,7 +871,7 @@ static __attribute__((noinline)) int
 apply_heap_only(struct lm_state *s, const struct lm_record *recs, size_t n,
                 size_t *failed_at, char *errbuf, size_t errlen)
 {
-    return apply_simple(s, recs, n, FAR, failed_at, errbuf, errlen);
+    return apply_simple(s, recs, n, HEAP_FAR, failed_at, errbuf, errlen);
 }
 
 static int apply_records(struct lm_state *s, const struct lm_record *recs,
@@ -1090,7 +1090,7 @@ static int apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
     if (fits_in_cache(s))
         return apply_ops_with(s, ops, n, err, 0, 0);
     if (heap_lines_fit_in_cache(s))
-        return apply_ops_with(s, ops, n, err, FAR, 0);
+        return apply_ops_with(s, ops, n, err, HEAP_FAR, 0);
     return apply_ops_with(s, ops, n, err, FAR, NEAR);
 }
 
