@@ -694,7 +694,9 @@ static int is_event(const struct lm_record *r)
  * records.  What the stages read is only a hint: the records in between
  * may change it.  (A middle stage that found the slot in the group before
  * prefetching it cost more instructions than the line it saved: s20m.bin
- * went from 2.66 to 2.38 s without it.)
+ * went from 2.66 to 2.38 s without it.)  The heap-only pipeline (see
+ * locs_fit_in_cache) looks HEAP_FAR ahead: with 24, an AMD Zen 3 ran out
+ * of miss buffers, and its prefetches waited for them.
  */
 enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 8 };
 
