@@ -63,17 +63,17 @@ void lm_heap_free(struct lm_heapmap *m)
 
 /* Places an absent block in the first group with room, counting it in
  * the full groups it passes; the shard has room (count < cap). */
-static void insert_new(struct lm_heap_shard *s, uint64_t h,
-                       const struct lm_heap_slot *in)
+static void insert_new(struct lm_heap_shard *s, uint64_t h, struct lm_block blk)
 {
     uint32_t home = lm_heap_home(s, h), i = home;
 
     for (;;) {
-        uint32_t free = lm_heap_match_empty(lm_heap_group(lm_heap_ctrl_group(s, i)));
+        uint32_t free =
+            lm_heap_match_empty(lm_heap_group(lm_heap_ctrl_group(s, i)));
         if (free != 0) {
             uint32_t j = i + lm_heap_first(free);
             lm_heap_count_overflow(s, home, j, +1);
-            lm_heap_place(s, j, h, in);
+            lm_heap_place(s, j, h, blk);
             return;
         }
         i = lm_heap_next_group(s, i);
@@ -100,7 +100,8 @@ static int rebuild(struct lm_heap_shard *s, uint32_t cap)
     s->limit = cap / 4 * 3;
     for (uint32_t i = 0; i < old.cap; i++)
         if (*lm_heap_ctrl_of(&old, i) < LM_HEAP_EMPTY)
-            insert_new(s, old.slots[i].key, &old.slots[i]);
+            insert_new(s, old.slots[i].key,
+                       (struct lm_block){old.slots[i].size, old.slots[i].loc});
     shard_release(&old);
     return 0;
 }
@@ -124,11 +125,11 @@ static int make_room(struct lm_heap_shard *s)
 }
 
 int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
-                        uint64_t h, const struct lm_heap_slot *in)
+                        uint64_t h, struct lm_block blk)
 {
     if (make_room(s) != 0)
         return -1;
-    insert_new(s, h, in);
+    insert_new(s, h, blk);
     m->count++;
     return 0;
 }

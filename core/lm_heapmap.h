@@ -259,7 +259,8 @@ lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
     uint32_t i = home;
 
     if (free_at != NULL) {
-        uint32_t free = lm_heap_match_empty(lm_heap_group(lm_heap_ctrl_group(s, i)));
+        uint32_t free =
+            lm_heap_match_empty(lm_heap_group(lm_heap_ctrl_group(s, i)));
         *free_at = free != 0 ? i + lm_heap_first(free) : UINT32_MAX;
     }
     for (uint32_t probed = 0; probed < s->cap; probed += LM_HEAP_GROUP) {
@@ -276,12 +277,16 @@ lm_heap_probe(const struct lm_heap_shard *s, uint32_t home, uint8_t tag,
     return UINT32_MAX;
 }
 
-/* Fills slot j with a block whose hash is h. */
+/* Fills slot j with a block whose hash is h.  Field by field from
+ * registers: a slot built on the stack and copied whole is read back by
+ * one 16-byte load that its three stores cannot forward to. */
 static inline void lm_heap_place(struct lm_heap_shard *s, uint32_t j,
-                                 uint64_t h, const struct lm_heap_slot *in)
+                                 uint64_t h, struct lm_block blk)
 {
     *lm_heap_ctrl_of(s, j) = lm_heap_tag(h);
-    s->slots[j] = *in;
+    s->slots[j].key = h;
+    s->slots[j].size = blk.size;
+    s->slots[j].loc = blk.loc;
     s->count++;
 }
 
@@ -293,7 +298,7 @@ void lm_heap_count_overflow(struct lm_heap_shard *s, uint32_t home,
 /* Inserts an absent block when its home group is full or the shard must
  * grow first: 0, or -1 when out of memory. */
 int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
-                        uint64_t h, const struct lm_heap_slot *in);
+                        uint64_t h, struct lm_block blk);
 
 /*
  * Stores a block whose key is h = lm_heap_hash(m, addr) (addr non-zero).
@@ -305,7 +310,6 @@ lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, struct lm_block blk,
                    struct lm_block *old)
 {
     struct lm_heap_shard *s = lm_heap_shard_of(m, h);
-    struct lm_heap_slot in = {h, blk.size, blk.loc};
     uint32_t free_at = UINT32_MAX;
 
     if (s->cap != 0) {
@@ -314,13 +318,14 @@ lm_heap_put_hashed(struct lm_heapmap *m, uint64_t h, struct lm_block blk,
         if (j != UINT32_MAX) {
             old->size = s->slots[j].size;
             old->loc = s->slots[j].loc;
-            s->slots[j] = in;
+            s->slots[j].size = blk.size;
+            s->slots[j].loc = blk.loc;
             return 1;
         }
     }
     if (free_at == UINT32_MAX || s->count >= s->limit)
-        return lm_heap_insert_slow(m, s, h, &in);
-    lm_heap_place(s, free_at, h, &in); /* the home group had room */
+        return lm_heap_insert_slow(m, s, h, blk);
+    lm_heap_place(s, free_at, h, blk); /* the home group had room */
     m->count++;
     return 0;
 }
@@ -341,7 +346,8 @@ lm_heap_take_hashed(struct lm_heapmap *m, uint64_t h, uint32_t hint,
         return 0;
     uint32_t home = lm_heap_home(s, h);
     /* Keys are unique: a full slot holding h is the block's. */
-    if (j >= s->cap || *lm_heap_ctrl_of(s, j) >= LM_HEAP_EMPTY || s->slots[j].key != h)
+    if (j >= s->cap || *lm_heap_ctrl_of(s, j) >= LM_HEAP_EMPTY ||
+        s->slots[j].key != h)
         j = lm_heap_probe(s, home, lm_heap_tag(h), h, NULL);
     if (j == UINT32_MAX)
         return 0;
