@@ -15,7 +15,8 @@
  * control byte per slot (empty, or 7 bits of the hash) lets one compare
  * test a whole group (see lm_heap_match_tag), so a look-up touches one
  * control word and, nearly always, one slot.  Slots are 16 bytes
- * (key, size, location), 17 bytes with the control byte.  Groups are
+ * (key, size, location), 17 and an eighth with the group's control word
+ * (see LM_HEAP_CTRL_STRIDE).  Groups are
  * probed linearly.  A block's key is its address's hash, which is a
  * bijection (see lm_heap_hash): equal keys are equal addresses, so the
  * map never needs the address itself, and an operation handed between
