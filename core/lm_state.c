@@ -497,9 +497,12 @@ static HOT void unlink_block(struct lm_state *s, struct lm_block blk)
     s->totals.live_blocks--;
 }
 
-/* Records a new live block, whose address hashes to h, for loc. */
-static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t h,
-                         uint64_t nsize, const char **err)
+/* Records a new live block, whose address hashes to h, for loc; the
+ * site's live counts too unless the reading thread counted them (see
+ * struct lm_loc's split_bytes). */
+static inline __attribute__((always_inline)) int
+put_block(struct lm_state *s, uint32_t loc, uint64_t h, uint64_t nsize,
+          int count_site, const char **err)
 {
     struct lm_block old = {0, 0}; /* set when put returns 1 */
     int r = lm_heap_put_hashed(&s->heap, h,
@@ -514,12 +517,20 @@ static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t h,
         unlink_block(s, old);
         s->totals.overwritten_blocks++;
     }
-    s->locs[loc].c.live_bytes += nsize;
-    s->locs[loc].c.live_blocks++;
+    if (count_site) {
+        s->locs[loc].c.live_bytes += nsize;
+        s->locs[loc].c.live_blocks++;
+    }
     s->totals.live_bytes += nsize;
     if (++s->totals.live_blocks > s->totals.peak_live_blocks)
         s->totals.peak_live_blocks = s->totals.live_blocks;
     return 0;
+}
+
+static HOT int add_block(struct lm_state *s, uint32_t loc, uint64_t h,
+                         uint64_t nsize, const char **err)
+{
+    return put_block(s, loc, h, nsize, 1, err);
 }
 
 /* Hashes of an event's keys, computed ahead (see lm_state_apply). */
@@ -988,10 +999,13 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
             ops[k++] = (struct lm_op){
                 lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, loc,
                 r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
-        if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr))
+        if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr)) {
             ops[k++] = (struct lm_op){
                 lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, loc,
                 r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
+            s->locs[loc].split_bytes += r->nsize;
+            s->locs[loc].split_blocks++;
+        }
     }
     *nops = k;
     return 0;
@@ -1034,8 +1048,8 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
         return release_block(s, LM_EV_FREE, op->loc, &p, 0, err);
     case LM_OP_REALLOC_OLD:
         return release_block(s, LM_EV_REALLOC, op->loc, &p, op->size, err);
-    default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW */
-        return add_block(s, op->loc, op->hash, op->size, err);
+    default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW: the site counted */
+        return put_block(s, op->loc, op->hash, op->size, 0, err);
     }
 }
 
@@ -1125,6 +1139,14 @@ void lm_state_absorb(struct lm_state *s, struct lm_state *part)
 #define LM_ADD_TOTAL(name) s->totals.name += part->totals.name;
     LM_TOTALS(LM_ADD_TOTAL)
 #undef LM_ADD_TOTAL
+    /* The worker's releases took the sites' live counts below zero
+     * (modulo 2^64) where the blocks they released were counted here. */
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        struct lm_loc *l = &s->locs[i];
+        l->c.live_bytes += l->split_bytes;
+        l->c.live_blocks += l->split_blocks;
+        l->split_bytes = l->split_blocks = 0;
+    }
     part->heap = heap; /* s's own, empty, freed with the part */
     part->ovr = ovr;
     part->ovr_cap = ovr_cap;

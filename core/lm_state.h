@@ -88,6 +88,13 @@ struct lm_loc {
     uint32_t next; /* next location of the same epoch */
     uint8_t source;
     uint8_t retired;
+    /* Blocks made here by operations split off for a worker (see
+     * lm_state_split), not yet in c: counted by the thread that reads
+     * the stream, on a line it reads anyway, so that the worker's
+     * operation for a new block touches no location record.  Folded
+     * into c by lm_state_absorb. */
+    uint64_t split_bytes;
+    uint64_t split_blocks;
 } __attribute__((aligned(64)));
 
 /* The lines of a location record, as the prefetches of lm_state.c take
@@ -98,6 +105,8 @@ _Static_assert(
     offsetof(struct lm_loc, c.live_blocks) / 64 == LM_LOC_HEAP_LINE &&
         offsetof(struct lm_loc, c.alloc_events) / 64 == LM_LOC_EVENT_LINE &&
         offsetof(struct lm_loc, c.free_bytes) / 64 == LM_LOC_EVENT_LINE &&
+        offsetof(struct lm_loc, split_blocks) / 64 == LM_LOC_EVENT_LINE + 1 &&
+        offsetof(struct lm_loc, line) / 64 == LM_LOC_EVENT_LINE + 1 &&
         sizeof(struct lm_loc) == 192,
     "a location's heap side and event counters on their own lines");
 
