@@ -104,14 +104,6 @@ static inline uint32_t lm_heap_home(const struct lm_heap_shard *s, uint64_t h)
     return (uint32_t)(((h & 0xffffffffu) * groups) >> 32) * LM_HEAP_GROUP;
 }
 
-/*
- * Brings the block's control group and the slots of its home group (two
- * cache lines of a page-aligned table) towards the cache ahead of its
- * use: nearly every look-up and insertion ends in the home group, so the
- * slot's miss overlaps the control word's instead of following it.
- * Always inlined: GCC deems a function whose only effect is a prefetch
- * "const" and deletes calls to it.
- */
 /* The control word of the group that starts at slot i. */
 static inline uint8_t *lm_heap_ctrl_group(const struct lm_heap_shard *s,
                                           uint32_t i)
@@ -133,6 +125,15 @@ static inline uint8_t *lm_heap_over_of(const struct lm_heap_shard *s,
     return lm_heap_ctrl_group(s, i) + LM_HEAP_GROUP;
 }
 
+/*
+ * Brings the block's control word and the slots of its home group (two
+ * lines of a page-aligned table, and the control word's one or, for one
+ * group in eight, two) towards the cache ahead of its use: nearly every
+ * look-up and insertion ends in the home group, so the slot's miss
+ * overlaps the control word's instead of following it.  Always inlined:
+ * GCC deems a function whose only effect is a prefetch "const" and
+ * deletes calls to it.
+ */
 static inline __attribute__((always_inline)) void
 lm_heap_prefetch(struct lm_heapmap *m, uint64_t h)
 {

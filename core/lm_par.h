@@ -14,8 +14,9 @@
  * seen in stream order), and hands the event's heap operations to a
  * worker thread in batches; the worker applies them to a part of the
  * state (see lm_state_split): it holds every block and override record,
- * and writes the live counts and pending overrides into the caller's
- * location records, on cache lines that the caller does not write.
+ * and lowers the live counts of released blocks' owners and writes
+ * pending overrides into the caller's location records, on cache lines
+ * that the caller does not write (the caller counts new blocks).
  * lm_par_finish() gives the part's blocks and overrides to the state,
  * which is then the one lm_state_apply() would have built.
  */

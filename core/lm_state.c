@@ -1053,16 +1053,17 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
     }
 }
 
-/* plan_near for an operation: a new block's site, whose live counts
- * grow, or a released block's owner; returns where that block was seen. */
+/* plan_near for an operation: a released block's owner, whose live
+ * counts fall (a new block's site was counted by lm_state_split); returns
+ * where that block was seen. */
 static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
 {
     uint32_t slot = UINT32_MAX;
     struct lm_block blk;
 
     if (op->kind == LM_OP_ALLOC || op->kind == LM_OP_REALLOC_NEW)
-        prefetch_heap_side(&s->locs[op->loc]);
-    else if (lm_heap_peek_hashed(&s->heap, op->hash, &blk, &slot))
+        return slot;
+    if (lm_heap_peek_hashed(&s->heap, op->hash, &blk, &slot))
         prefetch_heap_side(&s->locs[blk.loc]);
     return slot;
 }

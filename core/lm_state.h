@@ -207,10 +207,12 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
  * resolves each event's location, counts the event there, and turns it
  * into heap operations, one per block it touches.  A "part" applies the
  * operations in order: blocks, live counts and overrides.  It keeps the
- * blocks and override records of its own, and writes the live counts and
- * pending overrides into the main state's location records, which it
- * borrows: their heap lines (see struct lm_loc), which the main state
- * leaves alone.  lm_state_absorb() then gives the main state the rest.
+ * blocks and override records of its own, and lowers the live counts of
+ * released blocks' owners and writes pending overrides into the main
+ * state's location records, which it borrows: their heap lines (see
+ * struct lm_loc), which the main state leaves alone (it counts new blocks
+ * in split_bytes and split_blocks).  lm_state_absorb() then gives the
+ * main state the rest, and folds those counts into the live ones.
  */
 enum lm_op_kind {
     LM_OP_ALLOC,       /* a new block */
