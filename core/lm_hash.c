@@ -1,11 +1,18 @@
 /* Byte hashing, growable arrays and page-backed table memory. */
+#define _GNU_SOURCE /* mremap */
 #include "lm_hash.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-enum { TABLE_MMAP_MIN = 4 * 1024 };
+enum {
+    TABLE_MMAP_MIN = 4 * 1024,
+    PAGE = 4096,
+    /* A grown table's address space is reserved for this many times its
+     * size (its pages are resident only once touched). */
+    TABLE_HEADROOM = 4,
+};
 
 uint64_t lm_hash_bytes(const void *data, size_t len)
 {
@@ -64,4 +71,61 @@ void lm_table_free(void *p, size_t size)
         free(p);
     else
         munmap(p, size);
+}
+
+static size_t page_round(size_t n)
+{
+    return (n + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+/* Mapped pages for a table, not backed by huge pages: a huge page would
+ * make the untouched room resident. */
+static void *map_table(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* p, mapped, moved (without copying) to a mapping of size bytes. */
+static void *remap_table(void *p, size_t old, size_t size)
+{
+    void *q = mremap(p, old, size, MREMAP_MAYMOVE);
+    return q == MAP_FAILED ? NULL : q;
+}
+
+void *lm_table_grow(void *p, size_t *room, size_t used, size_t size)
+{
+    void *q;
+    size_t want;
+
+    if (size <= *room)
+        return p;
+    if (size < TABLE_MMAP_MIN) {
+        want = (size + 63) & ~(size_t)63;
+        if ((q = aligned_alloc(64, want)) == NULL)
+            return NULL;
+        memset(q, 0, want);
+    } else {
+        want = page_round(size) * TABLE_HEADROOM;
+        if (*room >= TABLE_MMAP_MIN) {
+            q = remap_table(p, *room, want);
+            if (q == NULL &&
+                (q = remap_table(p, *room, page_round(size))) != NULL)
+                want = page_round(size);
+        } else {
+            q = map_table(want);
+            if (q == NULL && (q = map_table(page_round(size))) != NULL)
+                want = page_round(size);
+        }
+        if (q == NULL)
+            return NULL;
+        (void)madvise(q, want, MADV_NOHUGEPAGE);
+    }
+    if (p != NULL && *room < TABLE_MMAP_MIN) {
+        memcpy(q, p, used);
+        free(p);
+    }
+    *room = want;
+    return q;
 }

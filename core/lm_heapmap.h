@@ -28,13 +28,14 @@
  * is not there -- every new allocation -- is nearly always known absent
  * after one group, and a deletion just empties its slot and lowers the
  * counts along its probe.  No deleted marks, so no purges.  A count that
- * reaches 255 stays there until the shard is rebuilt (exact, only slower).
+ * reaches 255 stays there until the shard grows (exact, only slower).
  *
  * The map is split into shards by the top bits of the hash; a shard grows
  * by a quarter when 3/4 of it is live, so memory stays between 19 and 28
- * bytes per live block and a resize never holds more than one shard's two
- * tables at once (no RSS spike when the heap doubles).  Address 0 is never
- * stored: a failed allocation (address 0) makes no block.
+ * bytes per live block.  A shard grows in place, in address space
+ * reserved ahead (see lm_heapmap.c's grow): no second table, so no RSS
+ * spike when the heap doubles.  Address 0 is never stored: a failed
+ * allocation (address 0) makes no block.
  */
 
 #define LM_HEAP_MAX_SIZE   UINT32_MAX
@@ -57,11 +58,13 @@ struct lm_heap_slot {
  */
 #define LM_HEAP_CTRL_STRIDE (LM_HEAP_GROUP + 1)
 
+/* A shard's table: its slots, then their control words. */
 struct lm_heap_shard {
     uint8_t *ctrl;              /* cap / 8 control words */
-    struct lm_heap_slot *slots; /* cap slots */
+    struct lm_heap_slot *slots; /* cap slots; the table */
     uint32_t cap;               /* a multiple of LM_HEAP_GROUP */
     uint32_t count, limit;
+    uint32_t room; /* the table's room, in 64-byte lines */
 };
 
 struct lm_heapmap {

@@ -690,6 +690,36 @@ static void test_heap_map_churn(void)
     lm_heap_free(&m);
 }
 
+/* A table grown from malloc'd bytes to mapped pages, and past its
+ * reserved room, keeps what it held; what it never held reads zero. */
+static void test_table_grows_keeping_its_bytes(void)
+{
+    size_t sizes[] = {100, 3000, 64 * 1024, 5 << 20}, room = 0, used = 0;
+    unsigned char *t = NULL;
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        unsigned char *g = lm_table_grow(t, &room, used, sizes[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        CU_ASSERT(room >= sizes[k]);
+        CU_ASSERT_EQUAL((uintptr_t)g % 64, 0);
+        for (size_t i = 0; i < used; i++)
+            if (g[i] != (unsigned char)(i * 7 + 1)) {
+                CU_FAIL("a byte the table held changed");
+                break;
+            }
+        for (size_t i = used; i < sizes[k]; i++)
+            if (g[i] != 0) {
+                CU_FAIL("a byte the table never held is not zero");
+                break;
+            }
+        for (size_t i = used; i < sizes[k]; i++)
+            g[i] = (unsigned char)(i * 7 + 1);
+        t = g;
+        used = sizes[k];
+    }
+    lm_table_free(t, room);
+}
+
 /* Locations printing the same name form one group; groups are updated
  * incrementally and keep their ids. */
 static void test_name_groups(void)
@@ -1097,6 +1127,8 @@ void register_state_tests(void)
     CU_add_test(s, "heap map under crafted collisions",
                 test_heap_map_collisions);
     CU_add_test(s, "heap map under steady churn", test_heap_map_churn);
+    CU_add_test(s, "table grows keeping its bytes",
+                test_table_grows_keeping_its_bytes);
     CU_add_test(s, "heap map against a reference",
                 test_heap_map_random_against_reference);
     CU_add_test(s, "name groups", test_name_groups);
