@@ -125,20 +125,29 @@ static uint32_t count_late(const struct lm_heap_shard *s,
     return late;
 }
 
-/* The first empty slot from home's group to the table's end, the block
- * counted in the full groups it passes; UINT32_MAX if there is none. */
-static uint32_t room_before_end(struct lm_heap_shard *s, uint32_t home)
+/*
+ * The first empty slot from home's group to the table's end, with fill
+ * counting the blocks in each group (the pass fills a group's slots in
+ * order): the block is counted in the full groups it passes.  UINT32_MAX
+ * if there is none.  The counts, not the control words: a control byte
+ * just stored cannot be forwarded to a load of its whole word, and the
+ * blocks of a group mostly go to the same new group.
+ */
+static uint32_t room_before_end(struct lm_heap_shard *s, uint32_t home,
+                                uint8_t *fill)
 {
-    for (uint32_t i = home; i < s->cap; i += LM_HEAP_GROUP) {
-        uint32_t free =
-            lm_heap_match_empty(lm_heap_group(lm_heap_ctrl_group(s, i)));
-        if (free != 0) {
-            uint32_t j = i + lm_heap_first(free);
-            lm_heap_count_overflow(s, home, j, +1);
-            return j;
-        }
+    uint32_t ngroups = s->cap / LM_HEAP_GROUP, g = home / LM_HEAP_GROUP;
+
+    while (g < ngroups && fill[g] == LM_HEAP_GROUP)
+        g++;
+    if (g == ngroups)
+        return UINT32_MAX;
+    for (uint32_t k = home / LM_HEAP_GROUP; k < g; k++) {
+        uint8_t *o = lm_heap_over_of(s, k * LM_HEAP_GROUP);
+        if (*o != LM_HEAP_OVER_STUCK)
+            (*o)++;
     }
-    return UINT32_MAX;
+    return g * LM_HEAP_GROUP + fill[g]++;
 }
 
 /* Makes s's table hold cap slots, all empty, at t. */
@@ -164,11 +173,12 @@ static void set_table(struct lm_heap_shard *s, void *t, uint32_t cap)
  * there yet wait in late, and are inserted last.
  */
 static void move_in_place(struct lm_heap_shard *s, uint32_t old_cap,
-                          const uint8_t *old_ctrl, struct lm_heap_slot *late,
-                          uint32_t late_cap)
+                          const uint8_t *old_ctrl, uint8_t *fill,
+                          struct lm_heap_slot *late, uint32_t late_cap)
 {
     uint32_t nlate = 0;
 
+    memset(fill, 0, s->cap / LM_HEAP_GROUP);
     for (uint32_t g = old_cap / LM_HEAP_GROUP; g-- > 0;) {
         struct lm_heap_slot moving[LM_HEAP_GROUP];
         uint32_t n = 0;
@@ -179,7 +189,7 @@ static void move_in_place(struct lm_heap_shard *s, uint32_t old_cap,
             uint64_t h = moving[k].key;
             uint32_t home = lm_heap_home(s, h), j = UINT32_MAX;
             if (home / LM_HEAP_GROUP >= g)
-                j = room_before_end(s, home);
+                j = room_before_end(s, home, fill);
             if (j == UINT32_MAX) {
                 assert(nlate < late_cap); /* count_late ran the same pass */
                 late[nlate++] = moving[k];
@@ -224,7 +234,8 @@ static int grow(struct lm_heap_shard *s, uint32_t cap)
     s->room = (uint32_t)(room / 64);
     set_table(s, t, cap);
     if (old_cap != 0)
-        move_in_place(s, old_cap, scratch, late, nlate);
+        move_in_place(s, old_cap, scratch, scratch + old_ctrl_bytes, late,
+                      nlate);
     free(scratch);
     free(late);
     return 0;
