@@ -94,38 +94,25 @@ static void *remap_table(void *p, size_t old, size_t size)
     return q == MAP_FAILED ? NULL : q;
 }
 
-void *lm_table_grow(void *p, size_t *room, size_t used, size_t size)
+void *lm_table_grow(void *p, size_t *room, size_t size)
 {
+    size_t want = page_round(size) * TABLE_HEADROOM;
     void *q;
-    size_t want;
 
     if (size <= *room)
         return p;
-    if (size < TABLE_MMAP_MIN) {
-        want = (size + 63) & ~(size_t)63;
-        if ((q = aligned_alloc(64, want)) == NULL)
-            return NULL;
-        memset(q, 0, want);
+    if (p != NULL) {
+        q = remap_table(p, *room, want);
+        if (q == NULL && (q = remap_table(p, *room, page_round(size))) != NULL)
+            want = page_round(size);
     } else {
-        want = page_round(size) * TABLE_HEADROOM;
-        if (*room >= TABLE_MMAP_MIN) {
-            q = remap_table(p, *room, want);
-            if (q == NULL &&
-                (q = remap_table(p, *room, page_round(size))) != NULL)
-                want = page_round(size);
-        } else {
-            q = map_table(want);
-            if (q == NULL && (q = map_table(page_round(size))) != NULL)
-                want = page_round(size);
-        }
-        if (q == NULL)
-            return NULL;
-        (void)madvise(q, want, MADV_NOHUGEPAGE);
+        q = map_table(want);
+        if (q == NULL && (q = map_table(page_round(size))) != NULL)
+            want = page_round(size);
     }
-    if (p != NULL && *room < TABLE_MMAP_MIN) {
-        memcpy(q, p, used);
-        free(p);
-    }
+    if (q == NULL)
+        return NULL;
+    (void)madvise(q, want, MADV_NOHUGEPAGE);
     *room = want;
     return q;
 }

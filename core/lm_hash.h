@@ -54,15 +54,15 @@ void *lm_table_alloc(size_t size);
 void lm_table_free(void *p, size_t size);
 
 /*
- * Grows a table (NULL at first, *room 0) to size bytes or more, keeping
- * its first `used`: the same table, or a new one, or NULL when out of
- * memory (p unchanged).  *room is what it holds; lm_table_free(p, *room)
- * frees it.  A large table's address space is reserved ahead, and moved
- * with its pages when it runs out: growing one costs no copy, no page
- * faults for what it held, and no unmapping (a TLB shootdown, an
- * interrupt between the CPUs on a virtual machine).  Bytes past `used`
- * that the caller never wrote are zero.
+ * Grows a table of mapped pages (NULL at first, *room 0) to size bytes
+ * or more, keeping what it holds: the same table, or the same pages
+ * moved, or NULL when out of memory (p unchanged).  *room is what it
+ * can hold; lm_table_free(p, *room) frees it.  Its address space is
+ * reserved ahead (its pages are resident once touched), and moved with
+ * its pages when it runs out: growing costs no copy, no page faults for
+ * what it held and no unmapping (a TLB shootdown, an interrupt between
+ * the CPUs on a virtual machine).  Bytes never written read zero.
  */
-void *lm_table_grow(void *p, size_t *room, size_t used, size_t size);
+void *lm_table_grow(void *p, size_t *room, size_t size);
 
 #endif

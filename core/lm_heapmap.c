@@ -228,7 +228,7 @@ static int grow(struct lm_heap_shard *s, uint32_t cap)
         if (nlate != 0 && (late = malloc(nlate * sizeof(*late))) == NULL)
             goto fail;
     }
-    t = lm_table_grow(s->slots, &room, table_bytes(old_cap), table_bytes(cap));
+    t = lm_table_grow(s->slots, &room, table_bytes(cap));
     if (t == NULL)
         goto fail;
     s->room = (uint32_t)(room / 64);
