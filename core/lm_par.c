@@ -22,7 +22,7 @@ enum {
     CHUNK = LM_BATCH,
     HANDOVER_OPS = 2048,
     BATCH_OPS = HANDOVER_OPS + CHUNK * LM_OPS_PER_RECORD,
-    NBATCH = 8,
+    NBATCH = 4,
     SPINS = 4000, /* pauses: 10 to 100 microseconds */
 };
 
