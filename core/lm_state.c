@@ -27,10 +27,11 @@ int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
     if (limits != NULL && limits->direct_bytes != 0)
         s->direct_bytes = limits->direct_bytes;
     s->last_loc = LM_NONE;
-    memset(s->site_cache, 0xff, sizeof(s->site_cache)); /* LM_NONE */
+    s->site_cache = lm_table_alloc(LM_SITE_CACHE * sizeof(*s->site_cache));
     /* ASLR makes the state's address a seed a stream cannot predict. */
     lm_heap_init(&s->heap, lm_mix64((uint64_t)(uintptr_t)s));
-    if (lm_symtab_init(&s->sym) != 0 || lm_hindex_init(&s->loc_index) != 0 ||
+    if (s->site_cache == NULL || lm_symtab_init(&s->sym) != 0 ||
+        lm_hindex_init(&s->loc_index) != 0 ||
         lm_hindex_init(&s->ovr_index) != 0) {
         lm_state_free(s);
         return -1;
@@ -46,6 +47,7 @@ void lm_state_free(struct lm_state *s)
     lm_hindex_free(&s->ovr_index);
     if (!s->locs_lent)
         lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*s->locs));
+    lm_table_free(s->site_cache, LM_SITE_CACHE * sizeof(*s->site_cache));
     free(s->cfunc_locs);
     free(s->ovr);
     memset(s, 0, sizeof(*s));
@@ -70,10 +72,16 @@ static int loc_is(const struct lm_loc *l, const struct lm_loc_ref *r)
     return l->addr == r->addr && l->line == r->line && l->source == r->source;
 }
 
-/* The site cache's entry for a location whose ref_hash() is h. */
-static uint32_t *site_cache_at(struct lm_state *s, uint64_t h)
+/* The site cache's location for a ref_hash() h, or LM_NONE (see struct
+ * lm_state: 0 - 1). */
+static uint32_t site_cached(const struct lm_state *s, uint64_t h)
 {
-    return &s->site_cache[h & (LM_SITE_CACHE - 1)];
+    return s->site_cache[h & (LM_SITE_CACHE - 1)] - 1;
+}
+
+static void site_cache_set(struct lm_state *s, uint64_t h, uint32_t id)
+{
+    s->site_cache[h & (LM_SITE_CACHE - 1)] = id + 1;
 }
 
 /* Takes a location out of the index: later events get a new one. */
@@ -86,8 +94,8 @@ static void retire_loc(struct lm_state *s, uint32_t id)
     l->retired = 1;
     uint64_t h = loc_hash(l);
     lm_hindex_remove(&s->loc_index, h, id);
-    if (*site_cache_at(s, h) == id)
-        *site_cache_at(s, h) = LM_NONE;
+    if (site_cached(s, h) == id)
+        site_cache_set(s, h, LM_NONE);
     s->last_loc = LM_NONE;
 }
 
@@ -212,7 +220,7 @@ static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
         h = ref_hash(r);
     if (s->cfuncs_changed)
         retire_renamed_cfunc_locs(s);
-    id = *site_cache_at(s, h);
+    id = site_cached(s, h);
     if (id != LM_NONE && loc_is(&s->locs[id], r))
         goto found;
     LM_HINDEX_FOREACH(&s->loc_index, h, id, slot)
@@ -224,7 +232,7 @@ static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
     if (id == LM_NONE)
         return LM_NONE;
 found:
-    *site_cache_at(s, h) = id;
+    site_cache_set(s, h, id);
     s->last_loc = id;
     s->last_hash = h;
     return id;
@@ -758,7 +766,7 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
 
     if (!is_event(r))
         return;
-    id = *site_cache_at(s, p->loc);
+    id = site_cached(s, p->loc);
     if (id == LM_NONE)
         id = lm_hindex_first(&s->loc_index, p->loc, &slot);
     if (id != LM_NONE) {
@@ -957,7 +965,7 @@ static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
     if (!is_event(r))
         return;
     *h = ref_hash(&r->loc);
-    uint32_t id = *site_cache_at(s, *h);
+    uint32_t id = site_cached(s, *h);
     if (id != LM_NONE)
         prefetch_site(&s->locs[id]);
 }
@@ -1233,6 +1241,7 @@ uint64_t lm_state_memory(const struct lm_state *s)
 
     return lm_heap_memory(&s->heap) + (uint64_t)s->locs_cap * sizeof(*s->locs) +
            (uint64_t)s->ovr_cap * sizeof(*s->ovr) +
+           LM_SITE_CACHE * sizeof(*s->site_cache) +
            ((uint64_t)s->loc_index.mask + 1 + s->ovr_index.mask + 1 +
             t->str_index.mask + 1 + t->proto_index.mask + 1 +
             t->trace_index.mask + 1) *

@@ -175,8 +175,11 @@ struct lm_state {
     struct lm_hindex loc_index; /* current locations by key */
     uint32_t last_loc;          /* one-entry cache of the location index */
     /* Current locations by the low bits of their hash: most events find
-     * their site here without walking the index.  A hint, checked. */
-    uint32_t site_cache[LM_SITE_CACHE];
+     * their site here without walking the index.  A hint, checked.  An
+     * entry is a location + 1, 0 for none: a table of mapped zero pages
+     * needs no filling, and a part (see lm_par.h), which never reads it,
+     * never makes it resident. */
+    uint32_t *site_cache; /* LM_SITE_CACHE entries */
     uint64_t last_hash;
 
     uint32_t *cfunc_locs; /* current C locations, renamed by new symbols */
