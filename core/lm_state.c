@@ -222,7 +222,7 @@ static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
         retire_renamed_cfunc_locs(s);
     id = site_cached(s, h);
     if (id != LM_NONE && loc_is(&s->locs[id], r))
-        goto found;
+        goto cached;
     LM_HINDEX_FOREACH(&s->loc_index, h, id, slot)
     {
         if (loc_is(&s->locs[id], r))
@@ -233,6 +233,7 @@ static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
         return LM_NONE;
 found:
     site_cache_set(s, h, id);
+cached:
     s->last_loc = id;
     s->last_hash = h;
     return id;
@@ -994,7 +995,7 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
                 goto fail;
             continue;
         }
-        if (r->osize > LM_HEAP_MAX_SIZE || r->nsize > LM_HEAP_MAX_SIZE) {
+        if ((r->osize | r->nsize) > LM_HEAP_MAX_SIZE) {
             *err = "block size of 4 GiB or more";
             goto fail;
         }
