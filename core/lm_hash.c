@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 enum {
-    TABLE_MMAP_MIN = 4 * 1024,
-    PAGE = 4096,
+    TABLE_MMAP_MIN = LM_TABLE_GROW_MAPPED,
     /* A grown table's address space is reserved for this many times its
      * size (its pages are resident only once touched). */
     TABLE_HEADROOM = 4,
@@ -75,7 +75,13 @@ void lm_table_free(void *p, size_t size)
 
 static size_t page_round(size_t n)
 {
-    return (n + PAGE - 1) & ~(size_t)(PAGE - 1);
+    static size_t page;
+
+    if (page == 0) {
+        long p = sysconf(_SC_PAGESIZE);
+        page = p > 0 ? (size_t)p : 4096;
+    }
+    return (n + page - 1) & ~(page - 1);
 }
 
 /* Mapped pages for a table, not backed by huge pages: a huge page would
@@ -84,35 +90,67 @@ static void *map_table(size_t size)
 {
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+
+    if (p == MAP_FAILED)
+        return NULL;
+    (void)madvise(p, size, MADV_NOHUGEPAGE);
+    return p;
 }
 
-/* p, mapped, moved (without copying) to a mapping of size bytes. */
-static void *remap_table(void *p, size_t old, size_t size)
+/* A new mapping for a table of size bytes, with room ahead if it can:
+ * the room in *room. */
+static void *map_with_room(size_t size, size_t *room)
 {
-    void *q = mremap(p, old, size, MREMAP_MAYMOVE);
+    void *p = map_table(*room = page_round(size) * TABLE_HEADROOM);
+
+    if (p == NULL)
+        p = map_table(*room = page_round(size));
+    return p;
+}
+
+/* p, mapped, moved with its pages (no copy) to a mapping with room for
+ * size bytes (a TLB shootdown, but once in several growths). */
+static void *remap_with_room(void *p, size_t old, size_t size, size_t *room)
+{
+    void *q = mremap(p, old, *room = page_round(size) * TABLE_HEADROOM,
+                     MREMAP_MAYMOVE);
+
+    if (q == MAP_FAILED)
+        q = mremap(p, old, *room = page_round(size), MREMAP_MAYMOVE);
     return q == MAP_FAILED ? NULL : q;
 }
 
-void *lm_table_grow(void *p, size_t *room, size_t size)
+void *lm_table_grow(void *p, size_t *room, size_t used, size_t size)
 {
-    size_t want = page_round(size) * TABLE_HEADROOM;
+    size_t want;
     void *q;
 
     if (size <= *room)
         return p;
-    if (p != NULL) {
-        q = remap_table(p, *room, want);
-        if (q == NULL && (q = remap_table(p, *room, page_round(size))) != NULL)
-            want = page_round(size);
+    if (*room >= LM_TABLE_GROW_MAPPED) {
+        q = remap_with_room(p, *room, size, &want);
     } else {
-        q = map_table(want);
-        if (q == NULL && (q = map_table(page_round(size))) != NULL)
-            want = page_round(size);
+        /* malloc's rooms stay under LM_TABLE_GROW_MAPPED: their size
+         * tells them from mappings (see lm_table_free). */
+        want = (size + 63) & ~(size_t)63;
+        if (want < LM_TABLE_GROW_MAPPED) {
+            if ((q = aligned_alloc(64, want)) != NULL)
+                memset(q, 0, want);
+        } else {
+            q = map_with_room(size, &want);
+        }
+        if (q != NULL && p != NULL) {
+            memcpy(q, p, used);
+            free(p);
+        }
     }
     if (q == NULL)
         return NULL;
-    (void)madvise(q, want, MADV_NOHUGEPAGE);
     *room = want;
     return q;
+}
+
+size_t lm_table_resident(size_t size, size_t room)
+{
+    return room < LM_TABLE_GROW_MAPPED ? room : page_round(size);
 }

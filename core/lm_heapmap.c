@@ -55,6 +55,9 @@ void lm_heap_free(struct lm_heapmap *m)
 {
     for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++)
         shard_release(&m->shard[i]);
+    free(m->scratch);
+    m->scratch = NULL;
+    m->scratch_cap = 0;
     m->count = 0;
 }
 
@@ -94,60 +97,43 @@ static uint32_t home_group(uint32_t cap, uint64_t h)
 }
 
 /*
- * The blocks that the in-place pass of grow() cannot place: those whose
- * new home group lies below their old group (which holds blocks not
- * moved yet), or whose search for room would run past the table's end.
- * A dry run of the same pass on fill counts (fill: a byte per new
- * group), so that their buffer is there before anything moves.
+ * Where grow()'s pass puts a block of old group g whose new home group
+ * is t: the first group from t up with room (fill counts the blocks the
+ * pass put in each: it fills a group's slots in order), counted there;
+ * or UINT32_MAX if the block must wait until the pass is over, when t
+ * lies below g (a group that holds blocks not moved yet) or no group
+ * before the end has room.  The counts, not the control words: a
+ * control byte just stored cannot be forwarded to a load of its whole
+ * word, and the blocks of a group mostly go to the same new group.
  */
-static uint32_t count_late(const struct lm_heap_shard *s,
-                           const uint8_t *old_ctrl, uint32_t ncap,
-                           uint8_t *fill)
+static uint32_t pass_target(uint8_t *fill, uint32_t ngroups, uint32_t g,
+                            uint32_t t)
 {
-    uint32_t late = 0, ngroups = ncap / LM_HEAP_GROUP;
+    if (t < g)
+        return UINT32_MAX;
+    while (t < ngroups && fill[t] == LM_HEAP_GROUP)
+        t++;
+    if (t == ngroups)
+        return UINT32_MAX;
+    fill[t]++;
+    return t;
+}
+
+/* The blocks grow()'s pass will leave waiting: a dry run of it on the
+ * fill counts alone, so that their buffer is there before a block moves. */
+static uint32_t count_late(const struct lm_heap_shard *s,
+                           const uint8_t *old_ctrl, uint32_t cap, uint8_t *fill)
+{
+    uint32_t late = 0, ngroups = cap / LM_HEAP_GROUP;
 
     memset(fill, 0, ngroups);
     for (uint32_t g = s->cap / LM_HEAP_GROUP; g-- > 0;)
         for (uint32_t m = full_in(old_ctrl, g); m != 0; m &= m - 1) {
             uint64_t h = s->slots[g * LM_HEAP_GROUP + lm_heap_first(m)].key;
-            uint32_t t = home_group(ncap, h);
-            if (t < g) {
-                late++;
-                continue;
-            }
-            while (t < ngroups && fill[t] == LM_HEAP_GROUP)
-                t++;
-            if (t == ngroups)
-                late++;
-            else
-                fill[t]++;
+            late +=
+                pass_target(fill, ngroups, g, home_group(cap, h)) == UINT32_MAX;
         }
     return late;
-}
-
-/*
- * The first empty slot from home's group to the table's end, with fill
- * counting the blocks in each group (the pass fills a group's slots in
- * order): the block is counted in the full groups it passes.  UINT32_MAX
- * if there is none.  The counts, not the control words: a control byte
- * just stored cannot be forwarded to a load of its whole word, and the
- * blocks of a group mostly go to the same new group.
- */
-static uint32_t room_before_end(struct lm_heap_shard *s, uint32_t home,
-                                uint8_t *fill)
-{
-    uint32_t ngroups = s->cap / LM_HEAP_GROUP, g = home / LM_HEAP_GROUP;
-
-    while (g < ngroups && fill[g] == LM_HEAP_GROUP)
-        g++;
-    if (g == ngroups)
-        return UINT32_MAX;
-    for (uint32_t k = home / LM_HEAP_GROUP; k < g; k++) {
-        uint8_t *o = lm_heap_over_of(s, k * LM_HEAP_GROUP);
-        if (*o != LM_HEAP_OVER_STUCK)
-            (*o)++;
-    }
-    return g * LM_HEAP_GROUP + fill[g]++;
 }
 
 /* Makes s's table hold cap slots, all empty, at t. */
@@ -164,21 +150,31 @@ static void set_table(struct lm_heap_shard *s, void *t, uint32_t cap)
     }
 }
 
+/* Counts a block homed at group t in the full groups up to group u. */
+static void count_passed(struct lm_heap_shard *s, uint32_t t, uint32_t u)
+{
+    for (; t < u; t++) {
+        uint8_t *o = lm_heap_over_of(s, t * LM_HEAP_GROUP);
+        if (*o != LM_HEAP_OVER_STUCK)
+            (*o)++;
+    }
+}
+
 /*
  * Moves the blocks of a shard grown to cap slots from the old layout
  * (old_ctrl: a copy of its control words; the slots where they were) to
  * the new one, in place, from the top group down: a block's new home is
  * at or above its old one (homes scale with the table), so it goes to
  * groups already emptied, or past the old end.  The few that cannot go
- * there yet wait in late, and are inserted last.
+ * there yet (see pass_target) wait in late, and are inserted last.
  */
 static void move_in_place(struct lm_heap_shard *s, uint32_t old_cap,
                           const uint8_t *old_ctrl, uint8_t *fill,
                           struct lm_heap_slot *late, uint32_t late_cap)
 {
-    uint32_t nlate = 0;
+    uint32_t nlate = 0, ngroups = s->cap / LM_HEAP_GROUP;
 
-    memset(fill, 0, s->cap / LM_HEAP_GROUP);
+    memset(fill, 0, ngroups);
     for (uint32_t g = old_cap / LM_HEAP_GROUP; g-- > 0;) {
         struct lm_heap_slot moving[LM_HEAP_GROUP];
         uint32_t n = 0;
@@ -187,15 +183,16 @@ static void move_in_place(struct lm_heap_shard *s, uint32_t old_cap,
             moving[n++] = s->slots[g * LM_HEAP_GROUP + lm_heap_first(m)];
         for (uint32_t k = 0; k < n; k++) {
             uint64_t h = moving[k].key;
-            uint32_t home = lm_heap_home(s, h), j = UINT32_MAX;
-            if (home / LM_HEAP_GROUP >= g)
-                j = room_before_end(s, home, fill);
-            if (j == UINT32_MAX) {
+            uint32_t t = lm_heap_home(s, h) / LM_HEAP_GROUP;
+            uint32_t u = pass_target(fill, ngroups, g, t);
+            if (u == UINT32_MAX) {
                 assert(nlate < late_cap); /* count_late ran the same pass */
                 late[nlate++] = moving[k];
-            } else
-                lm_heap_place(s, j, h,
-                              (struct lm_block){moving[k].size, moving[k].loc});
+                continue;
+            }
+            count_passed(s, t, u);
+            lm_heap_place(s, u * LM_HEAP_GROUP + fill[u] - 1, h,
+                          (struct lm_block){moving[k].size, moving[k].loc});
         }
     }
     for (uint32_t k = 0; k < nlate; k++)
@@ -203,53 +200,67 @@ static void move_in_place(struct lm_heap_shard *s, uint32_t old_cap,
                    (struct lm_block){late[k].size, late[k].loc});
 }
 
+/* m's scratch buffer, with room for n bytes: kept from one growth to the
+ * next (the largest shard's control words and a little more), so that
+ * growing allocates no memory of its own. */
+static uint8_t *scratch(struct lm_heapmap *m, size_t n)
+{
+    if (n > m->scratch_cap) {
+        uint8_t *p = realloc(m->scratch, n);
+        if (p == NULL)
+            return NULL;
+        m->scratch = p;
+        m->scratch_cap = n;
+    }
+    return m->scratch;
+}
+
 /*
- * Grows a shard to cap slots, in place: the table's room is reserved
+ * Grows a shard of m to cap slots, in place: a table's room is reserved
  * ahead (see lm_table_grow), so that growing costs no page faults for
  * the blocks it holds and no unmapping, and its blocks move within it.
  * Copied into a new table, s20m.bin's blocks took 74 ms of the two-thread
  * worker's 700, half of them in page faults and munmap; moved in place,
- * 41 ms.  Everything that can fail is done before a block moves.
+ * 30 ms.  Everything that can fail is done before a block moves.  The
+ * scratch: the old control words, the fill counts, the late blocks.
  */
-static int grow(struct lm_heap_shard *s, uint32_t cap)
+static int grow(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
 {
     size_t old_ctrl_bytes = ctrl_bytes(s->cap), room = (size_t)s->room * 64;
+    size_t late_at = (old_ctrl_bytes + cap / LM_HEAP_GROUP + 15) & ~(size_t)15;
     uint32_t old_cap = s->cap, nlate = 0;
-    uint8_t *scratch = NULL; /* the old control words, then fill counts */
-    struct lm_heap_slot *late = NULL;
+    uint8_t *buf = NULL;
     void *t;
 
+    /* The new control words lie past the old table's end. */
+    assert((size_t)cap * sizeof(struct lm_heap_slot) >= table_bytes(old_cap));
     if (old_cap != 0) {
-        scratch = malloc(old_ctrl_bytes + cap / LM_HEAP_GROUP);
-        if (scratch == NULL)
+        if ((buf = scratch(m, late_at)) == NULL)
             return -1;
-        memcpy(scratch, s->ctrl, old_ctrl_bytes);
-        nlate = count_late(s, scratch, cap, scratch + old_ctrl_bytes);
-        if (nlate != 0 && (late = malloc(nlate * sizeof(*late))) == NULL)
-            goto fail;
+        memcpy(buf, s->ctrl, old_ctrl_bytes);
+        nlate = count_late(s, buf, cap, buf + old_ctrl_bytes);
+        if ((buf = scratch(m, late_at + nlate * sizeof(*s->slots))) == NULL)
+            return -1;
     }
-    t = lm_table_grow(s->slots, &room, table_bytes(cap));
+    t = lm_table_grow(s->slots, &room, table_bytes(old_cap),
+                      m->pages_first && table_bytes(cap) < LM_TABLE_GROW_MAPPED
+                          ? LM_TABLE_GROW_MAPPED
+                          : table_bytes(cap));
     if (t == NULL)
-        goto fail;
+        return -1;
     s->room = (uint32_t)(room / 64);
     set_table(s, t, cap);
     if (old_cap != 0)
-        move_in_place(s, old_cap, scratch, scratch + old_ctrl_bytes, late,
-                      nlate);
-    free(scratch);
-    free(late);
+        move_in_place(s, old_cap, buf, buf + old_ctrl_bytes,
+                      (struct lm_heap_slot *)(void *)(buf + late_at), nlate);
     return 0;
-fail:
-    free(scratch);
-    free(late);
-    return -1;
 }
 
 /*
  * Makes room for one more block: grows by a quarter when 3/4 are live,
  * so that the load stays between 0.6 and 0.75 (19 to 28 bytes a block).
  */
-static int make_room(struct lm_heap_shard *s)
+static int make_room(struct lm_heapmap *m, struct lm_heap_shard *s)
 {
     uint32_t cap = s->cap;
 
@@ -260,13 +271,13 @@ static int make_room(struct lm_heap_shard *s)
     else
         cap =
             (cap + cap / 4 + LM_HEAP_GROUP - 1) / LM_HEAP_GROUP * LM_HEAP_GROUP;
-    return grow(s, cap);
+    return grow(m, s, cap);
 }
 
 int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
                         uint64_t h, struct lm_block blk)
 {
-    if (make_room(s) != 0)
+    if (make_room(m, s) != 0)
         return -1;
     insert_new(s, h, blk);
     m->count++;
@@ -275,10 +286,11 @@ int lm_heap_insert_slow(struct lm_heapmap *m, struct lm_heap_shard *s,
 
 uint64_t lm_heap_memory(const struct lm_heapmap *m)
 {
-    uint64_t bytes = 0;
+    uint64_t bytes = m->scratch_cap;
 
     for (unsigned int i = 0; i < LM_HEAP_SHARDS; i++)
         if (m->shard[i].cap != 0)
-            bytes += table_bytes(m->shard[i].cap);
+            bytes += lm_table_resident(table_bytes(m->shard[i].cap),
+                                       (size_t)m->shard[i].room * 64);
     return bytes;
 }

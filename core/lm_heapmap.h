@@ -71,6 +71,12 @@ struct lm_heapmap {
     struct lm_heap_shard shard[LM_HEAP_SHARDS];
     uint64_t seed;
     uint64_t count;
+    uint8_t *scratch; /* for growing shards (see lm_heapmap.c) */
+    size_t scratch_cap;
+    /* Tables are mapped pages from the first, not malloc's while small:
+     * a part's (see lm_state_join), whose thread's malloc arena would
+     * keep the holes they leave. */
+    uint8_t pages_first;
 };
 
 /* A block as stored: its size and allocation site. */

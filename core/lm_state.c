@@ -956,6 +956,7 @@ int lm_state_apply(void *state, const struct lm_record *recs, size_t n,
 void lm_state_join(struct lm_state *part, const struct lm_state *s)
 {
     part->heap.seed = s->heap.seed;
+    part->heap.pages_first = 1;
 }
 
 /* A location's counters and key, fetched ahead: with thousands of sites,

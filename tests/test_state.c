@@ -690,18 +690,20 @@ static void test_heap_map_churn(void)
     lm_heap_free(&m);
 }
 
-/* A table grown within its reserved room, and past it, keeps what it
- * held; what it never held reads zero. */
+/* A table grown from malloc's memory to mapped pages, within its
+ * reserved room and past it, keeps what it held; what it never held
+ * reads zero. */
 static void test_table_grows_keeping_its_bytes(void)
 {
-    size_t sizes[] = {100, 3000, 64 * 1024, 5 << 20}, room = 0, used = 0;
+    size_t sizes[] = {100, LM_TABLE_GROW_MAPPED - 1, 64 * 1024, 5 << 20};
+    size_t room = 0, used = 0;
     unsigned char *t = NULL;
 
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-        unsigned char *g = lm_table_grow(t, &room, sizes[k]);
+        unsigned char *g = lm_table_grow(t, &room, used, sizes[k]);
         CU_ASSERT_PTR_NOT_NULL_FATAL(g);
         CU_ASSERT(room >= sizes[k]);
-        CU_ASSERT_EQUAL((uintptr_t)g % 4096, 0);
+        CU_ASSERT_EQUAL((uintptr_t)g % 64, 0);
         for (size_t i = 0; i < used; i++)
             if (g[i] != (unsigned char)(i * 7 + 1)) {
                 CU_FAIL("a byte the table held changed");
