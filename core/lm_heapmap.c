@@ -150,16 +150,6 @@ static void set_table(struct lm_heap_shard *s, void *t, uint32_t cap)
     }
 }
 
-/* Counts a block homed at group t in the full groups up to group u. */
-static void count_passed(struct lm_heap_shard *s, uint32_t t, uint32_t u)
-{
-    for (; t < u; t++) {
-        uint8_t *o = lm_heap_over_of(s, t * LM_HEAP_GROUP);
-        if (*o != LM_HEAP_OVER_STUCK)
-            (*o)++;
-    }
-}
-
 /*
  * Moves the blocks of a shard grown to cap slots from the old layout
  * (old_ctrl: a copy of its control words; the slots where they were) to
@@ -190,7 +180,7 @@ static void move_in_place(struct lm_heap_shard *s, uint32_t old_cap,
                 late[nlate++] = moving[k];
                 continue;
             }
-            count_passed(s, t, u);
+            lm_heap_count_overflow(s, t * LM_HEAP_GROUP, u * LM_HEAP_GROUP, +1);
             lm_heap_place(s, u * LM_HEAP_GROUP + fill[u] - 1, h,
                           (struct lm_block){moving[k].size, moving[k].loc});
         }
