@@ -263,6 +263,28 @@ static int bench_exec(int argc, char **argv)
     return 0;
 }
 
+/* Reads a VM's first bytes (its hello, whole or not) from an ingest
+ * socket; returns the pipe they brought, or fd. */
+static int take_hello_pipe(int fd, void *buf, size_t len)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, len};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *c;
+    int in = fd;
+
+    if (recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) > 0 &&
+        (c = CMSG_FIRSTHDR(&msg)) != NULL && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&in, CMSG_DATA(c), sizeof(int));
+    return in;
+}
+
 /* Accepts connections on a Unix socket and reads each to the end in a
  * process of its own, discarding: the reader for the VM streaming
  * benchmark, as concurrent as ljmpd is. */
@@ -294,7 +316,10 @@ static int bench_drain(int argc, char **argv)
             close(lfd);
             if (write(fd, &ack, 1) != 1)
                 _exit(1);
-            while (read(fd, buf, sizeof(buf)) > 0)
+            /* The stream comes through the pipe that a version 3 hello
+             * brings, if any, else on the socket. */
+            int in = take_hello_pipe(fd, buf, sizeof(buf));
+            while (read(in, buf, sizeof(buf)) > 0)
                 ;
             _exit(0);
         }
@@ -322,7 +347,7 @@ static int bench_replay(int argc, char **argv)
     uint8_t ack = 0;
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         write_all(fd, hello,
-                  ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "replay")) != 0) {
+                  ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "replay")) != 0) {
         fprintf(stderr, "ljmp-bench replay: %s: %s\n", argv[1],
                 strerror(errno));
         return 1;

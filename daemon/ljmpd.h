@@ -131,8 +131,10 @@ struct session {
     char *cmdline;
     uint64_t process_start_ms, start_ms, end_ms;
 
-    int fd;
-    struct event *ev;
+    int fd;           /* the ingest socket */
+    int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */
+    int bad_fds;      /* file descriptors that came beside the hello's pipe */
+    struct event *ev; /* reading the stream: from the pipe, if any */
     enum session_phase phase;
     uint8_t hello[LJMP_HELLO_MAX];
     size_t hello_len;

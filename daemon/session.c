@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -155,6 +157,7 @@ void session_accept(struct server *srv, int fd)
         goto oom;
     s->srv = srv;
     s->fd = fd;
+    s->pipe_fd = -1;
     s->pid = cred.pid;
     s->uid = cred.uid;
     s->gid = cred.gid;
@@ -224,6 +227,8 @@ void session_free(struct session *s)
         event_free(s->ev);
     if (s->fd >= 0)
         close(s->fd);
+    if (s->pipe_fd >= 0)
+        close(s->pipe_fd);
     if (s->rec != NULL)
         recording_finish(s->rec, s);
     lm_groups_free(&s->groups);
@@ -411,6 +416,9 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     s->ev = NULL;
     close(s->fd);
     s->fd = -1;
+    if (s->pipe_fd >= 0)
+        close(s->pipe_fd);
+    s->pipe_fd = -1;
     /* The decoder's and the reads' buffers go (those of jobs still out,
      * which an earlier job's end left unfed, when they come back); the
      * state stays for queries. */
@@ -512,6 +520,59 @@ static void wait_for_symbols(struct session *s)
         evtimer_add(s->symload_timer, &tv);
 }
 
+/*
+ * After a whole hello: a version 3 VM streams through the pipe whose read
+ * end came with it (see ljmp_ingest.h), so the stream is read from there,
+ * and the socket must say nothing more (after reads bytes came after the
+ * hello).  The descriptor is the peer's to choose: it must be a pipe's
+ * read end, and is read without blocking whatever the peer does with its
+ * flags (read_stream).  0, or -1 once the session is refused.
+ */
+static int take_pipe(struct session *s, size_t after)
+{
+    struct stat st;
+    int fl;
+
+    if (s->bad_fds) {
+        session_reject(s, "file descriptors other than one pipe came with "
+                          "the hello");
+        return -1;
+    }
+    if (s->hello[4] < LJMP_INGEST_PIPE_VERSION) {
+        if (s->pipe_fd < 0)
+            return 0;
+        session_reject(s,
+                       "a version %u hello came with a file descriptor "
+                       "(only version %u's brings its pipe)",
+                       s->hello[4], LJMP_INGEST_PIPE_VERSION);
+        return -1;
+    }
+    if (s->pipe_fd < 0) {
+        session_reject(s, "a version %u hello came without its pipe",
+                       s->hello[4]);
+        return -1;
+    }
+    if (fstat(s->pipe_fd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
+        (fl = fcntl(s->pipe_fd, F_GETFL)) < 0 || (fl & O_ACCMODE) != O_RDONLY) {
+        session_reject(s, "the file descriptor sent with the hello is not a "
+                          "pipe's read end");
+        return -1;
+    }
+    if (after > 0) {
+        session_reject(s,
+                       "%zu bytes on the socket after a version %u "
+                       "hello (its stream comes through the pipe)",
+                       after, s->hello[4]);
+        return -1;
+    }
+    fcntl(s->pipe_fd, F_SETFL, fl | O_NONBLOCK);
+    event_del(s->ev);
+    event_assign(s->ev, s->srv->base, s->pipe_fd, EV_READ | EV_PERSIST,
+                 session_read, s);
+    event_priority_set(s->ev, PRIO_INGEST);
+    return 0;
+}
+
 /* Takes hello bytes; returns how many, or -1 once the session ended. */
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
@@ -539,6 +600,8 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
     if (s->hello_len == 7 && s->hello[6] > 0)
         return (ssize_t)take; /* the version string follows */
     if (s->hello_len == want) {
+        if (take_pipe(s, n - take) != 0)
+            return -1;
         s->vm_flavour = s->hello[5];
         memcpy(s->vm_version, s->hello + 7, s->hello[6]);
         s->vm_version[s->hello[6]] = '\0';
@@ -853,6 +916,63 @@ static void session_gone(struct session *s, const char *why)
     feed_wait_for(s);
 }
 
+/* Keeps what came with the hello: one pipe's read end; more is noted
+ * (take_pipe refuses it) and closed. */
+static void take_passed_fds(struct session *s, struct msghdr *msg)
+{
+    if (msg->msg_flags & MSG_CTRUNC)
+        s->bad_fds = 1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
+         c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (s->pipe_fd < 0 && !s->bad_fds && i == 0 && nfd == 1) {
+                s->pipe_fd = fd;
+                continue;
+            }
+            s->bad_fds = 1;
+            close(fd);
+        }
+    }
+}
+
+/*
+ * Reads stream bytes: during the hello with recvmsg, for the pipe that a
+ * version 3 hello brings (later ones the kernel drops with the read);
+ * from a pipe without waiting even if its flags say otherwise: the peer
+ * holds that file description too, and could clear O_NONBLOCK and drain
+ * the pipe between our poll and our read.
+ */
+static ssize_t read_stream(struct session *s, int fd, uint8_t *buf, size_t n)
+{
+    if (fd == s->pipe_fd) {
+        struct iovec iov = {buf, n};
+        ssize_t r = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+        if (r >= 0 || errno != EOPNOTSUPP)
+            return r;
+        return read(fd, buf, n); /* an old kernel: O_NONBLOCK only */
+    }
+    if (s->phase != SESSION_HELLO)
+        return read(fd, buf, n);
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, n};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (r >= 0)
+        take_passed_fds(s, &msg);
+    return r;
+}
+
 /* One read per callback: a busy VM waits for the next loop iteration
  * while the others are served. */
 static void session_read(evutil_socket_t fd, short what, void *arg)
@@ -879,7 +999,7 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         session_reject(s, "ljmpd is out of memory for its read buffers");
         return;
     }
-    n = read(fd, buf, read_size(srv));
+    n = read_stream(s, fd, buf, read_size(srv));
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN)
             return;

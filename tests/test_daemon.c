@@ -10,13 +10,16 @@
 #include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -765,7 +768,7 @@ static void test_bad_ingest(void)
 {
     Ljmp__SessionState st = 0;
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
     struct lm_buf b = {0};
 
     /* Not a VM at all: rejected and counted, not kept as a session (it
@@ -834,6 +837,202 @@ static void test_bad_ingest(void)
     ljmp__response__free_unpacked(r, NULL);
 }
 
+/* A hello of a version on a new ingest connection, with nfds descriptors
+ * attached (SCM_RIGHTS), as a version 3 VM sends its pipe, and the bytes
+ * of `after` in the same message; the socket. */
+static int send_hello_with(uint8_t version, const int *fds, int nfds,
+                           const char *after)
+{
+    uint8_t hello[LJMP_HELLO_MAX + 16];
+    size_t hl = ljmp_hello_encode(hello, version, LJMP_VM_LUAJIT, "test");
+
+    CU_ASSERT_FATAL(strlen(after) <= 16);
+    memcpy(hello + hl, after, strlen(after));
+    hl += strlen(after);
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {hello, hl};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    int fd = connect_unix(ingest_path);
+
+    CU_ASSERT_FATAL(fd >= 0 && nfds <= 4);
+    if (nfds > 0) {
+        memset(&ctl, 0, sizeof(ctl));
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    CU_ASSERT_EQUAL(sendmsg(fd, &msg, MSG_NOSIGNAL), (ssize_t)hl);
+    return fd;
+}
+
+/* The daemon closed fd after logging why, and the log says `why`. */
+static void expect_refused(int fd, const char *why)
+{
+    char byte;
+
+    CU_ASSERT_EQUAL(read(fd, &byte, 1), 0);
+    close(fd);
+    char *log = test_slurp("ljmpd.log");
+    if (strstr(log, why) == NULL)
+        fprintf(stderr, "\nno \"%s\" in the log\n", why);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, why));
+    free(log);
+}
+
+/*
+ * What comes with a hello besides its bytes is the peer's to choose: a
+ * version 3 hello must bring one pipe's read end, and nothing else may;
+ * anything else is refused with its reason, and only that peer goes.
+ */
+static void test_bad_pipe_hellos(void)
+{
+    int p[2], q[2], null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    uint64_t rejected =
+        daemon_counter(offsetof(Ljmp__DaemonCounters, sessions_rejected));
+
+    CU_ASSERT_FATAL(pipe2(p, O_CLOEXEC) == 0 && pipe2(q, O_CLOEXEC) == 0);
+    expect_refused(send_hello_with(3, NULL, 0, ""),
+                   "a version 3 hello came without its pipe");
+    expect_refused(send_hello_with(3, &null, 1, ""),
+                   "the file descriptor sent with the hello is not a pipe's "
+                   "read end");
+    expect_refused(send_hello_with(3, &p[1], 1, ""),
+                   "the file descriptor sent with the hello is not a pipe's "
+                   "read end");
+    expect_refused(send_hello_with(2, &p[0], 1, ""),
+                   "a version 2 hello came with a file descriptor");
+    int two[2] = {p[0], q[0]};
+    expect_refused(send_hello_with(3, two, 2, ""),
+                   "file descriptors other than one pipe came with the hello");
+    /* The stream belongs in the pipe, not after the hello on the socket
+     * (later bytes there are never read). */
+    expect_refused(send_hello_with(3, &p[0], 1, "ljs"),
+                   "3 bytes on the socket after a version 3 hello");
+    CU_ASSERT_TRUE(wait_counter(
+        offsetof(Ljmp__DaemonCounters, sessions_rejected), rejected + 6));
+    CU_ASSERT_TRUE(daemon_up());
+    close(null);
+    close(p[0]);
+    close(p[1]);
+    close(q[0]);
+    close(q[1]);
+}
+
+/* Whether ljmpd answers a list request within ms (not only lives). */
+static int daemon_answers(int ms)
+{
+    Ljmp__Request req;
+    Ljmp__ListRequest lr;
+    struct conn c;
+
+    if (conn_open(&c) != 0)
+        return 0;
+    list_request(&req, &lr);
+    Ljmp__Response *r = conn_send(&c, &req, -1) != 0 ? conn_recv(&c, ms) : NULL;
+    conn_close(&c);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return r != NULL;
+}
+
+/* Takes bytes from a pipe, never waiting, until told: each a few
+ * microseconds after it came, a time that varies, so that some are taken
+ * between ljmpd's poll and its read. */
+struct stealer {
+    pthread_t thread_id;
+    int fd;
+    volatile int stop;
+    uint64_t taken;
+};
+
+static void *steal(void *arg)
+{
+    struct stealer *t = arg;
+    struct pollfd pf = {.fd = t->fd, .events = POLLIN};
+    char buf[64];
+
+    for (unsigned k = 0; !t->stop; k++) {
+        struct timespec t0, now;
+        if (poll(&pf, 1, 10) != 1)
+            continue;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        long wait_ns = (long)(k * 7919 % 40) * 1000;
+        do
+            clock_gettime(CLOCK_MONOTONIC, &now);
+        while ((now.tv_sec - t0.tv_sec) * 1000000000L + now.tv_nsec -
+                   t0.tv_nsec <
+               wait_ns);
+        struct iovec iov = {buf, sizeof(buf)};
+        ssize_t n = preadv2(t->fd, &iov, 1, -1, RWF_NOWAIT);
+        if (n > 0)
+            t->taken += (uint64_t)n;
+    }
+    return NULL;
+}
+
+/*
+ * A peer keeps its own copy of the pipe's read end, clears O_NONBLOCK on
+ * it (the file description is shared) and races ljmpd for the bytes, so
+ * that ljmpd may find the pipe empty after poll said it was not: a
+ * blocking read would then hang the whole daemon.  Whether a byte goes
+ * in that window is up to the scheduler (level-triggered epoll checks
+ * again before it reports), so this shows the daemon unharmed by such a
+ * peer, not the window itself.  The session is the peer's to spoil;
+ * ljmpd must answer on, and end it when the pipe closes.
+ */
+static void test_pipe_reader_race(void)
+{
+    int p[2], unread = 1;
+    uint64_t before = newest_session_id(getpid());
+    struct stealer t = {0};
+
+    CU_ASSERT_FATAL(pipe2(p, O_CLOEXEC) == 0);
+    int fd = send_hello_with(3, &p[0], 1, "");
+    char ack;
+    CU_ASSERT_EQUAL(read(fd, &ack, 1), 1); /* ljmpd took the pipe */
+    CU_ASSERT(fcntl(p[0], F_SETFL, 0) == 0);
+    /* A symbol table entry with a long name, read by ljmpd before the
+     * race: then any byte either side takes is a byte of the name. */
+    struct lm_buf b = {0};
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_buf_byte(&b, 0); /* SYMTAB_LFUNC */
+    lm_buf_uleb(&b, 0x1000);
+    lm_buf_uleb(&b, 1000000); /* chunk name length */
+    CU_ASSERT_EQUAL(write(p[1], b.data, b.len), (ssize_t)b.len);
+    lm_buf_free(&b);
+    for (int i = 0; i < 500 && unread > 0; i++) {
+        if (ioctl(p[1], FIONREAD, &unread) != 0)
+            break;
+        sleep_ms(10);
+    }
+    CU_ASSERT_EQUAL_FATAL(unread, 0);
+    t.fd = p[0];
+    CU_ASSERT_FATAL(pthread_create(&t.thread_id, NULL, steal, &t) == 0);
+    for (int i = 0; i < 3000; i++) {
+        CU_ASSERT_EQUAL(write(p[1], "a", 1), 1);
+        usleep(60); /* one byte at a time, for either side to take */
+    }
+    t.stop = 1;
+    pthread_join(t.thread_id, NULL);
+    CU_ASSERT(t.taken > 0);
+    CU_ASSERT_TRUE(daemon_answers(3000));
+    close(p[0]);
+    close(p[1]);
+    Ljmp__Response *r = wait_own_session_end(before);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(session_in(r, getpid())->info->state,
+                    LJMP__SESSION_STATE__TRUNCATED);
+    ljmp__response__free_unpacked(r, NULL);
+    close(fd);
+}
+
 /* What a peer chose (here a VM's version in its hello) is logged with its
  * control characters escaped: it cannot forge a line of the log. */
 static void test_peer_text_in_log(void)
@@ -841,7 +1040,7 @@ static void test_peer_text_in_log(void)
     static const char forged[] =
         "x\n2099-01-01T00:00:00.000Z ljmpd error: forged\x1b[2J";
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, forged);
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, forged);
     Ljmp__SessionState st = 0;
 
     free(ingest_raw(hello, hl, &st));
@@ -909,7 +1108,7 @@ static void test_long_c_name_cut(void)
     /* One allocation by that function, from this process (whose maps
      * ljmpd reads at the hello). */
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
     struct lm_loc_ref loc = {.source = LM_SRC_CFUNC, .addr = (uintptr_t)fn};
     struct lm_buf b = {0};
     Ljmp__SessionState st = 0;
@@ -954,7 +1153,8 @@ static void test_mapped_fifo(void)
 
     struct lm_buf b = {0};
     uint8_t hello[LJMP_HELLO_MAX];
-    lm_buf_bytes(&b, hello, ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test"));
+    lm_buf_bytes(&b, hello,
+                 ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test"));
     lm_enc_begin(&b, LM_REV_R3);
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
@@ -1099,7 +1299,7 @@ static void test_symbols_off_the_loop(void)
     enum { NSYMS = 300000, NAMED = 123456 };
     char path[300];
     uint8_t hello[LJMP_HELLO_MAX], ack = 0;
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "many-symbols");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "many-symbols");
 
     size_t size;
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
@@ -1161,7 +1361,7 @@ static void test_symbols_wait(void)
     enum { NAMED = 4321 };
     char path[300];
     uint8_t hello[LJMP_HELLO_MAX], ack = 0;
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "symbols-late");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "symbols-late");
 
     size_t size;
     CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
@@ -1246,7 +1446,7 @@ static void test_symbols_users_in_turn(void)
     enum { QUEUED = 4 };
     char path[300], c;
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "in-turn");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "in-turn");
     int p[2];
 
     size_t size;
@@ -1345,7 +1545,7 @@ static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
 static void test_slots_per_user(void)
 {
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
 
     if (getuid() != 0)
         return; /* no other user to be */
@@ -1367,7 +1567,7 @@ static void test_eviction_per_user(void)
     Ljmp__SessionState st = 0;
     struct lm_buf b = {0};
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
 
     if (getuid() != 0)
         return; /* no other user to be */
@@ -1393,7 +1593,7 @@ static void test_eviction_per_user(void)
 static size_t build_stream(struct lm_buf *b, unsigned n)
 {
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
     struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
 
     lm_buf_bytes(b, hello, hl);
@@ -1572,7 +1772,7 @@ static void test_snapshot_over_frame(void)
 {
     Ljmp__SessionState st = 0;
     uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, LJMP_VM_LUAJIT, "test");
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
     struct lm_buf b = {0};
     enum { NAME = 64 * 1024, ROWS = 1000 };
     char *chunk = malloc(NAME + 1);
@@ -2373,6 +2573,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "VM killed mid-stream", test_vm_killed);
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
+    CU_add_test(s, "bad pipe hellos", test_bad_pipe_hellos);
+    CU_add_test(s, "a peer races ljmpd for its pipe", test_pipe_reader_race);
     CU_add_test(s, "peer text in the log", test_peer_text_in_log);
     CU_add_test(s, "peer text on a terminal", test_peer_text_on_terminal);
     CU_add_test(s, "a long C name is cut", test_long_c_name_cut);

@@ -396,8 +396,8 @@ static void test_fork_drops_pending_attach(void)
     close(lfd);
 }
 
-/* A listener that acknowledges every VM's hello and reads its stream,
- * noting each peer's pid, until told to stop. */
+/* A listener that acknowledges every VM's hello and reads its stream (from
+ * the pipe the hello brings), noting each peer's pid, until told to stop. */
 struct fake_ingest {
     int lfd;
     volatile int stop;
@@ -410,7 +410,7 @@ static void *fake_ingest_run(void *arg)
 {
     struct fake_ingest *f = arg;
     struct pollfd fds[9] = {{.fd = f->lfd, .events = POLLIN}};
-    int nfds = 1;
+    int socks[9], nfds = 1;
     char buf[65536];
 
     while (!f->stop || nfds > 1) {
@@ -420,19 +420,26 @@ static void *fake_ingest_run(void *arg)
             int fd = accept(f->lfd, NULL, NULL);
             struct ucred cred;
             socklen_t len = sizeof(cred);
-            uint8_t ack = LJMP_HELLO_ACK;
+            uint8_t ack = LJMP_HELLO_ACK, hello[LJMP_HELLO_MAX];
+            size_t hl;
+            int in = -1;
             if (fd >= 0 && f->npeers < 8 &&
                 getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
-                send(fd, &ack, 1, MSG_NOSIGNAL) == 1) {
+                send(fd, &ack, 1, MSG_NOSIGNAL) == 1 &&
+                (in = test_take_hello(fd, hello, &hl)) >= 0) {
                 f->peers[f->npeers++] = cred.pid;
-                fds[nfds++] = (struct pollfd){.fd = fd, .events = POLLIN};
+                socks[nfds] = fd;
+                fds[nfds++] = (struct pollfd){.fd = in, .events = POLLIN};
             } else if (fd >= 0) {
                 close(fd);
             }
         }
         for (int i = 1; i < nfds; i++)
             if (fds[i].revents && read(fds[i].fd, buf, sizeof(buf)) <= 0) {
-                close(fds[i].fd);
+                if (fds[i].fd != socks[i])
+                    close(fds[i].fd);
+                close(socks[i]);
+                socks[i] = socks[nfds - 1];
                 fds[i--] = fds[--nfds];
             }
     }

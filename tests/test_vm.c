@@ -255,21 +255,51 @@ static int listen_at(const char *name, char *path, size_t len)
     return fd;
 }
 
-/* Accepts a VM within ms and answers its hello as ljmpd does (the VM
- * waits for that before it streams); -1 if none came. */
-static int accept_within(int lfd, int ms)
+/* A VM's ingest connection as a test reads it: its hello, then its
+ * stream and trailer, in buf. */
+struct conn {
+    int fd; /* where the stream comes: the VM's pipe, or sock */
+    int sock;
+    pid_t pid; /* SO_PEERCRED */
+    uint8_t *buf;
+    size_t len, cap;
+};
+
+/* Accepts a VM within ms, answers its hello as ljmpd does if answer (the
+ * VM waits for that before it streams), and reads the hello into c; -1
+ * if none came. */
+static int accept_vm(int lfd, int ms, int answer, struct conn *c)
 {
     struct pollfd p = {.fd = lfd, .events = POLLIN};
     uint8_t ack = LJMP_HELLO_ACK;
-    int fd;
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
 
-    if (poll(&p, 1, ms) != 1 || (fd = accept(lfd, NULL, NULL)) < 0)
+    memset(c, 0, sizeof(*c));
+    c->fd = c->sock = -1;
+    if (poll(&p, 1, ms) != 1 || (c->sock = accept(lfd, NULL, NULL)) < 0)
         return -1;
-    CU_ASSERT_EQUAL(write(fd, &ack, 1), 1);
-    return fd;
+    if (answer)
+        CU_ASSERT_EQUAL(write(c->sock, &ack, 1), 1);
+    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
+        c->pid = cr.pid;
+    c->buf = malloc(c->cap = 1 << 16);
+    c->fd = test_take_hello(c->sock, c->buf, &c->len);
+    CU_ASSERT(c->fd >= 0);
+    return c->fd >= 0 ? 0 : -1;
 }
 
-/* Starts `env luajit tests/vm/SCRIPT.lua ARG`, its stdout to DIR/SCRIPT.out. */
+static void conn_close(struct conn *c)
+{
+    if (c->fd >= 0 && c->fd != c->sock)
+        close(c->fd);
+    if (c->sock >= 0)
+        close(c->sock);
+    c->fd = c->sock = -1;
+}
+
+/* Starts `env ENV luajit tests/vm/SCRIPT.lua ARG` (ENV: NAME=VALUE words),
+ * its stdout to DIR/SCRIPT.out. */
 static pid_t spawn(const char *script, const char *env, const char *arg)
 {
     char lua[512], out[512];
@@ -281,8 +311,9 @@ static pid_t spawn(const char *script, const char *env, const char *arg)
     if (pid == 0) {
         FILE *f = freopen(out, "w", stdout);
         (void)f;
-        if (env != NULL)
-            putenv((char *)env);
+        for (char *w = env ? strtok(strdup(env), " ") : NULL; w != NULL;
+             w = strtok(NULL, " "))
+            putenv(w);
         execl(LUAJIT_BIN, LUAJIT_BIN, lua, arg, (char *)NULL);
         _exit(127);
     }
@@ -314,14 +345,6 @@ static void expect_exit_output(pid_t pid, const char *script, const char *want)
     free(out);
 }
 
-/* Connections that VMs make to one listener, read as they come. */
-struct conn {
-    int fd;
-    pid_t pid; /* SO_PEERCRED */
-    uint8_t *buf;
-    size_t len, cap;
-};
-
 /* One read into c, its buffer grown as needed; whether bytes came. */
 static int read_some(struct conn *c)
 {
@@ -334,14 +357,10 @@ static int read_some(struct conn *c)
 }
 
 /* Reads a connection to its end. */
-static uint8_t *read_all(int fd, size_t *len)
+static void read_all(struct conn *c)
 {
-    struct conn c = {.fd = fd};
-
-    while (read_some(&c))
+    while (read_some(c))
         ;
-    *len = c.len;
-    return c.buf;
 }
 
 /*
@@ -361,7 +380,8 @@ static int decode_session(const uint8_t *buf, size_t len, struct lm_profile *p)
     /* The hello. */
     CU_ASSERT_FATAL(len > 7 + LJMP_TRAILER_SIZE);
     CU_ASSERT(memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
-    CU_ASSERT_EQUAL(buf[4], LJMP_INGEST_VERSION);
+    CU_ASSERT(buf[4] == LJMP_INGEST_PIPE_VERSION ||
+              buf[4] == LJMP_INGEST_ACK_VERSION);
     CU_ASSERT_EQUAL(buf[5], VM_FLAVOUR);
     CU_ASSERT(buf[6] > 0 && memcmp(buf + 7, "LuaJIT 2.1", 10) == 0);
     size_t hello = 7 + buf[6];
@@ -375,21 +395,26 @@ static int decode_session(const uint8_t *buf, size_t len, struct lm_profile *p)
     return 0;
 }
 
-static void check_env_socket_stream(int answer)
+static void check_env_socket_stream(int answer, int pipe)
 {
     char path[512], env[600];
     int lfd = listen_at("ingest.sock", path, sizeof(path));
-    snprintf(env, sizeof(env), "LJMP_SOCKET=%s", path);
+    snprintf(env, sizeof(env), "LJMP_SOCKET=%s%s", path,
+             pipe ? "" : " LJMP_PIPE=0");
     pid_t pid = spawn("env_socket", env, NULL);
-    int cfd = answer ? accept_within(lfd, 10000) : accept(lfd, NULL, NULL);
-    size_t len;
-    uint8_t *buf = read_all(cfd, &len);
+    struct conn c;
     struct lm_profile p;
 
-    close(cfd);
+    CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 10000, answer, &c), 0);
+    /* Through a pipe (version 3), or on the socket with LJMP_PIPE=0. */
+    CU_ASSERT_EQUAL(c.buf[4],
+                    pipe ? LJMP_INGEST_PIPE_VERSION : LJMP_INGEST_ACK_VERSION);
+    CU_ASSERT_EQUAL(c.fd != c.sock, pipe);
+    read_all(&c);
+    conn_close(&c);
     close(lfd);
     expect_exit_output(pid, "env_socket", "true\n");
-    CU_ASSERT_EQUAL_FATAL(decode_session(buf, len, &p), 0);
+    CU_ASSERT_EQUAL_FATAL(decode_session(c.buf, c.len, &p), 0);
     /* From the start: the chunk itself was announced as it was loaded. */
     CU_ASSERT(p.state.totals.symtab_events >= 1);
     /* The loop's line, in the interpreter and on the trace of the loop. */
@@ -399,17 +424,22 @@ static void check_env_socket_stream(int answer)
     /* VM start-up: the standard libraries' C functions allocate. */
     CU_ASSERT(allocs_at(&p.state, "CFUNC ", "") > 0);
     lm_profile_free(&p);
-    free(buf);
+    free(c.buf);
 }
 
 static void test_env_socket_stream(void)
 {
-    check_env_socket_stream(1);
+    check_env_socket_stream(1, 1);
 }
 
 static void test_env_socket_unanswered(void)
 {
-    check_env_socket_stream(0);
+    check_env_socket_stream(0, 1);
+}
+
+static void test_env_socket_without_pipe(void)
+{
+    check_env_socket_stream(1, 0);
 }
 
 /* A program that exits without stopping its profile (and without
@@ -420,18 +450,18 @@ static void test_exit_while_streaming(void)
     int lfd = listen_at("exit.sock", path, sizeof(path));
     snprintf(env, sizeof(env), "LJMP_SOCKET=%s", path);
     pid_t pid = spawn("exit", env, NULL);
-    int cfd = accept_within(lfd, 10000);
-    size_t len;
-    uint8_t *buf = read_all(cfd, &len);
+    struct conn c;
     struct lm_profile p;
 
-    close(cfd);
+    CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 10000, 1, &c), 0);
+    read_all(&c);
+    conn_close(&c);
     close(lfd);
     CU_ASSERT_EQUAL(wait_exit(pid), 3);
-    CU_ASSERT_EQUAL_FATAL(decode_session(buf, len, &p), 0);
+    CU_ASSERT_EQUAL_FATAL(decode_session(c.buf, c.len, &p), 0);
     CU_ASSERT_EQUAL(allocs_at(&p.state, "@", "exit.lua:5"), 100);
     lm_profile_free(&p);
-    free(buf);
+    free(c.buf);
 }
 
 /* A reader that hangs up after the hello (ljmpd refusing it): the start
@@ -484,15 +514,17 @@ static void test_socket_peer_gone(void)
     char arg[520];
     snprintf(arg, sizeof(arg), "socket:%s", path);
     pid_t pid = spawn("reader_gone", NULL, arg);
-    int cfd = accept_within(lfd, 10000);
+    struct conn c;
 
+    CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 10000, 1, &c), 0);
     /* Past the start (symbol table and prologue), into the events. */
     size_t got = 0;
     ssize_t n;
-    while (got < 64 * 1024 && (n = read(cfd, head, sizeof(head))) > 0)
+    while (got < 64 * 1024 && (n = read(c.fd, head, sizeof(head))) > 0)
         got += (size_t)n;
     CU_ASSERT(got >= 64 * 1024);
-    close(cfd);
+    conn_close(&c);
+    free(c.buf);
     close(lfd);
     expect_exit_output(pid, "reader_gone",
                        "false\tBroken pipe\t32\n"
@@ -546,26 +578,22 @@ static void test_attach_and_detach(void)
     CU_ASSERT_FATAL(wait_catches(pid, sig));
     v.sival_int = LJMP_REQ_ATTACH;
     CU_ASSERT_FATAL(sigqueue(pid, sig, v) == 0);
-    int cfd = accept_within(lfd, 5000);
-    CU_ASSERT_FATAL(cfd >= 0);
+    struct conn c;
+    CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 5000, 1, &c), 0);
 
     /* Stream a while, then detach, and read to the end. */
-    size_t cap = 1 << 20, len = 0, used;
-    uint8_t *buf = malloc(cap);
-    ssize_t n;
     int detached = 0;
-    while ((n = read(cfd, buf + len, cap - len)) > 0) {
-        len += (size_t)n;
-        if (!detached && len > 64 * 1024) {
+    while (read_some(&c)) {
+        if (!detached && c.len > 64 * 1024) {
             v.sival_int = LJMP_REQ_DETACH;
             sigqueue(pid, sig, v);
             detached = 1;
         }
-        if (len == cap)
-            buf = realloc(buf, cap *= 2);
     }
-    close(cfd);
+    conn_close(&c);
     close(lfd);
+    uint8_t *buf = c.buf;
+    size_t len = c.len, used;
     fclose(fopen(stop, "w"));
     expect_exit_output(pid, "attach_target", "false\n");
 
@@ -614,12 +642,13 @@ static void test_socket_stall_bound(void)
     char path[512];
     int lfd = listen_at("stall.sock", path, sizeof(path));
     pid_t pid = spawn("socket_stall", NULL, path);
-    int cfd = accept_within(lfd, 5000);
+    struct conn c;
 
-    CU_ASSERT(cfd >= 0);
+    CU_ASSERT_EQUAL(accept_vm(lfd, 5000, 1, &c), 0);
     expect_exit_output(pid, "socket_stall",
                        "false\tResource temporarily unavailable\t11\n");
-    close(cfd);
+    conn_close(&c);
+    free(c.buf);
     close(lfd);
 }
 
@@ -645,19 +674,15 @@ static int serve_vms(int lfd, struct conn *c, int n, int ms)
             if (!(p[i].revents & (POLLIN | POLLHUP)))
                 continue;
             if (p[i].fd == lfd) {
-                struct ucred cr;
-                socklen_t crlen = sizeof(cr);
-                memset(&c[made], 0, sizeof(c[made]));
-                c[made].fd = accept_within(lfd, 0);
-                getsockopt(c[made].fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen);
-                c[made++].pid = cr.pid;
-                open++;
+                if (accept_vm(lfd, 0, 1, &c[made]) == 0) {
+                    made++;
+                    open++;
+                }
                 continue;
             }
             for (int k = 0; k < made; k++)
                 if (c[k].fd == p[i].fd && !read_some(&c[k])) {
-                    close(c[k].fd);
-                    c[k].fd = -1;
+                    conn_close(&c[k]);
                     open--;
                 }
         }
@@ -787,6 +812,7 @@ int main(void)
                 test_reused_prototype_addresses);
     CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
     CU_add_test(s, "LJMP_SOCKET, hello unanswered", test_env_socket_unanswered);
+    CU_add_test(s, "LJMP_SOCKET, LJMP_PIPE=0", test_env_socket_without_pipe);
     CU_add_test(s, "LJMP_SOCKET, hello refused", test_env_socket_refused);
     CU_add_test(s, "socket absent", test_socket_absent);
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "lj_obj.h"
@@ -38,7 +39,7 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 
 /* The buffer is flushed when less than one item's worth is left: the
 ** longest event (61 bytes) and the 7 bytes put_uleb() may store past it. */
-#define MEMPROF_BUFSZ (256 * 1024)
+#define MEMPROF_BUFSZ LJ_MEMPROF_BUFSZ
 #define MEMPROF_ITEM_MAX 72
 
 /* A live reader should not wait for a slow allocator to fill the buffer:
@@ -69,8 +70,10 @@ typedef struct Memprof {
   lua_Alloc wrapper;  /* The wrapper installed for it. */
   void *allocd;
   MemprofOptions opt;
-  uint8_t *buf;
+  uint8_t *ring;  /* opt.nbufs buffers of MEMPROF_BUFSZ, filled in turn */
+  uint8_t *buf;  /* The one being filled. */
   uint8_t *cur;  /* The end of what buf holds. */
+  uint32_t filling;  /* buf's index in ring */
   int err;  /* errno of the first failed write; the stream stops there. */
   int last_err;  /* How the last stream ended, for readers after it. */
   volatile int moving;  /* The Lua stack is being reallocated. */
@@ -111,6 +114,9 @@ static void mp_flush(Memprof *mp)
       mp->fast_left = 0;
     }
     else mp->stream_bytes += len;
+    /* The writer may still read what it was handed (see nbufs). */
+    mp->filling = (mp->filling + 1) % mp->opt.nbufs;
+    mp->buf = mp->ring + (size_t)mp->filling * MEMPROF_BUFSZ;
   }
   mp->cur = mp->buf;
   mp->flushed_ns = mp_clock_ns();
@@ -658,12 +664,13 @@ static void memprof_detach(Memprof *mp)
   mp->fast_left = 0;
 }
 
-/* Frees the buffer and tells the writer how the stream ended. */
+/* Unmaps the buffers and tells the writer how the stream ended.  Pages
+** a writer lent to a pipe stay there, the pipe's, until read. */
 static void memprof_release(Memprof *mp, int err)
 {
   MemprofResult res;
-  free(mp->buf);
-  mp->buf = NULL;
+  munmap(mp->ring, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ);
+  mp->ring = mp->buf = NULL;
   res.events = mp->events;
   res.stream_bytes = mp->stream_bytes;
   res.err = err;
@@ -731,16 +738,23 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
     if (opt->on_stop) opt->on_stop(opt->ctx, &res);
     return LJ_MEMPROF_ERRRUN;
   }
-  /* Not from the Lua heap: the buffer is written inside the allocator. */
-  mp->buf = (uint8_t *)malloc(MEMPROF_BUFSZ);
-  if (mp->buf == NULL) {
+  /* Not from the Lua heap: the buffer is written inside the allocator.
+  ** Mapped, not malloc's: pages lent to a pipe must never be handed to
+  ** the program once the profile ends (see memprof_release). */
+  mp->opt = *opt;
+  if (mp->opt.nbufs == 0) mp->opt.nbufs = 1;
+  mp->ring = (uint8_t *)mmap(NULL, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ,
+			     PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mp->ring == MAP_FAILED) {
+    mp->ring = NULL;
     res.err = ENOMEM;
     if (opt->on_stop) opt->on_stop(opt->ctx, &res);
     return LJ_MEMPROF_ERRMEM;
   }
-  mp->opt = *opt;
   mp->owner = pthread_self();
-  mp->cur = mp->buf;
+  mp->buf = mp->cur = mp->ring;
+  mp->filling = 0;
   mp->err = 0;
   mp->moving = 0;
   mp->fast_left = 0;

@@ -21,6 +21,9 @@
 ** Numbers are ULEB128, strings a ULEB128 length and the bytes.
 */
 
+/* The size of a buffer that a writer is handed at most. */
+#define LJ_MEMPROF_BUFSZ (256 * 1024)
+
 /* Where the stream goes.  write() returns 0, or an errno value to stop. */
 typedef int (*lj_memprof_writer)(void *ctx, const void *buf, size_t len);
 
@@ -43,6 +46,10 @@ typedef struct MemprofOptions {
   ** started it) is ended there as by stop(): this is called first, so
   ** that the writer may bound what exit waits for. */
   void (*at_exit)(void *ctx);
+  /* Buffers filled in turn (0 is 1).  With more than one, write() may
+  ** keep reading a buffer after it returns (the socket writer lends its
+  ** pages to a pipe), until the write nbufs - 1 calls later returns. */
+  uint32_t nbufs;
 } MemprofOptions;
 
 enum {
