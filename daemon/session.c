@@ -523,8 +523,8 @@ static void wait_for_symbols(struct session *s)
 /*
  * After a whole hello: a version 3 VM streams through the pipe whose read
  * end came with it (see ljmp_ingest.h), so the stream is read from there,
- * and the socket must say nothing more (after reads bytes came after the
- * hello).  The descriptor is the peer's to choose: it must be a pipe's
+ * and nothing may follow the hello on the socket (`after`: the bytes that
+ * came with it).  The descriptor is the peer's to choose: it must be a pipe's
  * read end, and is read without blocking whatever the peer does with its
  * flags (read_stream).  0, or -1 once the session is refused.
  */

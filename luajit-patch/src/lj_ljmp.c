@@ -37,10 +37,14 @@ static int env_err;
 
 /*
 ** Buffers the socket writer's profile fills in turn (MemprofOptions'
-** nbufs): ljmpd reads a buffer from the pipe while the VM fills the
-** next ones, and the VM waits only when it is this far behind.
+** nbufs): ljmpd reads buffers from the pipe while the VM fills the next.
+** The pipe holds SINK_PIPE_BUFS of them (1 MiB, pipe-max-size's default
+** for users): when it is full, vmsplice waits for ljmpd to read, and
+** once it returns, the buffer SINK_NBUFS - 1 writes back has been read,
+** so the kernel does the waiting, woken as soon as ljmpd reads.
 */
-#define SINK_NBUFS 4
+#define SINK_PIPE_BUFS 4
+#define SINK_NBUFS (SINK_PIPE_BUFS + 1)
 /* A smaller write is copied into the pipe: its pages are not worth
 ** pinning, and a stale buffer's few bytes need no wait for the reader. */
 #define SINK_LEND_MIN (16 * 1024)
@@ -355,7 +359,7 @@ static int open_pipe(Sink *sk, int *read_end)
   if ((want != NULL && strcmp(want, "0") == 0) || pipe2(p, O_CLOEXEC) != 0)
     return -1;
   /* Room for the buffers memprof lends, when allowed (pipe-max-size). */
-  fcntl(p[1], F_SETPIPE_SZ, SINK_NBUFS * LJ_MEMPROF_BUFSZ);
+  fcntl(p[1], F_SETPIPE_SZ, SINK_PIPE_BUFS * LJ_MEMPROF_BUFSZ);
   if (sk->max_stall_ms > 0)
     fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK);
   sk->conn = sk->fd;
