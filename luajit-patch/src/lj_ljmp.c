@@ -358,8 +358,16 @@ static int open_pipe(Sink *sk, int *read_end)
   int p[2];
   if ((want != NULL && strcmp(want, "0") == 0) || pipe2(p, O_CLOEXEC) != 0)
     return -1;
-  /* Room for the buffers memprof lends, when allowed (pipe-max-size). */
+  /* Room for the buffers memprof lends.  A user past the kernel's share
+  ** of pipe pages (fs.pipe-user-pages-soft: 64 MiB, 64 such VMs) gets
+  ** pipes of two pages, which would cut every write into 8 KiB waits:
+  ** with less than a buffer's room, the socket serves better. */
   fcntl(p[1], F_SETPIPE_SZ, SINK_PIPE_BUFS * LJ_MEMPROF_BUFSZ);
+  if (fcntl(p[1], F_GETPIPE_SZ) < LJ_MEMPROF_BUFSZ) {
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
   if (sk->max_stall_ms > 0)
     fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK);
   sk->conn = sk->fd;
