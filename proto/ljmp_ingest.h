@@ -27,10 +27,12 @@
  * (SCM_RIGHTS, attached to the hello's bytes), which then says version
  * 3; the socket carries nothing more but ljmpd's answer.  The VM splices
  * its buffers into the pipe (vmsplice) rather than copying them into a
- * socket: binary_trees streamed at 1.16x the profiler off's time
- * instead of 1.23x (bench/README.md).  A VM that cannot make a pipe
- * sends a version 2 hello and streams on the socket.  A version 3 hello
- * without a pipe's read end, or an fd with a lower version, is refused.
+ * socket: binary_trees streamed at 1.14x to 1.17x the profiler off's
+ * time instead of 1.20x to 1.22x (bench/README.md).  For now a VM does
+ * so only with LJMP_PIPE=1 (beside 32 busy VMs, ljmpd ingested less
+ * through pipes); else it sends a version 2 hello and streams on the
+ * socket.  A version 3 hello without a pipe's read end, or an fd with a
+ * lower version, is refused.
  *
  * The trailer carries the VM's own totals (alloc, realloc and free events
  * written; bytes of the stream, from "ljs" to the epilogue), so that the

@@ -136,6 +136,10 @@ struct vm {
     int in; /* its stdin, held open: a script may wait on it */
 };
 
+/* vm_start's stream: to ljmpd's ingest socket (LJMP_SOCKET), and through
+ * a pipe (LJMP_PIPE=1). */
+enum { STREAM_SOCKET = 1, STREAM_PIPE = 2 };
+
 static struct vm vm_start(const char *script, const char *arg1,
                           const char *arg2, int stream, int gated)
 {
@@ -158,6 +162,8 @@ static struct vm vm_start(const char *script, const char *arg1,
         close(in[1]);
         if (stream)
             setenv("LJMP_SOCKET", ingest_path, 1);
+        if (stream == STREAM_PIPE)
+            setenv("LJMP_PIPE", "1", 1);
         char name[200];
         snprintf(name, sizeof(name), "%s/vm-%d.out", test_dir, (int)getpid());
         int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -412,7 +418,7 @@ static int daemon_up(void)
 static void test_sites_report_and_record(void)
 {
     char tables[300], garbage[300], args[512];
-    struct vm vm = vm_start("sites.lua", "5000", NULL, 1, 1);
+    struct vm vm = vm_start("sites.lua", "5000", NULL, STREAM_PIPE, 1);
 
     CU_ASSERT_FATAL(vm.pid > 0);
     /* The recording is asked for before the VM runs. */
@@ -484,7 +490,7 @@ static void test_sites_report_and_record(void)
 static void test_two_vms(void)
 {
     struct vm a = vm_start("sites.lua", "3000", NULL, 1, 0);
-    struct vm b = vm_start("sites.lua", "7000", NULL, 1, 0);
+    struct vm b = vm_start("sites.lua", "7000", NULL, STREAM_PIPE, 0);
     char tables[300];
 
     site_name(tables, sizeof(tables), "sites.lua", "SITE tables");

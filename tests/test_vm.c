@@ -400,13 +400,13 @@ static void check_env_socket_stream(int answer, int pipe)
     char path[512], env[600];
     int lfd = listen_at("ingest.sock", path, sizeof(path));
     snprintf(env, sizeof(env), "LJMP_SOCKET=%s%s", path,
-             pipe ? "" : " LJMP_PIPE=0");
+             pipe ? " LJMP_PIPE=1" : "");
     pid_t pid = spawn("env_socket", env, NULL);
     struct conn c;
     struct lm_profile p;
 
     CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 10000, answer, &c), 0);
-    /* Through a pipe (version 3), or on the socket with LJMP_PIPE=0. */
+    /* Through a pipe (version 3) with LJMP_PIPE=1, else on the socket. */
     CU_ASSERT_EQUAL(c.buf[4],
                     pipe ? LJMP_INGEST_PIPE_VERSION : LJMP_INGEST_ACK_VERSION);
     CU_ASSERT_EQUAL(c.fd != c.sock, pipe);
@@ -429,17 +429,22 @@ static void check_env_socket_stream(int answer, int pipe)
 
 static void test_env_socket_stream(void)
 {
-    check_env_socket_stream(1, 1);
+    check_env_socket_stream(1, 0);
 }
 
 static void test_env_socket_unanswered(void)
 {
-    check_env_socket_stream(0, 1);
+    check_env_socket_stream(0, 0);
 }
 
-static void test_env_socket_without_pipe(void)
+static void test_env_socket_through_pipe(void)
 {
-    check_env_socket_stream(1, 0);
+    check_env_socket_stream(1, 1);
+}
+
+static void test_env_socket_pipe_unanswered(void)
+{
+    check_env_socket_stream(0, 1);
 }
 
 /* A program that exits without stopping its profile (and without
@@ -507,13 +512,13 @@ static void test_socket_absent(void)
 
 /* The reader goes away mid-stream: profiling stops, the script exits 0
  * and learns why (EPIPE), once. */
-static void test_socket_peer_gone(void)
+static void check_socket_peer_gone(const char *env)
 {
     char path[512], head[4096];
     int lfd = listen_at("gone.sock", path, sizeof(path));
     char arg[520];
     snprintf(arg, sizeof(arg), "socket:%s", path);
-    pid_t pid = spawn("reader_gone", NULL, arg);
+    pid_t pid = spawn("reader_gone", env, arg);
     struct conn c;
 
     CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 10000, 1, &c), 0);
@@ -530,6 +535,17 @@ static void test_socket_peer_gone(void)
                        "false\tBroken pipe\t32\n"
                        "nil\tBroken pipe\t32\n"
                        "nil\tprofiler is not running\t22\n");
+}
+
+static void test_socket_peer_gone(void)
+{
+    check_socket_peer_gone(NULL);
+}
+
+/* The same through a pipe: a reader gone raises no SIGPIPE either. */
+static void test_pipe_peer_gone(void)
+{
+    check_socket_peer_gone("LJMP_PIPE=1");
 }
 
 /* Does PID catch signal SIG?  (SigCgt in /proc/PID/status.) */
@@ -637,11 +653,11 @@ static void test_fifo_reader_gone(void)
 
 /* A reader that never reads, and a bound on the stall: the profile stops
  * after a write blocked that long (EAGAIN); the script runs to its end. */
-static void test_socket_stall_bound(void)
+static void check_socket_stall_bound(const char *env)
 {
     char path[512];
     int lfd = listen_at("stall.sock", path, sizeof(path));
-    pid_t pid = spawn("socket_stall", NULL, path);
+    pid_t pid = spawn("socket_stall", env, path);
     struct conn c;
 
     CU_ASSERT_EQUAL(accept_vm(lfd, 5000, 1, &c), 0);
@@ -650,6 +666,16 @@ static void test_socket_stall_bound(void)
     conn_close(&c);
     free(c.buf);
     close(lfd);
+}
+
+static void test_socket_stall_bound(void)
+{
+    check_socket_stall_bound(NULL);
+}
+
+static void test_pipe_stall_bound(void)
+{
+    check_socket_stall_bound("LJMP_PIPE=1");
 }
 
 /* Accepts up to n connections on lfd, answers their hellos as ljmpd does
@@ -812,11 +838,15 @@ int main(void)
                 test_reused_prototype_addresses);
     CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
     CU_add_test(s, "LJMP_SOCKET, hello unanswered", test_env_socket_unanswered);
-    CU_add_test(s, "LJMP_SOCKET, LJMP_PIPE=0", test_env_socket_without_pipe);
+    CU_add_test(s, "LJMP_SOCKET, LJMP_PIPE=1", test_env_socket_through_pipe);
+    CU_add_test(s, "LJMP_SOCKET, LJMP_PIPE=1, hello unanswered",
+                test_env_socket_pipe_unanswered);
     CU_add_test(s, "LJMP_SOCKET, hello refused", test_env_socket_refused);
     CU_add_test(s, "socket absent", test_socket_absent);
     CU_add_test(s, "socket reader gone", test_socket_peer_gone);
+    CU_add_test(s, "pipe reader gone", test_pipe_peer_gone);
     CU_add_test(s, "socket stall bound", test_socket_stall_bound);
+    CU_add_test(s, "pipe stall bound", test_pipe_stall_bound);
     CU_add_test(s, "FIFO reader gone", test_fifo_reader_gone);
     CU_add_test(s, "exit while streaming", test_exit_while_streaming);
     CU_add_test(s, "fork while streaming", test_fork_while_streaming);

@@ -36,14 +36,16 @@
 static int env_err;
 
 /*
-** Buffers the socket writer's profile fills in turn (MemprofOptions'
-** nbufs): ljmpd reads buffers from the pipe while the VM fills the next.
-** The pipe holds SINK_PIPE_BUFS of them (1 MiB, pipe-max-size's default
-** for users): when it is full, vmsplice waits for ljmpd to read, and
-** once it returns, the buffer SINK_NBUFS - 1 writes back has been read,
-** so the kernel does the waiting, woken as soon as ljmpd reads.
+** The pipe to ljmpd holds up to SINK_PIPE_BUFS of memprof's buffers
+** while the VM fills one more: ljmpd reads them meanwhile.  2 MiB where
+** allowed, else pipe-max-size (1 MiB by default for users).  Beside 32
+** busy VMs, ljmpd takes a while to come back to each: with 1 MiB the VMs
+** waited for it (ingest 10 M events/s), with 2 MiB they did not (15.3 M;
+** 14.2 M on sockets, which held 2 MiB each on that machine).  Buffers
+** are filled lowest free first, so a VM that ljmpd keeps up with touches
+** two of them, not all.
 */
-#define SINK_PIPE_BUFS 4
+#define SINK_PIPE_BUFS 8
 #define SINK_NBUFS (SINK_PIPE_BUFS + 1)
 /* A smaller write is copied into the pipe: its pages are not worth
 ** pinning, and a stale buffer's few bytes need no wait for the reader. */
@@ -57,10 +59,12 @@ typedef struct Sink {
   int conn;          /* ljmpd's socket when fd is the pipe it reads, or -1 */
   int max_stall_ms;  /* bound on one write, 0 for none */
   uint64_t piped;    /* bytes put into the pipe */
-  /* For the last SINK_NBUFS writes, by memprof's buffer: piped once its
-  ** pages were lent to the pipe, 0 if they were copied. */
+  uint64_t pipe_room;  /* what the pipe holds, in bytes */
+  /* By memprof's buffer: piped once its pages were lent to the pipe, 0
+  ** if they were copied; the buffer is free once ljmpd read that far. */
   uint64_t lent_until[SINK_NBUFS];
-  uint32_t writes;
+  uint32_t nbufs;    /* memprof's buffers: what the pipe holds, and one */
+  uint32_t filling;  /* the buffer memprof fills */
   lua_State *L;      /* main thread of the VM profiled */
   char path[108];    /* the socket's, for a forked child's own session */
 } Sink;
@@ -108,6 +112,48 @@ static int64_t now_ms(void)
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Bytes of the pipe that ljmpd has not read yet. */
+static uint64_t pipe_unread(Sink *sk)
+{
+  int n = 0;
+  return ioctl(sk->fd, FIONREAD, &n) == 0 && n > 0 ? (uint64_t)n : 0;
+}
+
+/* Naps while waiting for ljmpd to read: no event says that a pipe was
+** read, only that its reader left (EPIPE).  0 to go on, or why not. */
+static int nap_for_reader(Sink *sk, int64_t deadline, long *nap_ns)
+{
+  struct pollfd pfd;
+  struct timespec ts;
+  pfd.fd = sk->fd;
+  pfd.events = 0;
+  pfd.revents = 0;
+  if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLERR)) return EPIPE;
+  if (deadline != 0 && now_ms() >= deadline) return EAGAIN;
+  ts.tv_sec = 0;
+  ts.tv_nsec = *nap_ns;
+  nanosleep(&ts, NULL);
+  if (*nap_ns < 1000000) *nap_ns *= 2;
+  return 0;
+}
+
+/*
+** A full pipe, while lending: wait until ljmpd has read half of it.  A
+** pipe wakes its writer as soon as a page is read: beside 32 VMs ljmpd
+** reads each in small turns, and a VM blocked in vmsplice woke for every
+** few pages it could add (21368 waits a VM, and ingest fell from 16.3 to
+** 9.6 M events/s); a socket wakes its writer only once half its buffer
+** is free.  Lent writes never block in the kernel, then.
+*/
+static int wait_room(Sink *sk, int64_t deadline)
+{
+  long nap = 50000;
+  int e;
+  while (pipe_unread(sk) > sk->pipe_room / 2)
+    if ((e = nap_for_reader(sk, deadline, &nap)) != 0) return e;
+  return 0;
+}
+
 /* A pipe's write end is non-blocking under a stall bound only: then a
 ** full pipe is waited for here, until the deadline (EAGAIN). */
 static int wait_writable(Sink *sk, int64_t deadline)
@@ -131,14 +177,16 @@ static int write_some_all(Sink *sk, const void *buf, size_t len, int lend)
   int64_t deadline = sk->max_stall_ms > 0 ? now_ms() + sk->max_stall_ms : 0;
   while (len > 0) {
     ssize_t n = sk->is_socket ? send(sk->fd, p, len, MSG_NOSIGNAL) :
-		sk->is_pipe ? write_pipe(sk->fd, p, len, lend, deadline != 0) :
+		sk->is_pipe ? write_pipe(sk->fd, p, len, lend,
+					 lend || deadline != 0) :
 		write(sk->fd, p, len);
     if (n > 0) {
       p += n;
       len -= (size_t)n;
       if (sk->conn >= 0) sk->piped += (uint64_t)n;
-    } else if (n < 0 && errno == EAGAIN && sk->is_pipe && deadline != 0) {
-      int e = wait_writable(sk, deadline);
+    } else if (n < 0 && errno == EAGAIN && sk->is_pipe &&
+	       (lend || deadline != 0)) {
+      int e = lend ? wait_room(sk, deadline) : wait_writable(sk, deadline);
       if (e != 0) return e;
     } else if (n == 0 || errno != EINTR) {
       return n < 0 ? errno : EIO;
@@ -153,37 +201,34 @@ static int write_all(Sink *sk, const void *buf, size_t len)
   return write_some_all(sk, buf, len, 0);
 }
 
-/* Bytes of the pipe that ljmpd has not read yet. */
-static uint64_t pipe_unread(Sink *sk)
-{
-  int n = 0;
-  return ioctl(sk->fd, FIONREAD, &n) == 0 && n > 0 ? (uint64_t)n : 0;
-}
 
 /*
 ** A buffer whose pages the pipe holds is memprof's to fill again only
-** once ljmpd has read them: memprof fills its SINK_NBUFS buffers in
-** turn, so the one it fills next is the one lent SINK_NBUFS - 1 writes
-** ago.  Nearly always read long since; else the VM waits (lossless), or
-** gives up at its stall bound.
+** once ljmpd has read them: the next one memprof fills is the lowest
+** that is free.  The pipe has no room for more than nbufs - 1 buffers,
+** so one is nearly always free; else the VM waits (lossless), or gives
+** up at its stall bound.
 */
-static int wait_next_buffer(Sink *sk)
+static int choose_next_buffer(Sink *sk)
 {
-  uint64_t need = sk->lent_until[sk->writes % SINK_NBUFS];
   int64_t deadline = sk->max_stall_ms > 0 ? now_ms() + sk->max_stall_ms : 0;
-  int naps = 0;
-  while (need != 0 && sk->piped - pipe_unread(sk) < need) {
-    /* No event says that a pipe was read, only that its reader left. */
-    struct pollfd pfd;
-    struct timespec nap = {0, naps++ < 50 ? 20000 : 1000000};
-    pfd.fd = sk->fd;
-    pfd.events = 0;
-    pfd.revents = 0;
-    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLERR)) return EPIPE;
-    if (deadline != 0 && now_ms() >= deadline) return EAGAIN;
-    nanosleep(&nap, NULL);
+  long nap = 20000;
+  for (;;) {
+    uint64_t read = sk->piped - pipe_unread(sk);
+    uint32_t i;
+    int e;
+    for (i = 0; i < sk->nbufs; i++)
+      if (sk->lent_until[i] <= read) {
+	sk->filling = i;
+	return 0;
+      }
+    if ((e = nap_for_reader(sk, deadline, &nap)) != 0) return e;
   }
-  return 0;
+}
+
+static uint32_t sink_next_buf(void *ctx)
+{
+  return ((Sink *)ctx)->filling;
 }
 
 /* Waits for ljmpd's answer to the hello (see ljmp_ingest.h): 0 once it
@@ -235,9 +280,8 @@ static int sink_write(void *ctx, const void *buf, size_t len)
   int lend = sk->conn >= 0 && len >= SINK_LEND_MIN;
   int e = write_some_all(sk, buf, len, lend);
   if (e != 0 || sk->conn < 0) return e;
-  sk->lent_until[sk->writes % SINK_NBUFS] = lend ? sk->piped : 0;
-  sk->writes++;
-  return wait_next_buffer(sk);
+  sk->lent_until[sk->filling] = lend ? sk->piped : 0;
+  return choose_next_buffer(sk);
 }
 
 static void sink_stop(void *ctx, const MemprofResult *res)
@@ -284,7 +328,8 @@ static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
   opt.ctx = sk;
   opt.on_stop = sink_stop;
   opt.at_exit = sink_at_exit;
-  opt.nbufs = sk->conn >= 0 ? SINK_NBUFS : 1;
+  opt.nbufs = sk->conn >= 0 ? sk->nbufs : 1;
+  opt.next_buf = sink_next_buf;
   sk->L = mainthread(G(L));
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
   if (r == LJ_MEMPROF_OK) {
@@ -310,9 +355,10 @@ static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
   sk->is_pipe = !is_socket && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
   sk->max_stall_ms = max_stall_ms;
   sk->conn = -1;
-  sk->piped = 0;
+  sk->piped = sk->pipe_room = 0;
   memset(sk->lent_until, 0, sizeof(sk->lent_until));
-  sk->writes = 0;
+  sk->nbufs = 1;
+  sk->filling = 0;
   sk->L = NULL;
   sk->path[0] = '\0';
   return sk;
@@ -348,26 +394,36 @@ int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
 #define VM_FLAVOUR LJMP_VM_LUAJIT
 #endif
 
-/* The pipe the stream goes through (see ljmp_ingest.h), its write end in
-** sk->fd from now on, the socket in sk->conn; 0, or -1 if none could be
-** made.  LJMP_PIPE=0 keeps the stream on the socket (an ljmpd of
-** protocol 2). */
+/*
+** The pipe the stream goes through (see ljmp_ingest.h), its write end in
+** sk->fd from now on, the socket in sk->conn; 0, or -1 if none is to be
+** used.  Only with LJMP_PIPE=1, for now: a lone VM streams faster so
+** (binary_trees 1.14x to 1.17x the profiler off's time, against 1.20x to
+** 1.22x on the socket), but beside 32 busy VMs ljmpd took 8 to 12 M
+** events/s through pipes, against 14 M through sockets, for reasons not
+** found yet (bench/README.md).
+*/
 static int open_pipe(Sink *sk, int *read_end)
 {
   const char *want = getenv("LJMP_PIPE");
-  int p[2];
-  if ((want != NULL && strcmp(want, "0") == 0) || pipe2(p, O_CLOEXEC) != 0)
+  int p[2], room;
+  if (want == NULL || strcmp(want, "1") != 0 || pipe2(p, O_CLOEXEC) != 0)
     return -1;
   /* Room for the buffers memprof lends.  A user past the kernel's share
   ** of pipe pages (fs.pipe-user-pages-soft: 64 MiB, 64 such VMs) gets
   ** pipes of two pages, which would cut every write into 8 KiB waits:
   ** with less than a buffer's room, the socket serves better. */
-  fcntl(p[1], F_SETPIPE_SZ, SINK_PIPE_BUFS * LJ_MEMPROF_BUFSZ);
-  if (fcntl(p[1], F_GETPIPE_SZ) < LJ_MEMPROF_BUFSZ) {
+  if (fcntl(p[1], F_SETPIPE_SZ, SINK_PIPE_BUFS * LJ_MEMPROF_BUFSZ) < 0)
+    fcntl(p[1], F_SETPIPE_SZ, SINK_PIPE_BUFS / 2 * LJ_MEMPROF_BUFSZ);
+  room = fcntl(p[1], F_GETPIPE_SZ);
+  if (room < LJ_MEMPROF_BUFSZ) {
     close(p[0]);
     close(p[1]);
     return -1;
   }
+  sk->pipe_room = (uint64_t)room;
+  sk->nbufs = (uint32_t)(room / LJ_MEMPROF_BUFSZ) + 1;
+  if (sk->nbufs > SINK_NBUFS) sk->nbufs = SINK_NBUFS;
   if (sk->max_stall_ms > 0)
     fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK);
   sk->conn = sk->fd;
@@ -715,6 +771,7 @@ LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
   opt.on_stop = api_stop;
   opt.at_exit = NULL;  /* the host's writer may be gone by then */
   opt.nbufs = 1;  /* the host's writer may reuse nothing */
+  opt.next_buf = NULL;
   return api_result(lj_memprof_start(L, &opt));  /* api_stop frees a */
 }
 

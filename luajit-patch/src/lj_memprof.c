@@ -70,7 +70,7 @@ typedef struct Memprof {
   lua_Alloc wrapper;  /* The wrapper installed for it. */
   void *allocd;
   MemprofOptions opt;
-  uint8_t *ring;  /* opt.nbufs buffers of MEMPROF_BUFSZ, filled in turn */
+  uint8_t *ring;  /* opt.nbufs buffers of MEMPROF_BUFSZ */
   uint8_t *buf;  /* The one being filled. */
   uint8_t *cur;  /* The end of what buf holds. */
   uint32_t filling;  /* buf's index in ring */
@@ -115,8 +115,10 @@ static void mp_flush(Memprof *mp)
     }
     else mp->stream_bytes += len;
     /* The writer may still read what it was handed (see nbufs). */
-    mp->filling = (mp->filling + 1) % mp->opt.nbufs;
-    mp->buf = mp->ring + (size_t)mp->filling * MEMPROF_BUFSZ;
+    if (mp->opt.nbufs > 1) {
+      mp->filling = mp->opt.next_buf(mp->opt.ctx) % mp->opt.nbufs;
+      mp->buf = mp->ring + (size_t)mp->filling * MEMPROF_BUFSZ;
+    }
   }
   mp->cur = mp->buf;
   mp->flushed_ns = mp_clock_ns();
@@ -742,7 +744,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   ** Mapped, not malloc's: pages lent to a pipe must never be handed to
   ** the program once the profile ends (see memprof_release). */
   mp->opt = *opt;
-  if (mp->opt.nbufs == 0) mp->opt.nbufs = 1;
+  if (mp->opt.nbufs == 0 || mp->opt.next_buf == NULL) mp->opt.nbufs = 1;
   mp->ring = (uint8_t *)mmap(NULL, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ,
 			     PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -46,10 +46,11 @@ typedef struct MemprofOptions {
   ** started it) is ended there as by stop(): this is called first, so
   ** that the writer may bound what exit waits for. */
   void (*at_exit)(void *ctx);
-  /* Buffers filled in turn (0 is 1).  With more than one, write() may
-  ** keep reading a buffer after it returns (the socket writer lends its
-  ** pages to a pipe), until the write nbufs - 1 calls later returns. */
+  /* Buffers (0 is 1).  With more than one, write() may keep reading a
+  ** buffer after it returns (the socket writer lends its pages to a
+  ** pipe), and next_buf() says which buffer to fill after each write. */
   uint32_t nbufs;
+  uint32_t (*next_buf)(void *ctx);
 } MemprofOptions;
 
 enum {
