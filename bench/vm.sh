@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # VM overhead of memprof: stock Debian luajit, the patched VM with the
 # profiler off, profiling to a file, and streaming to a socket drained by
-# a reader.  RUNS rounds (default 8), each running the five in a random
+# a reader, on the socket or through a pipe (LJMP_PIPE=1).  RUNS rounds
+# (default 8), each running the six in a random
 # order; medians, and the medians of each round's ratios to the
 # profiler off.  PROGRAMS="binary_trees ..." runs some of bench/vm/ only.
 # See bench/README.md.
@@ -34,8 +35,8 @@ sleep 0.2
 once() {
   "$bench" exec --runs 1 -- "$@" | sed -n 's/^wall *median \([0-9.]*\) s.*/\1/p'
 }
-# The five configurations, by index: 0 Debian, 1 unpatched, 2 off,
-# 3 file, 4 socket.
+# The six configurations, by index: 0 Debian, 1 unpatched, 2 off,
+# 3 file, 4 socket, 5 pipe.
 # pad is the Lua chunk that allocates the round's padding, first.
 config() { # index program
   local p=bench/vm/$2.lua
@@ -45,12 +46,13 @@ config() { # index program
     2) once "$lj" -e "$pad" "$p" ;;
     3) once "$lj" -e "$pad" -e "assert(misc.memprof.start('$tmp/$2.bin'))" "$p" ;;
     4) once env LJMP_SOCKET="$tmp/ingest.sock" "$lj" -e "$pad" "$p" ;;
+    5) once env LJMP_PIPE=1 LJMP_SOCKET="$tmp/ingest.sock" "$lj" -e "$pad" "$p" ;;
   esac
 }
 labels=("Debian's luajit (shared lib)" "same source, unpatched"
   "patched, profiler off" "patched, profiling to a file"
-  "patched, streaming to a socket")
-# Each round runs the five in a random order: run one after another, a
+  "patched, streaming to a socket" "patched, streaming through a pipe")
+# Each round runs the six in a random order: run one after another, a
 # configuration would meet the machine's drift (10-20% over minutes) at
 # the same point of every round, and ratios between them lean by a few
 # percent (bench/README.md).
@@ -60,13 +62,13 @@ for prog in ${PROGRAMS:-alloc_loop binary_trees string_build jit_numeric}; do
   for r in $(seq "$runs"); do
     # A string of 0 to 112 bytes, kept, before the program: the heap's
     # layout moves binary_trees by up to 10% (bench/README.md), so that
-    # rounds take eight layouts in turn, the same for all five.
+    # rounds take eight layouts in turn, the same for all six.
     pad="LJMP_BENCH_PAD = ('x'):rep($((16 * ((r - 1) % 8))))"
     declare -A t=()
-    for i in $(shuf -e 0 1 2 3 4); do t[$i]=$(config "$i" "$prog"); done
-    echo "${t[0]} ${t[1]} ${t[2]} ${t[3]} ${t[4]}" >>"$tmp/times"
+    for i in $(shuf -e 0 1 2 3 4 5); do t[$i]=$(config "$i" "$prog"); done
+    echo "${t[0]} ${t[1]} ${t[2]} ${t[3]} ${t[4]} ${t[5]}" >>"$tmp/times"
   done
-  for i in 0 1 2 3 4; do
+  for i in 0 1 2 3 4 5; do
     printf '%-34s%s s' "${labels[$i]}" \
       "$(awk -v c=$((i + 1)) '{print $c}' "$tmp/times" | sort -n |
         awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')"
