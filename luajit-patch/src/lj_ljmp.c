@@ -133,21 +133,23 @@ static int nap_for_reader(Sink *sk, int64_t deadline, long *nap_ns)
   ts.tv_sec = 0;
   ts.tv_nsec = *nap_ns;
   nanosleep(&ts, NULL);
-  if (*nap_ns < 1000000) *nap_ns *= 2;
+  if (*nap_ns < 16000000) *nap_ns *= 2;
   return 0;
 }
 
 /*
-** A full pipe, while lending: wait until ljmpd has read half of it.  A
-** pipe wakes its writer as soon as a page is read: beside 32 VMs ljmpd
-** reads each in small turns, and a VM blocked in vmsplice woke for every
-** few pages it could add (21368 waits a VM, and ingest fell from 16.3 to
-** 9.6 M events/s); a socket wakes its writer only once half its buffer
-** is free.  Lent writes never block in the kernel, then.
+** A full pipe, while lending: wait until ljmpd has read half of it, in
+** naps of 2 ms and more.  A pipe wakes its writer for every page read,
+** and no event says when half of it was: beside 32 busy VMs, writers
+** blocked in vmsplice, or napping from 50 us, woke so often (15 to 23
+** thousand times each) that ljmpd's threads lost the CPU to them, and
+** ingest fell to 8 to 12 M events/s; with these naps, 12.2 and 14.4 M
+** (14.2 M on sockets).  A socket wakes its writer once half its buffer
+** is free.
 */
 static int wait_room(Sink *sk, int64_t deadline)
 {
-  long nap = 50000;
+  long nap = 2000000;
   int e;
   while (pipe_unread(sk) > sk->pipe_room / 2)
     if ((e = nap_for_reader(sk, deadline, &nap)) != 0) return e;
