@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -521,6 +520,24 @@ static void wait_for_symbols(struct session *s)
 }
 
 /*
+ * Whether fd is an anonymous pipe, by its name in /proc (which asks no
+ * file system, as fstat of a file on a stuck mount would): a named FIFO
+ * is refused, since its reads cannot be told not to wait (RWF_NOWAIT).
+ */
+static int is_anonymous_pipe(int fd)
+{
+    char path[64], name[32];
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    n = readlink(path, name, sizeof(name) - 1);
+    if (n <= 0)
+        return 0;
+    name[n] = '\0';
+    return strncmp(name, "pipe:[", 6) == 0;
+}
+
+/*
  * After a whole hello: a version 3 VM streams through the pipe whose read
  * end came with it (see ljmp_ingest.h), so the stream is read from there,
  * and nothing may follow the hello on the socket (`after`: the bytes that
@@ -530,7 +547,6 @@ static void wait_for_symbols(struct session *s)
  */
 static int take_pipe(struct session *s, size_t after)
 {
-    struct stat st;
     int fl;
 
     if (s->bad_fds) {
@@ -552,7 +568,7 @@ static int take_pipe(struct session *s, size_t after)
                        s->hello[4]);
         return -1;
     }
-    if (fstat(s->pipe_fd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
+    if (!is_anonymous_pipe(s->pipe_fd) ||
         (fl = fcntl(s->pipe_fd, F_GETFL)) < 0 || (fl & O_ACCMODE) != O_RDONLY) {
         session_reject(s, "the file descriptor sent with the hello is not a "
                           "pipe's read end");
@@ -950,11 +966,9 @@ static void take_passed_fds(struct session *s, struct msghdr *msg)
 static ssize_t read_stream(struct session *s, int fd, uint8_t *buf, size_t n)
 {
     if (fd == s->pipe_fd) {
+        /* An old kernel answers EOPNOTSUPP: the session ends then. */
         struct iovec iov = {buf, n};
-        ssize_t r = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
-        if (r >= 0 || errno != EOPNOTSUPP)
-            return r;
-        return read(fd, buf, n); /* an old kernel: O_NONBLOCK only */
+        return preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
     }
     if (s->phase != SESSION_HELLO)
         return read(fd, buf, n);

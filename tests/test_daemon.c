@@ -912,6 +912,18 @@ static void test_bad_pipe_hellos(void)
     expect_refused(send_hello_with(3, &p[1], 1, ""),
                    "the file descriptor sent with the hello is not a pipe's "
                    "read end");
+    /* A named FIFO: its reads could not be told not to wait, and a peer
+     * holding it could make one wait forever. */
+    char fifo[128];
+    snprintf(fifo, sizeof(fifo), "%s/hello.fifo", test_dir);
+    CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+    int named = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    CU_ASSERT_FATAL(named >= 0);
+    expect_refused(send_hello_with(3, &named, 1, ""),
+                   "the file descriptor sent with the hello is not a pipe's "
+                   "read end");
+    close(named);
+    unlink(fifo);
     expect_refused(send_hello_with(2, &p[0], 1, ""),
                    "a version 2 hello came with a file descriptor");
     int two[2] = {p[0], q[0]};
@@ -922,7 +934,7 @@ static void test_bad_pipe_hellos(void)
     expect_refused(send_hello_with(3, &p[0], 1, "ljs"),
                    "3 bytes on the socket after a version 3 hello");
     CU_ASSERT_TRUE(wait_counter(
-        offsetof(Ljmp__DaemonCounters, sessions_rejected), rejected + 6));
+        offsetof(Ljmp__DaemonCounters, sessions_rejected), rejected + 7));
     CU_ASSERT_TRUE(daemon_up());
     close(null);
     close(p[0]);

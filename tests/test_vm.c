@@ -522,6 +522,7 @@ static void check_socket_peer_gone(const char *env)
     struct conn c;
 
     CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 10000, 1, &c), 0);
+    CU_ASSERT_EQUAL(c.fd != c.sock, env != NULL); /* the pipe, if asked */
     /* Past the start (symbol table and prologue), into the events. */
     size_t got = 0;
     ssize_t n;
@@ -659,10 +660,23 @@ static void check_socket_stall_bound(const char *env)
     int lfd = listen_at("stall.sock", path, sizeof(path));
     pid_t pid = spawn("socket_stall", env, path);
     struct conn c;
+    struct lm_profile p;
+    size_t used;
 
-    CU_ASSERT_EQUAL(accept_vm(lfd, 5000, 1, &c), 0);
+    CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 5000, 1, &c), 0);
+    CU_ASSERT_EQUAL(c.fd != c.sock, env != NULL); /* the pipe, if asked */
     expect_exit_output(pid, "socket_stall",
                        "false\tResource temporarily unavailable\t11\n");
+    /* Read late, what the VM sent before it gave up is a whole prefix of
+     * its stream: nothing it wrote after (its epilogue, say) reached
+     * pages the pipe still held. */
+    read_all(&c);
+    lm_profile_init(&p, NULL, NULL);
+    size_t hello = 7 + c.buf[6];
+    CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf + hello, c.len - hello, &used),
+                    LM_NEED_MORE);
+    CU_ASSERT_EQUAL(used, c.len - hello);
+    lm_profile_free(&p);
     conn_close(&c);
     free(c.buf);
     close(lfd);

@@ -112,11 +112,13 @@ static int64_t now_ms(void)
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Bytes of the pipe that ljmpd has not read yet. */
+/* Bytes of the pipe that ljmpd has not read yet; if the pipe cannot
+** say, none read at all. */
 static uint64_t pipe_unread(Sink *sk)
 {
   int n = 0;
-  return ioctl(sk->fd, FIONREAD, &n) == 0 && n > 0 ? (uint64_t)n : 0;
+  if (ioctl(sk->fd, FIONREAD, &n) != 0) return sk->piped;
+  return n > 0 ? (uint64_t)n : 0;
 }
 
 /* Naps while waiting for ljmpd to read: no event says that a pipe was
@@ -151,8 +153,9 @@ static int wait_room(Sink *sk, int64_t deadline)
 {
   long nap = 2000000;
   int e;
-  while (pipe_unread(sk) > sk->pipe_room / 2)
+  do {  /* At least once: a pipe of partly filled pages is full too. */
     if ((e = nap_for_reader(sk, deadline, &nap)) != 0) return e;
+  } while (pipe_unread(sk) > sk->pipe_room / 2);
   return 0;
 }
 

@@ -88,6 +88,9 @@ typedef struct Memprof {
 } Memprof;
 
 static Memprof memprof;
+/* Where a profile whose writer failed writes, if its ring could not be
+** mapped anew: never sent, never resident until then. */
+static uint8_t memprof_spare[MEMPROF_BUFSZ];
 
 /* -- Encoding ------------------------------------------------------------ */
 
@@ -112,12 +115,21 @@ static void mp_flush(Memprof *mp)
     if (e != 0) {
       mp->err = e;
       mp->fast_left = 0;
-    }
-    else mp->stream_bytes += len;
-    /* The writer may still read what it was handed (see nbufs). */
-    if (mp->opt.nbufs > 1) {
-      mp->filling = mp->opt.next_buf(mp->opt.ctx) % mp->opt.nbufs;
-      mp->buf = mp->ring + (size_t)mp->filling * MEMPROF_BUFSZ;
+      /* Part of the buffer may be in a pipe that is still read: what is
+      ** written from now on (the epilogue, symbols), never sent, goes to
+      ** pages of its own, mapped over the ring. */
+      if (mp->opt.nbufs > 1 &&
+	  mmap(mp->ring, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ,
+	       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+	       -1, 0) == MAP_FAILED)
+	mp->buf = memprof_spare;
+    } else {
+      mp->stream_bytes += len;
+      /* The writer may still read what it was handed (see nbufs). */
+      if (mp->opt.nbufs > 1) {
+	mp->filling = mp->opt.next_buf(mp->opt.ctx) % mp->opt.nbufs;
+	mp->buf = mp->ring + (size_t)mp->filling * MEMPROF_BUFSZ;
+      }
     }
   }
   mp->cur = mp->buf;
