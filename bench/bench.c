@@ -263,28 +263,6 @@ static int bench_exec(int argc, char **argv)
     return 0;
 }
 
-/* Reads a VM's first bytes (its hello, whole or not) from an ingest
- * socket; returns the pipe they brought, or fd. */
-static int take_hello_pipe(int fd, void *buf, size_t len)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {buf, len};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = ctl.buf,
-                         .msg_controllen = sizeof(ctl.buf)};
-    struct cmsghdr *c;
-    int in = fd;
-
-    if (recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) > 0 &&
-        (c = CMSG_FIRSTHDR(&msg)) != NULL && c->cmsg_type == SCM_RIGHTS)
-        memcpy(&in, CMSG_DATA(c), sizeof(int));
-    return in;
-}
-
 /* Accepts connections on a Unix socket and reads each to the end in a
  * process of its own, discarding: the reader for the VM streaming
  * benchmark, as concurrent as ljmpd is. */
@@ -318,7 +296,9 @@ static int bench_drain(int argc, char **argv)
                 _exit(1);
             /* The stream comes through the pipe that a version 3 hello
              * brings, if any, else on the socket. */
-            int in = take_hello_pipe(fd, buf, sizeof(buf));
+            int in;
+            if (ljmp_recv_with_fd(fd, buf, sizeof(buf), &in) <= 0 || in < 0)
+                in = fd;
             while (read(in, buf, sizeof(buf)) > 0)
                 ;
             _exit(0);

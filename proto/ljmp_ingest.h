@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 /*
  * A VM connects to the ingest socket and writes, in order:
@@ -85,6 +87,33 @@ static inline size_t ljmp_hello_encode(uint8_t *out, uint8_t version,
     out[6] = (uint8_t)n;
     memcpy(out + 7, vm_version, n);
     return 7 + n;
+}
+
+/* recvmsg of up to len bytes from an ingest connection and, if fd is not
+ * NULL, the descriptor that came with them (a version 3 hello's pipe) in
+ * *fd, else -1 there; any other descriptors are dropped.  Returns as
+ * recvmsg.  ljmpd's own reads check more (daemon/session.c). */
+static inline ssize_t ljmp_recv_with_fd(int sock, void *buf, size_t len,
+                                        int *fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *c;
+
+    if (fd != NULL) {
+        *fd = -1;
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof(ctl.buf);
+    }
+    ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n > 0 && fd != NULL && (c = CMSG_FIRSTHDR(&msg)) != NULL &&
+        c->cmsg_type == SCM_RIGHTS)
+        memcpy(fd, CMSG_DATA(c), sizeof(int));
+    return n;
 }
 
 static inline void ljmp_put_u64le(uint8_t *p, uint64_t v)

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ljmp_ingest.h"
@@ -56,32 +55,25 @@ int test_run_all(void)
 
 int test_take_hello(int sock, unsigned char *hello, size_t *len)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
     size_t got = 0, want = 7;
-    int in = sock;
+    int in = -1;
 
     /* The pipe comes with the hello's first bytes. */
     while (got < want) {
-        struct iovec iov = {hello + got, want - got};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (got == 0) {
-            msg.msg_control = ctl.buf;
-            msg.msg_controllen = sizeof(ctl.buf);
-        }
-        ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-        if (n <= 0)
+        ssize_t n = ljmp_recv_with_fd(sock, hello + got, want - got,
+                                      got == 0 ? &in : NULL);
+        if (n <= 0) {
+            if (in >= 0)
+                close(in);
             return -1;
-        struct cmsghdr *c = got == 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-        if (c != NULL && c->cmsg_type == SCM_RIGHTS)
-            memcpy(&in, CMSG_DATA(c), sizeof(int));
+        }
         got += (size_t)n;
         if (got == 7)
             want = 7 + hello[6];
     }
     *len = got;
+    if (in < 0)
+        in = sock;
     if ((hello[4] >= LJMP_INGEST_PIPE_VERSION) != (in != sock)) {
         if (in != sock)
             close(in);

@@ -38,11 +38,10 @@ static int env_err;
 /*
 ** The pipe to ljmpd holds up to SINK_PIPE_BUFS of memprof's buffers
 ** while the VM fills one more: ljmpd reads them meanwhile.  2 MiB where
-** allowed, else pipe-max-size (1 MiB by default for users).  Beside 32
-** busy VMs, ljmpd takes a while to come back to each: with 1 MiB the VMs
-** waited for it (ingest 10 M events/s), with 2 MiB they did not (15.3 M;
-** 14.2 M on sockets, which held 2 MiB each on that machine).  Buffers
-** are filled lowest free first, so a VM that ljmpd keeps up with touches
+** allowed, else pipe-max-size (1 MiB by default for users): beside 32
+** busy VMs, ljmpd takes a while to come back to each, and the deeper
+** pipe makes a VM wait for it less often (see wait_room).  Buffers are
+** filled lowest free first, so a VM that ljmpd keeps up with touches
 ** two of them, not all.
 */
 #define SINK_PIPE_BUFS 8
@@ -404,9 +403,9 @@ int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
 ** sk->fd from now on, the socket in sk->conn; 0, or -1 if none is to be
 ** used.  Only with LJMP_PIPE=1, for now: a lone VM streams faster so
 ** (binary_trees 1.14x to 1.17x the profiler off's time, against 1.20x to
-** 1.22x on the socket), but beside 32 busy VMs ljmpd took 8 to 12 M
-** events/s through pipes, against 14 M through sockets, for reasons not
-** found yet (bench/README.md).
+** 1.22x on the socket), but beside 32 busy VMs ljmpd took 12.2 and
+** 14.4 M events/s through pipes in two runs, against 14.2 M through
+** sockets: not yet as steady (bench/README.md).
 */
 static int open_pipe(Sink *sk, int *read_end)
 {
