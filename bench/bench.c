@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -263,6 +265,39 @@ static int bench_exec(int argc, char **argv)
     return 0;
 }
 
+/* Reads a pipe to its end, discarding, answering the VM's wake-asks on
+ * its socket as ljmpd does. */
+static void drain_pipe(int sock, int in, uint8_t *buf, size_t len)
+{
+    struct ljmp_wake wake = {0};
+    struct pollfd pfd[2] = {{.fd = in, .events = POLLIN},
+                            {.fd = sock, .events = POLLIN}};
+    uint8_t bad, answer = LJMP_WAKE;
+
+    for (;;) {
+        if (poll(pfd, pfd[1].fd >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (pfd[1].revents) {
+            ssize_t n = read(sock, buf, len);
+            if (n <= 0 || ljmp_wake_take(&wake, buf, (size_t)n, &bad) != 0)
+                pfd[1].fd = -1; /* the VM closed it, or not a VM */
+        }
+        if (pfd[0].revents) {
+            ssize_t n = read(in, buf, len);
+            if (n <= 0)
+                return;
+        }
+        int unread = 0;
+        if (wake.asked && ioctl(in, FIONREAD, &unread) == 0 &&
+            ljmp_wake_due(&wake, (uint64_t)unread) &&
+            send(sock, &answer, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+            pfd[1].fd = -1;
+    }
+}
+
 /* Accepts connections on a Unix socket and reads each to the end in a
  * process of its own, discarding: the reader for the VM streaming
  * benchmark, as concurrent as ljmpd is. */
@@ -297,10 +332,11 @@ static int bench_drain(int argc, char **argv)
             /* The stream comes through the pipe that a version 3 hello
              * brings, if any, else on the socket. */
             int in;
-            if (ljmp_recv_with_fd(fd, buf, sizeof(buf), &in) <= 0 || in < 0)
-                in = fd;
-            while (read(in, buf, sizeof(buf)) > 0)
-                ;
+            if (ljmp_recv_with_fd(fd, buf, sizeof(buf), &in) > 0 && in >= 0)
+                drain_pipe(fd, in, (uint8_t *)buf, sizeof(buf));
+            else
+                while (read(fd, buf, sizeof(buf)) > 0)
+                    ;
             _exit(0);
         }
         close(fd);

@@ -135,6 +135,8 @@ struct session {
     int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */
     int bad_fds;      /* file descriptors that came beside the hello's pipe */
     struct event *ev; /* reading the stream: from the pipe, if any */
+    struct event *wake_ev;  /* with a pipe: the VM's wake-asks (socket) */
+    struct ljmp_wake wake;
     enum session_phase phase;
     uint8_t hello[LJMP_HELLO_MAX];
     size_t hello_len;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -224,6 +225,8 @@ void session_free(struct session *s)
     symbols_wait_over(s);
     if (s->ev != NULL)
         event_free(s->ev);
+    if (s->wake_ev != NULL)
+        event_free(s->wake_ev);
     if (s->fd >= 0)
         close(s->fd);
     if (s->pipe_fd >= 0)
@@ -413,6 +416,9 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     va_end(ap);
     event_free(s->ev);
     s->ev = NULL;
+    if (s->wake_ev != NULL)
+        event_free(s->wake_ev);
+    s->wake_ev = NULL;
     close(s->fd);
     s->fd = -1;
     if (s->pipe_fd >= 0)
@@ -537,6 +543,46 @@ static int is_anonymous_pipe(int fd)
     return strncmp(name, "pipe:[", 6) == 0;
 }
 
+/* Answers the VM's wake-ask once the pipe is as empty as it asked. */
+static void wake_if_due(struct session *s)
+{
+    int unread = 0;
+    uint8_t wake = LJMP_WAKE;
+
+    if (!s->wake.asked || ioctl(s->pipe_fd, FIONREAD, &unread) != 0 ||
+        !ljmp_wake_due(&s->wake, unread > 0 ? (uint64_t)unread : 0))
+        return;
+    /* One byte for each ask of five: it fits, unless the VM flooded its
+     * socket with asks, and then it is the VM that waits. */
+    send(s->fd, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* The VM's socket, beside its pipe: wake-asks, then its close (the
+ * pipe's end says how the session ended). */
+static void session_wake_asked(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+    uint8_t buf[64], bad = 0;
+    ssize_t n = read(fd, buf, sizeof(buf));
+
+    (void)what;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        event_del(s->wake_ev);
+        return;
+    }
+    if (ljmp_wake_take(&s->wake, buf, (size_t)n, &bad) != 0) {
+        s->error_offset = s->stream_bytes;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "byte 0x%02x on the socket beside the pipe (only "
+                    "wake-asks go there)",
+                    bad);
+        return;
+    }
+    wake_if_due(s);
+}
+
 /*
  * After a whole hello: a version 3 VM streams through the pipe whose read
  * end came with it (see ljmp_ingest.h), so the stream is read from there,
@@ -582,6 +628,14 @@ static int take_pipe(struct session *s, size_t after)
         return -1;
     }
     fcntl(s->pipe_fd, F_SETFL, fl | O_NONBLOCK);
+    s->wake_ev = event_new(s->srv->base, s->fd, EV_READ | EV_PERSIST,
+                           session_wake_asked, s);
+    if (s->wake_ev == NULL) {
+        session_reject(s, "ljmpd is out of memory for the session's events");
+        return -1;
+    }
+    event_priority_set(s->wake_ev, PRIO_INGEST);
+    event_add(s->wake_ev, NULL);
     event_del(s->ev);
     event_assign(s->ev, s->srv->base, s->pipe_fd, EV_READ | EV_PERSIST,
                  session_read, s);
@@ -1025,6 +1079,8 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         return;
     }
     srv->counters.ingest_bytes += (uint64_t)n;
+    if (fd == s->pipe_fd)
+        wake_if_due(s);
     session_take(s, buf, (size_t)n);
 }
 

@@ -27,7 +27,7 @@
  * Since version 3, the stream and trailer may come through a pipe
  * instead: the VM makes it, and sends its read end with the hello
  * (SCM_RIGHTS, attached to the hello's bytes), which then says version
- * 3; the socket carries nothing more but ljmpd's answer.  The VM splices
+ * 3; the socket then carries only wake-ups (below).  The VM splices
  * its buffers into the pipe (vmsplice) rather than copying them into a
  * socket: binary_trees streamed at 1.14x to 1.17x the profiler off's
  * time instead of 1.20x to 1.22x (bench/README.md).  For now a VM does
@@ -35,6 +35,19 @@
  * through pipes); else it sends a version 2 hello and streams on the
  * socket.  A version 3 hello without a pipe's read end, or an fd with a
  * lower version, is refused.
+ *
+ * A pipe wakes its writer for every page read, and nothing tells it
+ * when half the pipe was: beside 32 busy VMs, writers woken that often
+ * took the CPU from ljmpd.  So a VM that needs the pipe emptier asks on
+ * the socket, and sleeps until ljmpd answers:
+ *
+ *   wake-ask := LJMP_WAKE_ASK level(u32)   VM: wake me once the pipe
+ *                                          holds at most level bytes
+ *   wake     := LJMP_WAKE                  ljmpd: it does now
+ *
+ * One answer for each ask, at once if the pipe is that empty already.
+ * A VM still looks at the pipe itself now and then (LJMP_WAKE_LOOK_MS),
+ * so a lost answer only slows it.
  *
  * The trailer carries the VM's own totals (alloc, realloc and free events
  * written; bytes of the stream, from "ljs" to the epilogue), so that the
@@ -51,6 +64,10 @@
 #define LJMP_INGEST_PIPE_VERSION 3 /* the first whose stream is a pipe's */
 #define LJMP_HELLO_ACK           0x06
 #define LJMP_ACK_WAIT_MS         1000
+#define LJMP_WAKE_ASK            0x57 /* 'W' */
+#define LJMP_WAKE_ASK_SIZE       (1 + 4)
+#define LJMP_WAKE                0x52 /* 'R' */
+#define LJMP_WAKE_LOOK_MS        250
 #define LJMP_HELLO_MAX           (4 + 3 + 255)
 #define LJMP_TRAILER_SIZE        (4 + 8 + 8)
 
@@ -129,6 +146,54 @@ static inline uint64_t ljmp_get_u64le(const uint8_t *p)
     for (int i = 7; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
+}
+
+static inline void ljmp_wake_ask_encode(uint8_t *out, uint32_t level)
+{
+    out[0] = LJMP_WAKE_ASK;
+    for (int i = 0; i < 4; i++)
+        out[1 + i] = (uint8_t)(level >> (8 * i));
+}
+
+/* A pipe reader's side of the wake-ups: the ask being read, and the one
+ * to answer. */
+struct ljmp_wake {
+    uint8_t ask[LJMP_WAKE_ASK_SIZE];
+    size_t ask_len;
+    int asked;      /* an ask is unanswered */
+    uint32_t level; /* its level */
+};
+
+/* Takes bytes from the socket; 0, or -1 at the first byte that does not
+ * begin an ask (*bad says which). */
+static inline int ljmp_wake_take(struct ljmp_wake *w, const uint8_t *p,
+                                 size_t n, uint8_t *bad)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (w->ask_len == 0 && p[i] != LJMP_WAKE_ASK) {
+            *bad = p[i];
+            return -1;
+        }
+        w->ask[w->ask_len++] = p[i];
+        if (w->ask_len < LJMP_WAKE_ASK_SIZE)
+            continue;
+        w->level = 0;
+        for (int k = 3; k >= 0; k--)
+            w->level = w->level << 8 | w->ask[1 + k];
+        w->asked = 1;
+        w->ask_len = 0;
+    }
+    return 0;
+}
+
+/* Whether the ask is to be answered now, pipe_unread being what the pipe
+ * holds (FIONREAD); then it is no longer unanswered. */
+static inline int ljmp_wake_due(struct ljmp_wake *w, uint64_t pipe_unread)
+{
+    if (!w->asked || pipe_unread > w->level)
+        return 0;
+    w->asked = 0;
+    return 1;
 }
 
 /* Writes a trailer into out (LJMP_TRAILER_SIZE bytes). */

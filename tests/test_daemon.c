@@ -1051,6 +1051,96 @@ static void test_pipe_reader_race(void)
     close(fd);
 }
 
+/* The reader's side of wake-asks (ljmp_ingest.h): asks in pieces, one
+ * answer each, due only once the pipe is down to the ask's level. */
+static void test_wake_ask_parsing(void)
+{
+    struct ljmp_wake w = {0};
+    uint8_t two[2 * LJMP_WAKE_ASK_SIZE], bad = 0;
+
+    ljmp_wake_ask_encode(two, 70000);
+    ljmp_wake_ask_encode(two + LJMP_WAKE_ASK_SIZE, 0x01020304);
+    CU_ASSERT_EQUAL(ljmp_wake_take(&w, two, 3, &bad), 0);
+    CU_ASSERT_FALSE(w.asked);
+    CU_ASSERT_FALSE(ljmp_wake_due(&w, 0));
+    CU_ASSERT_EQUAL(ljmp_wake_take(&w, two + 3, 2, &bad), 0);
+    CU_ASSERT_TRUE(w.asked);
+    CU_ASSERT_EQUAL(w.level, 70000);
+    CU_ASSERT_FALSE(ljmp_wake_due(&w, 70001));
+    CU_ASSERT_TRUE(ljmp_wake_due(&w, 70000));
+    CU_ASSERT_FALSE(ljmp_wake_due(&w, 0)); /* answered already */
+    CU_ASSERT_EQUAL(ljmp_wake_take(&w, two + 5, 5, &bad), 0);
+    CU_ASSERT_EQUAL(w.level, 0x01020304);
+    CU_ASSERT_TRUE(ljmp_wake_due(&w, 0));
+    CU_ASSERT_EQUAL(ljmp_wake_take(&w, (const uint8_t *)"W\0\0\0\0x", 6, &bad),
+                    -1);
+    CU_ASSERT_EQUAL(bad, 'x');
+}
+
+/*
+ * A VM that finds its pipe too full asks on its socket to be woken once
+ * ljmpd has read the pipe down to a level (ljmp_ingest.h).  The answer
+ * comes, one for each ask, even for an ask that comes in pieces; any
+ * other byte there ends the session with the reason, keeping what ljmpd
+ * took.  ljmpd is stopped while the pipe fills, so that it finds the ask
+ * and a full pipe at once.  (That it answers once the pipe is down to
+ * the level, not before, shows here only when the test wins a race with
+ * ljmpd's next read; test_wake_ask_parsing checks the rule itself.)
+ */
+static void test_pipe_wake_asks(void)
+{
+    int p[2], unread = -1;
+    uint64_t before = newest_session_id(getpid()), allocs = 0;
+    uint8_t ask[LJMP_WAKE_ASK_SIZE], in[8];
+    struct pollfd pf;
+    char ack;
+
+    CU_ASSERT_FATAL(pipe2(p, O_CLOEXEC) == 0);
+    CU_ASSERT_FATAL(fcntl(p[1], F_SETPIPE_SZ, 1 << 20) >= 1 << 20);
+    int fd = send_hello_with(3, &p[0], 1, "");
+    CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
+    struct lm_buf b = {0};
+    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    while (b.len < 768 << 10)
+        lm_enc_alloc(&b, LM_REV_R3, &loc, 0x10000 + 16 * allocs++, 16);
+    ljmp_wake_ask_encode(ask, 0);
+    CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
+    CU_ASSERT_EQUAL(write(p[1], b.data, b.len), (ssize_t)b.len);
+    CU_ASSERT_EQUAL(send(fd, ask, sizeof(ask), 0), (ssize_t)sizeof(ask));
+    kill(daemon_pid, SIGCONT);
+    pf = (struct pollfd){.fd = fd, .events = POLLIN};
+    CU_ASSERT_EQUAL(poll(&pf, 1, 5000), 1);
+    CU_ASSERT(ioctl(p[1], FIONREAD, &unread) == 0 && unread == 0);
+    CU_ASSERT_EQUAL(recv(fd, in, sizeof(in), MSG_DONTWAIT), 1);
+    CU_ASSERT_EQUAL(in[0], LJMP_WAKE);
+    /* An ask that the pipe meets already, in two pieces. */
+    ljmp_wake_ask_encode(ask, 4096);
+    CU_ASSERT_EQUAL(send(fd, ask, 2, 0), 2);
+    sleep_ms(20);
+    CU_ASSERT_EQUAL(send(fd, ask + 2, 3, 0), 3);
+    CU_ASSERT_EQUAL(poll(&pf, 1, 5000), 1);
+    sleep_ms(50); /* time for a second answer, if one came */
+    CU_ASSERT_EQUAL(recv(fd, in, sizeof(in), MSG_DONTWAIT), 1);
+    CU_ASSERT_EQUAL(in[0], LJMP_WAKE);
+    CU_ASSERT_EQUAL(send(fd, "x", 1, 0), 1);
+    Ljmp__Response *r = wait_own_session_end(before);
+    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
+    CU_ASSERT_FATAL(ss != NULL);
+    CU_ASSERT_EQUAL(ss->info->state, LJMP__SESSION_STATE__FAILED);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ss->info->reason, "byte 0x78 on the socket beside the pipe"));
+    CU_ASSERT_EQUAL(ss->totals->alloc_events, allocs);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_TRUE(daemon_up());
+    lm_buf_free(&b);
+    close(fd);
+    close(p[0]);
+    close(p[1]);
+}
+
 /* What a peer chose (here a VM's version in its hello) is logged with its
  * control characters escaped: it cannot forge a line of the log. */
 static void test_peer_text_in_log(void)
@@ -2593,6 +2683,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "bad pipe hellos", test_bad_pipe_hellos);
     CU_add_test(s, "a peer races ljmpd for its pipe", test_pipe_reader_race);
+    CU_add_test(s, "wake-ask parsing", test_wake_ask_parsing);
+    CU_add_test(s, "a pipe VM's wake-asks", test_pipe_wake_asks);
     CU_add_test(s, "peer text in the log", test_peer_text_in_log);
     CU_add_test(s, "peer text on a terminal", test_peer_text_on_terminal);
     CU_add_test(s, "a long C name is cut", test_long_c_name_cut);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -692,6 +693,70 @@ static void test_pipe_stall_bound(void)
     check_socket_stall_bound("LJMP_PIPE=1");
 }
 
+/* The pipe's unread bytes. */
+static int pipe_unread(int fd)
+{
+    int n = -1;
+
+    CU_ASSERT(ioctl(fd, FIONREAD, &n) == 0);
+    return n;
+}
+
+/*
+ * Through a pipe, a VM that has filled it asks to be woken once ljmpd has
+ * read it down to a quarter (ljmp_ingest.h), then sleeps: no second ask,
+ * nothing more in the pipe, until the answer.  Served as ljmpd serves it
+ * after that, it runs to its end with a whole stream.
+ */
+static void test_pipe_waits_for_answer(void)
+{
+    char path[512];
+    int lfd = listen_at("wake.sock", path, sizeof(path));
+    pid_t pid = spawn("pipe_wake", "LJMP_PIPE=1", path);
+    struct ljmp_wake w = {0};
+    struct conn c;
+    struct lm_profile p;
+    uint8_t in[64], bad, wake = LJMP_WAKE;
+
+    CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 5000, 1, &c), 0);
+    CU_ASSERT_FATAL(c.fd != c.sock);
+    int room = fcntl(c.fd, F_GETPIPE_SZ);
+    struct pollfd pf[2] = {{.fd = c.sock, .events = POLLIN},
+                           {.fd = c.fd, .events = POLLIN}};
+    CU_ASSERT_EQUAL_FATAL(poll(pf, 1, 10000), 1);
+    ssize_t n = recv(c.sock, in, sizeof(in), 0);
+    CU_ASSERT_EQUAL_FATAL(n, LJMP_WAKE_ASK_SIZE);
+    CU_ASSERT_FATAL(ljmp_wake_take(&w, in, (size_t)n, &bad) == 0 && w.asked);
+    CU_ASSERT(w.level <= (uint32_t)room / 4);
+    int full = pipe_unread(c.fd);
+    CU_ASSERT((uint32_t)full > w.level);
+    usleep(2 * LJMP_WAKE_LOOK_MS * 1000);
+    CU_ASSERT_EQUAL(pipe_unread(c.fd), full);
+    CU_ASSERT_EQUAL(recv(c.sock, in, sizeof(in), MSG_DONTWAIT), -1);
+    for (;;) {
+        if (ljmp_wake_due(&w, (uint64_t)pipe_unread(c.fd)))
+            CU_ASSERT_EQUAL(send(c.sock, &wake, 1, MSG_NOSIGNAL), 1);
+        CU_ASSERT_FATAL(poll(pf, 2, 10000) > 0);
+        if (pf[0].revents & POLLIN) {
+            n = recv(c.sock, in, sizeof(in), MSG_DONTWAIT);
+            if (n > 0) {
+                CU_ASSERT(ljmp_wake_take(&w, in, (size_t)n, &bad) == 0);
+            } else {
+                pf[0].fd = -1; /* the VM closed its socket */
+            }
+        }
+        if ((pf[1].revents & (POLLIN | POLLHUP)) && !read_some(&c))
+            break;
+    }
+    conn_close(&c);
+    close(lfd);
+    expect_exit_output(pid, "pipe_wake", "done\n");
+    CU_ASSERT_EQUAL_FATAL(decode_session(c.buf, c.len, &p), 0);
+    CU_ASSERT(p.state.totals.alloc_events >= 800000);
+    lm_profile_free(&p);
+    free(c.buf);
+}
+
 /* Accepts up to n connections on lfd, answers their hellos as ljmpd does
  * and reads each to its end, all at once (a VM may wait for another);
  * gives up after ms without news.  Returns the connections made. */
@@ -861,6 +926,7 @@ int main(void)
     CU_add_test(s, "pipe reader gone", test_pipe_peer_gone);
     CU_add_test(s, "socket stall bound", test_socket_stall_bound);
     CU_add_test(s, "pipe stall bound", test_pipe_stall_bound);
+    CU_add_test(s, "pipe waits for the answer", test_pipe_waits_for_answer);
     CU_add_test(s, "FIFO reader gone", test_fifo_reader_gone);
     CU_add_test(s, "exit while streaming", test_exit_while_streaming);
     CU_add_test(s, "fork while streaming", test_fork_while_streaming);

@@ -120,42 +120,60 @@ static uint64_t pipe_unread(Sink *sk)
   return n > 0 ? (uint64_t)n : 0;
 }
 
-/* Naps while waiting for ljmpd to read: no event says that a pipe was
-** read, only that its reader left (EPIPE).  0 to go on, or why not. */
-static int nap_for_reader(Sink *sk, int64_t deadline, long *nap_ns)
+/*
+** Waits until the pipe holds at most level unread bytes, asking ljmpd to
+** say when (LJMP_WAKE_ASK, see ljmp_ingest.h): a pipe wakes its writer
+** for every page read, and beside 32 busy VMs writers woken that often,
+** or napping to look, took the CPU from ljmpd's threads (8 to 14 M
+** events/s of ingest, bench/README.md).  0 once it does, or why not:
+** EPIPE once ljmpd is gone, EAGAIN at the deadline.
+*/
+static int wait_for_reader(Sink *sk, int64_t deadline, uint64_t level)
 {
-  struct pollfd pfd;
-  struct timespec ts;
-  pfd.fd = sk->fd;
-  pfd.events = 0;
-  pfd.revents = 0;
-  if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLERR)) return EPIPE;
-  if (deadline != 0 && now_ms() >= deadline) return EAGAIN;
-  ts.tv_sec = 0;
-  ts.tv_nsec = *nap_ns;
-  nanosleep(&ts, NULL);
-  if (*nap_ns < 16000000) *nap_ns *= 2;
-  return 0;
+  int asked = 0;
+  for (;;) {
+    struct pollfd pfd[2];
+    int timeout = LJMP_WAKE_LOOK_MS;
+    uint8_t in[16];
+    if (pipe_unread(sk) <= level) return 0;
+    if (!asked) {
+      uint8_t ask[LJMP_WAKE_ASK_SIZE];
+      ljmp_wake_ask_encode(ask, level > 0xffffffffu ? 0xffffffffu :
+					   (uint32_t)level);
+      /* Five bytes into a socket that carries nothing else: if they do
+      ** not fit, ljmpd reads nothing there, and the looks below serve. */
+      send(sk->conn, ask, sizeof(ask), MSG_NOSIGNAL | MSG_DONTWAIT);
+      asked = 1;
+    }
+    if (deadline != 0) {
+      int64_t left = deadline - now_ms();
+      if (left <= 0) return EAGAIN;
+      if (left < timeout) timeout = (int)left;
+    }
+    pfd[0].fd = sk->conn;
+    pfd[0].events = POLLIN;
+    pfd[1].fd = sk->fd;  /* POLLERR once ljmpd closed the read end */
+    pfd[1].events = 0;
+    pfd[0].revents = pfd[1].revents = 0;
+    if (poll(pfd, 2, timeout) < 0 && errno != EINTR) return errno;
+    if (pfd[1].revents & POLLERR) return EPIPE;
+    /* The answer, or the hello's late one: either way, look again. */
+    if ((pfd[0].revents & POLLIN) &&
+	recv(sk->conn, in, sizeof(in), MSG_DONTWAIT) == 0)
+      return EPIPE;  /* ljmpd ended the session */
+  }
 }
 
 /*
-** A full pipe, while lending: wait until ljmpd has read half of it, in
-** naps of 2 ms and more.  A pipe wakes its writer for every page read,
-** and no event says when half of it was: beside 32 busy VMs, writers
-** blocked in vmsplice, or napping from 50 us, woke so often (15 to 23
-** thousand times each) that ljmpd's threads lost the CPU to them, and
-** ingest fell to 8 to 12 M events/s; with these naps, 12.2 and 14.4 M
-** (14.2 M on sockets).  A socket wakes its writer once half its buffer
-** is free.
+** A full pipe, while lending: wait until ljmpd has read three quarters
+** of it, as a Unix socket wakes its writer once that much of its buffer
+** is free: fewer, longer waits.  A pipe of partly filled pages is full
+** with fewer bytes: then until it holds a quarter as many.
 */
 static int wait_room(Sink *sk, int64_t deadline)
 {
-  long nap = 2000000;
-  int e;
-  do {  /* At least once: a pipe of partly filled pages is full too. */
-    if ((e = nap_for_reader(sk, deadline, &nap)) != 0) return e;
-  } while (pipe_unread(sk) > sk->pipe_room / 2);
-  return 0;
+  uint64_t unread = pipe_unread(sk), level = sk->pipe_room / 4;
+  return wait_for_reader(sk, deadline, level < unread ? level : unread / 4);
 }
 
 /* A pipe's write end is non-blocking under a stall bound only: then a
@@ -216,17 +234,19 @@ static int write_all(Sink *sk, const void *buf, size_t len)
 static int choose_next_buffer(Sink *sk)
 {
   int64_t deadline = sk->max_stall_ms > 0 ? now_ms() + sk->max_stall_ms : 0;
-  long nap = 20000;
   for (;;) {
-    uint64_t read = sk->piped - pipe_unread(sk);
+    uint64_t read = sk->piped - pipe_unread(sk), first = sk->piped;
     uint32_t i;
     int e;
-    for (i = 0; i < sk->nbufs; i++)
+    for (i = 0; i < sk->nbufs; i++) {
       if (sk->lent_until[i] <= read) {
 	sk->filling = i;
 	return 0;
       }
-    if ((e = nap_for_reader(sk, deadline, &nap)) != 0) return e;
+      if (sk->lent_until[i] < first) first = sk->lent_until[i];
+    }
+    /* Until ljmpd has read the buffer lent first. */
+    if ((e = wait_for_reader(sk, deadline, sk->piped - first)) != 0) return e;
   }
 }
 
@@ -401,11 +421,12 @@ int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
 /*
 ** The pipe the stream goes through (see ljmp_ingest.h), its write end in
 ** sk->fd from now on, the socket in sk->conn; 0, or -1 if none is to be
-** used.  Only with LJMP_PIPE=1, for now: a lone VM streams faster so
-** (binary_trees 1.14x to 1.17x the profiler off's time, against 1.20x to
-** 1.22x on the socket), but beside 32 busy VMs ljmpd took 12.2 and
-** 14.4 M events/s through pipes in two runs, against 14.2 M through
-** sockets: not yet as steady (bench/README.md).
+** used.  Only with LJMP_PIPE=1, for now: a lone VM streams a little
+** faster so (binary_trees 1.12x to 1.14x the profiler off's time in
+** bench/vm.sh, against 1.13x to 1.16x on the socket), but beside 32 busy
+** VMs ljmpd took 13.3 to 15.4 M events/s through pipes, against 14.5 to
+** 16.1 M through sockets, and its snapshots came later (p99 1062 and
+** 1072 ms at a 1 s interval, against 965 to 1002 ms; bench/README.md).
 */
 static int open_pipe(Sink *sk, int *read_end)
 {
