@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -370,6 +372,7 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
  * writes it in its loop, so it must never block). */
 static int check_record_fd(int fd, char *why, size_t len)
 {
+    struct statfs fs;
     struct stat st;
     int flags = fcntl(fd, F_GETFL);
 
@@ -379,6 +382,12 @@ static int check_record_fd(int fd, char *why, size_t len)
     }
     if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
         snprintf(why, len, "the record file is not open for writing");
+        return -1;
+    }
+    /* ljmpd writes recordings on its loop, and a FUSE file's writes wait
+     * for a daemon that any user may run, and stall. */
+    if (fstatfs(fd, &fs) != 0 || fs.f_type == FUSE_SUPER_MAGIC) {
+        snprintf(why, len, "record does not write to FUSE files");
         return -1;
     }
     return 0;

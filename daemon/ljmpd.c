@@ -732,7 +732,7 @@ static int server_start(struct server *srv)
     srv->start_ms = now_ms();
     wall_ms(srv->start_ms);
     if ((srv->base = new_event_base()) == NULL || feed_start(srv) != 0 ||
-        symload_start(srv) != 0)
+        symload_start(srv) != 0 || peer_fds_start() != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -793,6 +793,7 @@ static void server_free(struct server *srv)
         TAILQ_REMOVE(&srv->sessions, s, link);
         session_free(s);
     }
+    peer_fds_stop(); /* after the peers and sessions that close theirs */
     if (srv->ingest != NULL)
         evconnlistener_free(srv->ingest);
     if (srv->control != NULL)

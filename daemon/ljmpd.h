@@ -135,7 +135,7 @@ struct session {
     int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */
     int bad_fds;      /* file descriptors that came beside the hello's pipe */
     struct event *ev; /* reading the stream: from the pipe, if any */
-    struct event *wake_ev;  /* with a pipe: the VM's wake-asks (socket) */
+    struct event *wake_ev; /* with a pipe: the VM's wake-asks (socket) */
     struct ljmp_wake wake;
     enum session_phase phase;
     uint8_t hello[LJMP_HELLO_MAX];
@@ -287,6 +287,25 @@ int bell_init(struct bell *b, struct server *srv, event_callback_fn cb,
 void bell_ring(struct bell *b);
 void bell_answer(struct bell *b);
 void bell_free(struct bell *b);
+
+/* peerfd.c */
+/* The most descriptors one message may carry (the kernel's SCM_MAX_FD). */
+#define PEER_MAX_FDS 253
+/* What a read from a peer's socket brought besides its bytes. */
+struct peer_fds {
+    int fd[PEER_MAX_FDS];
+    unsigned n;
+    int cut; /* more came than fit (the kernel closed them) */
+};
+/* recvmsg of up to len bytes from a peer's socket, without waiting, and
+ * the descriptors that came with them, all in *in: the caller keeps what
+ * it wants and gives the others to peer_fd_close.  Returns as recvmsg. */
+ssize_t recv_from_peer(int sock, void *buf, size_t len, struct peer_fds *in);
+/* Closes a descriptor a peer chose, on a thread of its own (see peerfd.c);
+ * never waits.  -1 is ignored. */
+void peer_fd_close(int fd);
+int peer_fds_start(void);
+void peer_fds_stop(void);
 
 /* session.c */
 /* When pid started, in Unix milliseconds (0 if unknown). */

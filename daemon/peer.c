@@ -159,8 +159,7 @@ void peer_free(struct peer *p)
     event_free(p->wev);
     evbuffer_free(p->in);
     evbuffer_free(p->out);
-    if (p->passed_fd >= 0)
-        close(p->passed_fd);
+    peer_fd_close(p->passed_fd);
     close(p->fd);
     log_debug("control %llu: closed", (unsigned long long)p->id);
     free(p);
@@ -254,20 +253,13 @@ static void peer_reject(struct peer *p, const char *why)
 }
 
 /* Keeps the first descriptor passed with a message; closes any others. */
-static void take_passed_fds(struct peer *p, struct msghdr *msg)
+static void take_passed_fds(struct peer *p, const struct peer_fds *in)
 {
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
-         c = CMSG_NXTHDR(msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        int *fds = (int *)(void *)CMSG_DATA(c);
-        for (size_t i = 0; i < nfd; i++) {
-            if (p->passed_fd < 0)
-                p->passed_fd = fds[i];
-            else
-                close(fds[i]);
-        }
+    for (unsigned i = 0; i < in->n; i++) {
+        if (p->passed_fd < 0)
+            p->passed_fd = in->fd[i];
+        else
+            peer_fd_close(in->fd[i]);
     }
 }
 
@@ -310,10 +302,8 @@ static int peer_frames(struct peer *p, int max)
         control_dispatch(p, req);
         ljmp__request__free_unpacked(req, NULL);
         /* A descriptor belongs to the request it came with. */
-        if (p->passed_fd >= 0) {
-            close(p->passed_fd);
-            p->passed_fd = -1;
-        }
+        peer_fd_close(p->passed_fd);
+        p->passed_fd = -1;
     }
     return 0;
 }
@@ -323,24 +313,16 @@ static int peer_frames(struct peer *p, int max)
 static ssize_t peer_recv(struct peer *p)
 {
     struct evbuffer_iovec v;
-    union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct msghdr msg = {0};
+    struct peer_fds in;
 
     if (evbuffer_reserve_space(p->in, PEER_READ_SIZE, &v, 1) < 1) {
         errno = ENOMEM;
         return -1;
     }
-    struct iovec iov = {v.iov_base, PEER_READ_SIZE};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof(ctl.buf);
-    ssize_t n = recvmsg(p->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    ssize_t n = recv_from_peer(p->fd, v.iov_base, PEER_READ_SIZE, &in);
+    if (n >= 0)
+        take_passed_fds(p, &in);
     if (n > 0) {
-        take_passed_fds(p, &msg);
         v.iov_len = (size_t)n;
         evbuffer_commit_space(p->in, &v, 1);
     }

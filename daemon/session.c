@@ -229,8 +229,7 @@ void session_free(struct session *s)
         event_free(s->wake_ev);
     if (s->fd >= 0)
         close(s->fd);
-    if (s->pipe_fd >= 0)
-        close(s->pipe_fd);
+    peer_fd_close(s->pipe_fd); /* the peer's choice, until take_pipe */
     if (s->rec != NULL)
         recording_finish(s->rec, s);
     lm_groups_free(&s->groups);
@@ -421,8 +420,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     s->wake_ev = NULL;
     close(s->fd);
     s->fd = -1;
-    if (s->pipe_fd >= 0)
-        close(s->pipe_fd);
+    peer_fd_close(s->pipe_fd); /* the peer's choice, until take_pipe */
     s->pipe_fd = -1;
     /* The decoder's and the reads' buffers go (those of jobs still out,
      * which an earlier job's end left unfed, when they come back); the
@@ -543,6 +541,8 @@ static int is_anonymous_pipe(int fd)
     return strncmp(name, "pipe:[", 6) == 0;
 }
 
+static ssize_t read_socket(struct session *s, uint8_t *buf, size_t n);
+
 /* Answers the VM's wake-ask once the pipe is as empty as it asked. */
 static void wake_if_due(struct session *s)
 {
@@ -563,8 +563,9 @@ static void session_wake_asked(evutil_socket_t fd, short what, void *arg)
 {
     struct session *s = arg;
     uint8_t buf[64], bad = 0;
-    ssize_t n = read(fd, buf, sizeof(buf));
+    ssize_t n = read_socket(s, buf, sizeof(buf));
 
+    (void)fd;
     (void)what;
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
@@ -987,35 +988,40 @@ static void session_gone(struct session *s, const char *why)
 }
 
 /* Keeps what came with the hello: one pipe's read end; more is noted
- * (take_pipe refuses it) and closed. */
-static void take_passed_fds(struct session *s, struct msghdr *msg)
+ * (take_pipe refuses it).  Descriptors after the hello are nobody's. */
+static void take_passed_fds(struct session *s, const struct peer_fds *in)
 {
-    if (msg->msg_flags & MSG_CTRUNC)
+    if (in->cut && s->phase == SESSION_HELLO)
         s->bad_fds = 1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
-         c = CMSG_NXTHDR(msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+    for (unsigned i = 0; i < in->n; i++) {
+        if (s->phase == SESSION_HELLO && s->pipe_fd < 0 && !s->bad_fds &&
+            in->n == 1) {
+            s->pipe_fd = in->fd[i];
             continue;
-        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < nfd; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (s->pipe_fd < 0 && !s->bad_fds && i == 0 && nfd == 1) {
-                s->pipe_fd = fd;
-                continue;
-            }
-            s->bad_fds = 1;
-            close(fd);
         }
+        if (s->phase == SESSION_HELLO)
+            s->bad_fds = 1;
+        peer_fd_close(in->fd[i]);
     }
 }
 
+/* Reads from the VM's socket, taking what descriptors come with the bytes
+ * (recv_from_peer). */
+static ssize_t read_socket(struct session *s, uint8_t *buf, size_t n)
+{
+    struct peer_fds in;
+    ssize_t r = recv_from_peer(s->fd, buf, n, &in);
+
+    if (r >= 0)
+        take_passed_fds(s, &in);
+    return r;
+}
+
 /*
- * Reads stream bytes: during the hello with recvmsg, for the pipe that a
- * version 3 hello brings (later ones the kernel drops with the read);
- * from a pipe without waiting even if its flags say otherwise: the peer
- * holds that file description too, and could clear O_NONBLOCK and drain
- * the pipe between our poll and our read.
+ * Reads stream bytes: from the socket with the descriptors that come (a
+ * version 3 hello brings its pipe); from a pipe without waiting even if
+ * its flags say otherwise: the peer holds that file description too, and
+ * could clear O_NONBLOCK and drain the pipe between our poll and our read.
  */
 static ssize_t read_stream(struct session *s, int fd, uint8_t *buf, size_t n)
 {
@@ -1024,21 +1030,7 @@ static ssize_t read_stream(struct session *s, int fd, uint8_t *buf, size_t n)
         struct iovec iov = {buf, n};
         return preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
     }
-    if (s->phase != SESSION_HELLO)
-        return read(fd, buf, n);
-    union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {buf, n};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = ctl.buf,
-                         .msg_controllen = sizeof(ctl.buf)};
-    ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (r >= 0)
-        take_passed_fds(s, &msg);
-    return r;
+    return read_socket(s, buf, n);
 }
 
 /* One read per callback: a busy VM waits for the next loop iteration

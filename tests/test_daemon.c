@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1139,6 +1140,115 @@ static void test_pipe_wake_asks(void)
     close(fd);
     close(p[0]);
     close(p[1]);
+}
+
+/*
+ * A loopback TCP connection with data queued that its far end never reads,
+ * and SO_LINGER: its last close waits up to `seconds` for the data to go.
+ * *far: that end, whose close ends the wait.
+ */
+static int lingering_socket(int *far, int seconds)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    struct linger lg = {1, seconds};
+    int small = 4096, l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char junk[4096] = {0};
+
+    CU_ASSERT_FATAL(l >= 0 && c >= 0);
+    setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    CU_ASSERT_FATAL(bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+                    listen(l, 1) == 0 &&
+                    getsockname(l, (struct sockaddr *)&a, &alen) == 0 &&
+                    connect(c, (struct sockaddr *)&a, sizeof(a)) == 0);
+    *far = accept(l, NULL, NULL);
+    close(l);
+    CU_ASSERT_FATAL(*far >= 0);
+    fcntl(c, F_SETFL, O_NONBLOCK);
+    while (send(c, junk, sizeof(junk), MSG_NOSIGNAL) > 0)
+        ;
+    fcntl(c, F_SETFL, 0);
+    setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    return c;
+}
+
+/*
+ * What a peer passes is the peer's choice, and the last close of some
+ * descriptors waits (here a TCP socket with SO_LINGER, as a FUSE file
+ * waits for its daemon): ljmpd closes them off its loop, and answers on
+ * meanwhile, whether it refused them with a record request or a hello, or
+ * they came along with a stream's bytes.
+ */
+static void test_passed_fds_closed_off_loop(void)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__RecordRequest rr = LJMP__RECORD_REQUEST__INIT;
+    struct conn c;
+    int far, fd;
+
+    req.body_case = LJMP__REQUEST__BODY_RECORD;
+    req.record = &rr;
+    rr.has_pid = rr.has_wait_ms = 1;
+    rr.pid = (uint32_t)getpid();
+    rr.wait_ms = 1000;
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    fd = lingering_socket(&far, 5);
+    /* Stopped, ljmpd takes the descriptor only once this copy is closed:
+     * then its close is the last. */
+    CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
+    CU_ASSERT(conn_send(&c, &req, fd) != 0);
+    close(fd);
+    kill(daemon_pid, SIGCONT);
+    Ljmp__Response *r = conn_recv(&c, 5000);
+    CU_ASSERT_PTR_NOT_NULL(
+        r && r->error ? strstr(r->error->message, "regular file") : NULL);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_TRUE(daemon_answers(1000));
+    conn_close(&c);
+    close(far);
+
+    fd = lingering_socket(&far, 5);
+    CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
+    int sock = send_hello_with(3, &fd, 1, "");
+    close(fd);
+    kill(daemon_pid, SIGCONT);
+    expect_refused(sock, "the file descriptor sent with the hello is not a "
+                         "pipe's read end");
+    CU_ASSERT_TRUE(daemon_answers(1000));
+    close(far);
+
+    /* Along with stream bytes on a version 2 session's socket. */
+    fd = lingering_socket(&far, 5);
+    sock = send_hello_with(2, NULL, 0, "");
+    char ack;
+    CU_ASSERT_EQUAL(read(sock, &ack, 1), 1);
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl = {0};
+    struct iovec iov = {"ljs", 3};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
+    CU_ASSERT_EQUAL(sendmsg(sock, &msg, MSG_NOSIGNAL), 3);
+    close(fd);
+    kill(daemon_pid, SIGCONT);
+    sleep_ms(100); /* for ljmpd to read them */
+    CU_ASSERT_TRUE(daemon_answers(1000));
+    close(far);
+    close(sock);
+    CU_ASSERT_TRUE(daemon_up());
 }
 
 /* What a peer chose (here a VM's version in its hello) is logged with its
@@ -2683,6 +2793,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "bad pipe hellos", test_bad_pipe_hellos);
     CU_add_test(s, "a peer races ljmpd for its pipe", test_pipe_reader_race);
+    CU_add_test(s, "passed descriptors are closed off the loop",
+                test_passed_fds_closed_off_loop);
     CU_add_test(s, "wake-ask parsing", test_wake_ask_parsing);
     CU_add_test(s, "a pipe VM's wake-asks", test_pipe_wake_asks);
     CU_add_test(s, "peer text in the log", test_peer_text_in_log);
