@@ -1142,6 +1142,18 @@ static void test_pipe_wake_asks(void)
     close(p[1]);
 }
 
+/* req: a record request for this process's sessions, waiting up to
+ * wait_ms for one to start. */
+static void record_request(Ljmp__Request *req, Ljmp__RecordRequest *rr,
+                           uint32_t wait_ms)
+{
+    req->body_case = LJMP__REQUEST__BODY_RECORD;
+    req->record = rr;
+    rr->has_pid = rr->has_wait_ms = 1;
+    rr->pid = (uint32_t)getpid();
+    rr->wait_ms = wait_ms;
+}
+
 /*
  * A loopback TCP connection with data queued that its far end never reads,
  * and SO_LINGER: its last close waits up to `seconds` for the data to go.
@@ -1189,11 +1201,7 @@ static void test_passed_fds_closed_off_loop(void)
     struct conn c;
     int far, fd;
 
-    req.body_case = LJMP__REQUEST__BODY_RECORD;
-    req.record = &rr;
-    rr.has_pid = rr.has_wait_ms = 1;
-    rr.pid = (uint32_t)getpid();
-    rr.wait_ms = 1000;
+    record_request(&req, &rr, 1000);
     CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
     fd = lingering_socket(&far, 5);
     /* Stopped, ljmpd takes the descriptor only once this copy is closed:
@@ -2339,11 +2347,7 @@ static void test_record_refusals(void)
     int pipefd[2];
     char path[160];
 
-    req.body_case = LJMP__REQUEST__BODY_RECORD;
-    req.record = &rr;
-    rr.has_pid = rr.has_wait_ms = 1;
-    rr.pid = (uint32_t)getpid();
-    rr.wait_ms = 60000;
+    record_request(&req, &rr, 60000);
     CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
     CU_ASSERT_EQUAL_FATAL(pipe(pipefd), 0);
     Ljmp__Response *r = conn_call(&c, &req, pipefd[1]);
