@@ -299,9 +299,11 @@ static void conn_close(struct conn *c)
     c->fd = c->sock = -1;
 }
 
-/* Starts `env ENV luajit tests/vm/SCRIPT.lua ARG` (ENV: NAME=VALUE words),
- * its stdout to DIR/SCRIPT.out. */
-static pid_t spawn(const char *script, const char *env, const char *arg)
+/* Starts `env ENV luajit tests/vm/SCRIPT.lua ARG ARG2` (ENV: NAME=VALUE
+ * words; the arguments up to the first NULL), its stdout to
+ * DIR/SCRIPT.out. */
+static pid_t spawn_args(const char *script, const char *env, const char *arg,
+                        const char *arg2)
 {
     char lua[512], out[512];
     pid_t pid;
@@ -315,10 +317,15 @@ static pid_t spawn(const char *script, const char *env, const char *arg)
         for (char *w = env ? strtok(strdup(env), " ") : NULL; w != NULL;
              w = strtok(NULL, " "))
             putenv(w);
-        execl(LUAJIT_BIN, LUAJIT_BIN, lua, arg, (char *)NULL);
+        execl(LUAJIT_BIN, LUAJIT_BIN, lua, arg, arg2, (char *)NULL);
         _exit(127);
     }
     return pid;
+}
+
+static pid_t spawn(const char *script, const char *env, const char *arg)
+{
+    return spawn_args(script, env, arg, NULL);
 }
 
 static int wait_exit(pid_t pid)
@@ -757,6 +764,50 @@ static void test_pipe_waits_for_answer(void)
     free(c.buf);
 }
 
+/* memprof's buffer (LJ_MEMPROF_BUFSZ). */
+#define VM_BUFSZ (256 * 1024)
+
+/* memprof's buffers for a VM of this user streaming through a pipe, as
+ * lj_ljmp.c's open_pipe sizes it: what the pipe holds, and one. */
+static int pipe_buffers(void)
+{
+    int p[2], n;
+
+    CU_ASSERT_FATAL(pipe(p) == 0);
+    if (fcntl(p[1], F_SETPIPE_SZ, 8 * VM_BUFSZ) < 0)
+        fcntl(p[1], F_SETPIPE_SZ, 4 * VM_BUFSZ);
+    n = fcntl(p[1], F_GETPIPE_SZ) / VM_BUFSZ + 1;
+    close(p[0]);
+    close(p[1]);
+    return n > 9 ? 9 : n;
+}
+
+/*
+ * Through a pipe read late, the stop's flush lends the last buffer that
+ * was free: it needs no other after it, so the stream ends whole, with
+ * its trailer, however long the reader takes (a wait for a free buffer
+ * there ran into the stall bound and lost the trailer).
+ */
+static void test_pipe_last_flush(void)
+{
+    char path[512], rounds[16];
+    int lfd = listen_at("last.sock", path, sizeof(path));
+    struct conn c;
+    struct lm_profile p;
+
+    snprintf(rounds, sizeof(rounds), "%d", pipe_buffers());
+    pid_t pid = spawn_args("pipe_last_flush", "LJMP_PIPE=1", path, rounds);
+    CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 5000, 1, &c), 0);
+    CU_ASSERT_FATAL(c.fd != c.sock);
+    expect_exit_output(pid, "pipe_last_flush", "true\n");
+    read_all(&c);
+    conn_close(&c);
+    close(lfd);
+    CU_ASSERT_EQUAL(decode_session(c.buf, c.len, &p), 0);
+    lm_profile_free(&p);
+    free(c.buf);
+}
+
 /* Accepts up to n connections on lfd, answers their hellos as ljmpd does
  * and reads each to its end, all at once (a VM may wait for another);
  * gives up after ms without news.  Returns the connections made. */
@@ -927,6 +978,7 @@ int main(void)
     CU_add_test(s, "socket stall bound", test_socket_stall_bound);
     CU_add_test(s, "pipe stall bound", test_pipe_stall_bound);
     CU_add_test(s, "pipe waits for the answer", test_pipe_waits_for_answer);
+    CU_add_test(s, "pipe last flush", test_pipe_last_flush);
     CU_add_test(s, "FIFO reader gone", test_fifo_reader_gone);
     CU_add_test(s, "exit while streaming", test_exit_while_streaming);
     CU_add_test(s, "fork while streaming", test_fork_while_streaming);

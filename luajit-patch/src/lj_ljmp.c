@@ -250,9 +250,13 @@ static int choose_next_buffer(Sink *sk)
   }
 }
 
-static uint32_t sink_next_buf(void *ctx)
+/* After each write but the stream's last: a final flush that ljmpd
+** takes need not wait for a buffer, and its trailer follows it. */
+static int sink_next_buf(void *ctx)
 {
-  return ((Sink *)ctx)->filling;
+  Sink *sk = (Sink *)ctx;
+  int e = choose_next_buffer(sk);
+  return e != 0 ? -e : (int)sk->filling;
 }
 
 /* Waits for ljmpd's answer to the hello (see ljmp_ingest.h): 0 once it
@@ -303,9 +307,9 @@ static int sink_write(void *ctx, const void *buf, size_t len)
   Sink *sk = (Sink *)ctx;
   int lend = sk->conn >= 0 && len >= SINK_LEND_MIN;
   int e = write_some_all(sk, buf, len, lend);
-  if (e != 0 || sk->conn < 0) return e;
-  sk->lent_until[sk->filling] = lend ? sk->piped : 0;
-  return choose_next_buffer(sk);
+  if (e == 0 && sk->conn >= 0)
+    sk->lent_until[sk->filling] = lend ? sk->piped : 0;
+  return e;
 }
 
 static void sink_stop(void *ctx, const MemprofResult *res)

@@ -107,33 +107,50 @@ static size_t mp_len(const Memprof *mp)
   return (size_t)(mp->cur - mp->buf);
 }
 
-static void mp_flush(Memprof *mp)
+/* The stream failed (err): the profile stops at the next allocation. */
+static void mp_fail(Memprof *mp, int err)
+{
+  mp->err = err;
+  mp->fast_left = 0;
+  /* Part of the ring may be in a pipe that is still read: what is written
+  ** from now on (the epilogue, symbols), never sent, goes to pages of its
+  ** own, mapped over the ring. */
+  if (mp->opt.nbufs > 1 &&
+      mmap(mp->ring, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ,
+	   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+	   -1, 0) == MAP_FAILED)
+    mp->buf = memprof_spare;
+}
+
+/* Writes the buffer out; unless it was the last, the writer says which
+** to fill next, as it may still read this one (see nbufs). */
+static void mp_flush_as(Memprof *mp, int last)
 {
   size_t len = mp_len(mp);
   if (len > 0 && mp->err == 0) {
     int e = mp->opt.write(mp->opt.ctx, mp->buf, len);
     if (e != 0) {
-      mp->err = e;
-      mp->fast_left = 0;
-      /* Part of the buffer may be in a pipe that is still read: what is
-      ** written from now on (the epilogue, symbols), never sent, goes to
-      ** pages of its own, mapped over the ring. */
-      if (mp->opt.nbufs > 1 &&
-	  mmap(mp->ring, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ,
-	       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-	       -1, 0) == MAP_FAILED)
-	mp->buf = memprof_spare;
+      mp_fail(mp, e);
     } else {
       mp->stream_bytes += len;
-      /* The writer may still read what it was handed (see nbufs). */
-      if (mp->opt.nbufs > 1) {
-	mp->filling = mp->opt.next_buf(mp->opt.ctx) % mp->opt.nbufs;
-	mp->buf = mp->ring + (size_t)mp->filling * MEMPROF_BUFSZ;
+      if (mp->opt.nbufs > 1 && !last) {
+	int next = mp->opt.next_buf(mp->opt.ctx);
+	if (next < 0) {
+	  mp_fail(mp, -next);
+	} else {
+	  mp->filling = (uint32_t)next % mp->opt.nbufs;
+	  mp->buf = mp->ring + (size_t)mp->filling * MEMPROF_BUFSZ;
+	}
       }
     }
   }
   mp->cur = mp->buf;
   mp->flushed_ns = mp_clock_ns();
+}
+
+static void mp_flush(Memprof *mp)
+{
+  mp_flush_as(mp, 0);
 }
 
 static void mp_flush_if_stale(Memprof *mp)
@@ -798,7 +815,7 @@ static int memprof_finish(Memprof *mp)
   memprof_detach(mp);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, HDR_FINAL);
-  mp_flush(mp);
+  mp_flush_as(mp, 1);  /* No buffer is filled after it. */
   e = mp->last_err = mp->err;
   memprof_release(mp, e);
   if (e != 0) {

@@ -48,9 +48,11 @@ typedef struct MemprofOptions {
   void (*at_exit)(void *ctx);
   /* Buffers (0 is 1).  With more than one, write() may keep reading a
   ** buffer after it returns (the socket writer lends its pages to a
-  ** pipe), and next_buf() says which buffer to fill after each write. */
+  ** pipe), and next_buf() says which buffer to fill after each write but
+  ** the last, or returns a negative errno value if none is free in time
+  ** (which ends the profile as a failed write does). */
   uint32_t nbufs;
-  uint32_t (*next_buf)(void *ctx);
+  int (*next_buf)(void *ctx);
 } MemprofOptions;
 
 enum {
