@@ -275,7 +275,7 @@ static void drain_pipe(int sock, int in, uint8_t *buf, size_t len)
     uint8_t bad, answer = LJMP_WAKE;
 
     for (;;) {
-        if (poll(pfd, pfd[1].fd >= 0 ? 2 : 1, -1) < 0) {
+        if (poll(pfd, 2, -1) < 0) { /* a closed socket's fd is -1 */
             if (errno == EINTR)
                 continue;
             return;
@@ -325,18 +325,21 @@ static int bench_drain(int argc, char **argv)
         if (fd < 0)
             continue;
         if (fork() == 0) {
-            uint8_t ack = LJMP_HELLO_ACK; /* as ljmpd answers a hello */
-            close(lfd);
-            if (write(fd, &ack, 1) != 1)
-                _exit(1);
-            /* The stream comes through the pipe that a version 3 hello
-             * brings, if any, else on the socket. */
+            /* As ljmpd answers a hello: through a pipe (a version 3
+             * hello brings one), with word that asks are answered. */
+            uint8_t ack[2] = {LJMP_HELLO_ACK, LJMP_WAKE};
             int in;
-            if (ljmp_recv_with_fd(fd, buf, sizeof(buf), &in) > 0 && in >= 0)
+            close(lfd);
+            if (ljmp_recv_with_fd(fd, buf, sizeof(buf), &in) > 0 && in >= 0) {
+                if (write(fd, ack, 2) != 2)
+                    _exit(1);
                 drain_pipe(fd, in, (uint8_t *)buf, sizeof(buf));
-            else
+            } else {
+                if (write(fd, ack, 1) != 1)
+                    _exit(1);
                 while (read(fd, buf, sizeof(buf)) > 0)
                     ;
+            }
             _exit(0);
         }
         close(fd);

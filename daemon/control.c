@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -370,24 +368,75 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
 
 /* The record descriptor: a regular file open for writing (the daemon
  * writes it in its loop, so it must never block). */
-static int check_record_fd(int fd, char *why, size_t len)
+/* The type of mount mnt as a mountinfo file lists it, in type (len). */
+static int mount_type(const char *mountinfo, int mnt, char *type, size_t len)
 {
-    struct statfs fs;
+    char line[4096];
+    int found = 0;
+    FILE *f = fopen(mountinfo, "re");
+
+    if (f == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        const char *dash = strstr(line, " - ");
+        int id, n = 0;
+        if (sscanf(line, "%d", &id) == 1 && id == mnt && dash != NULL &&
+            sscanf(dash + 3, "%*s%n", &n) == 0 && n > 0 && (size_t)n < len) {
+            memcpy(type, dash + 3, (size_t)n);
+            type[n] = '\0';
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * Whether fd (passed by pid) is on a FUSE mount, asked of /proc only: its
+ * mount id (fdinfo), then that mount's type, in ljmpd's mount namespace
+ * or the client's (mount ids are the system's).  fstat or fstatfs would
+ * ask the FUSE daemon itself, which may never answer.  -1 if unknown (a
+ * pipe's or a socket's mount is listed nowhere).
+ */
+static int on_fuse(int fd, pid_t pid)
+{
+    char path[64], line[256], type[64];
+    int mnt = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    if ((f = fopen(path, "re")) == NULL)
+        return -1;
+    while (mnt < 0 && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "mnt_id: %d", &mnt) != 1)
+            mnt = -1;
+    fclose(f);
+    snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+    if (mnt < 0 ||
+        (!mount_type("/proc/self/mountinfo", mnt, type, sizeof(type)) &&
+         !mount_type(path, mnt, type, sizeof(type))))
+        return -1;
+    return strcmp(type, "fuse") == 0 || strcmp(type, "fuseblk") == 0 ||
+           strncmp(type, "fuse.", 5) == 0;
+}
+
+static int check_record_fd(int fd, pid_t pid, char *why, size_t len)
+{
     struct stat st;
     int flags = fcntl(fd, F_GETFL);
 
+    /* ljmpd writes recordings on its loop, and a FUSE file's writes (and
+     * fstat) wait for a daemon that any user may run, and stall. */
+    if (on_fuse(fd, pid) == 1) {
+        snprintf(why, len, "record does not write to FUSE files");
+        return -1;
+    }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(why, len, "record writes only to a regular file");
         return -1;
     }
     if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
         snprintf(why, len, "the record file is not open for writing");
-        return -1;
-    }
-    /* ljmpd writes recordings on its loop, and a FUSE file's writes wait
-     * for a daemon that any user may run, and stall. */
-    if (fstatfs(fd, &fs) != 0 || fs.f_type == FUSE_SUPER_MAGIC) {
-        snprintf(why, len, "record does not write to FUSE files");
         return -1;
     }
     return 0;
@@ -452,7 +501,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
                         "record needs a pid");
         return;
     }
-    if (check_record_fd(p->passed_fd, why, sizeof(why)) != 0) {
+    if (check_record_fd(p->passed_fd, p->pid, why, sizeof(why)) != 0) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
                         why);
         return;

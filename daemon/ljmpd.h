@@ -133,6 +133,7 @@ struct session {
 
     int fd;           /* the ingest socket */
     int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */
+    int pipe_taken;   /* pipe_fd is an anonymous pipe's read end, ours */
     int bad_fds;      /* file descriptors that came beside the hello's pipe */
     struct event *ev; /* reading the stream: from the pipe, if any */
     struct event *wake_ev; /* with a pipe: the VM's wake-asks (socket) */
@@ -198,6 +199,7 @@ struct peer {
     struct event *rev, *wev;
     struct evbuffer *in, *out;
     int passed_fd;        /* a descriptor sent with the last request, or -1 */
+    int fds_over;         /* more than one came with a request */
     int closing;          /* flush what is queued, then close */
     int throttled;        /* not reading: too much output queued */
     int eof;              /* the client sent all it will: close when idle */
@@ -304,6 +306,9 @@ ssize_t recv_from_peer(int sock, void *buf, size_t len, struct peer_fds *in);
 /* Closes a descriptor a peer chose, on a thread of its own (see peerfd.c);
  * never waits.  -1 is ignored. */
 void peer_fd_close(int fd);
+/* Closes a peer's socket (ingest or control), taking first what is still
+ * queued in it.  -1 is ignored. */
+void peer_socket_close(int fd);
 int peer_fds_start(void);
 void peer_fds_stop(void);
 

@@ -61,7 +61,7 @@ static void refuse(struct server *srv, int fd, const char *why)
         (void)!send(fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     free(frame);
     srv->counters.control_rejected++;
-    close(fd);
+    peer_socket_close(fd);
 }
 
 void peer_accept(struct server *srv, int fd)
@@ -73,7 +73,7 @@ void peer_accept(struct server *srv, int fd)
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         log_warn("control: no peer credentials: %s", strerror(errno));
         srv->counters.control_rejected++;
-        close(fd);
+        peer_socket_close(fd);
         return;
     }
     if (srv->npeers >= srv->cfg.max_peers) {
@@ -136,7 +136,7 @@ fail:
     log_error("control: out of memory for pid %d; connection closed",
               (int)cred.pid);
     srv->counters.control_rejected++;
-    close(fd);
+    peer_socket_close(fd);
 }
 
 void peer_free(struct peer *p)
@@ -160,7 +160,7 @@ void peer_free(struct peer *p)
     evbuffer_free(p->in);
     evbuffer_free(p->out);
     peer_fd_close(p->passed_fd);
-    close(p->fd);
+    peer_socket_close(p->fd);
     log_debug("control %llu: closed", (unsigned long long)p->id);
     free(p);
 }
@@ -252,11 +252,15 @@ static void peer_reject(struct peer *p, const char *why)
     peer_close_after_flush(p);
 }
 
-/* Keeps the first descriptor passed with a message; closes any others. */
+/* Keeps the descriptor passed with a request; more than one (which would
+ * let a client queue any number of them for closing) is noted, and the
+ * client rejected (peer_read). */
 static void take_passed_fds(struct peer *p, const struct peer_fds *in)
 {
+    if (in->cut || in->n > 1 || (in->n == 1 && p->passed_fd >= 0))
+        p->fds_over = 1;
     for (unsigned i = 0; i < in->n; i++) {
-        if (p->passed_fd < 0)
+        if (p->passed_fd < 0 && !p->fds_over)
             p->passed_fd = in->fd[i];
         else
             peer_fd_close(in->fd[i]);
@@ -385,6 +389,11 @@ static void peer_read(evutil_socket_t fd, short what, void *arg)
     if (!p->eof && evbuffer_get_length(p->in) <=
                        LJMP_WIRE_HEADER + LJMP_WIRE_MAX_REQUEST) {
         ssize_t n = peer_recv(p);
+        if (p->fds_over) {
+            peer_reject(p, "more than one file descriptor came with a "
+                           "request");
+            return;
+        }
         if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) {
             /* The end of what the client sent, or its socket broke.  One
              * only done sending gets its answers (waiting for any VM it

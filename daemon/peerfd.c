@@ -1,5 +1,5 @@
-/* Descriptors that peers pass to ljmpd: received explicitly, closed on a
- * thread of their own. */
+/* Descriptors that peers pass to ljmpd, and peers' sockets: received
+ * explicitly, closed without holding the loop. */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <pthread.h>
@@ -14,25 +14,71 @@
 
 /*
  * A peer chooses what it passes, and the last close of some descriptors
- * waits for somebody else: a FUSE file's for its daemon to answer FLUSH, a
- * TCP socket's with SO_LINGER for its peer to take the data still queued.
- * On the loop, one such close would hold every session and client.  So
- * they are closed here, in turn; one that never returns holds only the
- * ones queued behind it, which are file descriptors, not ljmpd.
+ * waits for somebody else: a TCP socket's with SO_LINGER for its peer to
+ * take the data still queued, a FUSE file's for its daemon to answer
+ * FLUSH, a Unix socket's for the last close of what is queued in it.  On
+ * the loop, one such close would hold every session and client.  So they
+ * are closed on threads of their own: sockets are first told not to
+ * linger, and a Unix socket's queue is taken and its descriptors queued
+ * in turn.  A close that never returns (a FUSE daemon that never answers)
+ * holds its thread; the next close then starts another, up to
+ * CLOSER_THREADS, after which closes wait in the queue: descriptors, not
+ * ljmpd.  What a peer may pass is bounded besides (one descriptor with a
+ * hello or a request, none after).
  *
  * Nor may the kernel close them for us on the loop: a read without room
- * for descriptors drops those that came, and drops them in the reading
- * thread.  So every read from a peer's socket is recv_from_peer's.
+ * for descriptors drops those that came, and a socket's close those still
+ * queued, in the calling thread.  So every read from a peer's socket is
+ * recv_from_peer's, and a peer's socket is closed by peer_socket_close.
  */
+enum {
+    CLOSER_THREADS = 4,
+    DRAIN_READS = 16, /* of a passed Unix socket's queue */
+};
+
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_t thread;
-    int running, quit;
+    pthread_t thread[CLOSER_THREADS];
+    unsigned nthreads, idle;
+    int quit;
     int *fds;
     size_t n, cap;
 } closer = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
+/* Takes what a Unix socket holds: its descriptors are closed in turn. */
+static void drain_unix(int fd)
+{
+    static __thread uint8_t scratch[16 << 10];
+    struct peer_fds in;
+
+    for (int i = 0; i < DRAIN_READS; i++) {
+        ssize_t r = recv_from_peer(fd, scratch, sizeof(scratch), &in);
+        for (unsigned k = 0; k < in.n; k++)
+            peer_fd_close(in.fd[k]);
+        if (r <= 0)
+            break;
+    }
+}
+
+/* Closes fd without waiting for its peer, if it is a socket. */
+static void close_now(int fd)
+{
+    struct linger now = {1, 0};
+    int domain;
+    socklen_t len = sizeof(domain);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0) {
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+        shutdown(fd, SHUT_RDWR);
+        if (domain == AF_UNIX)
+            drain_unix(fd);
+    }
+    close(fd);
+}
+
+/* A closer thread: idle (counted so by its starter) until a descriptor
+ * is queued. */
 static void *close_queued(void *arg)
 {
     (void)arg;
@@ -43,25 +89,43 @@ static void *close_queued(void *arg)
         if (closer.n == 0)
             break;
         int fd = closer.fds[--closer.n];
+        closer.idle--;
         pthread_mutex_unlock(&closer.mu);
-        close(fd);
+        close_now(fd);
         pthread_mutex_lock(&closer.mu);
+        closer.idle++;
     }
+    closer.idle--;
     pthread_mutex_unlock(&closer.mu);
     return NULL;
 }
 
+/* Under closer.mu: a thread for the close just queued, if none is idle. */
+static void closer_thread_for_one(void)
+{
+    if (closer.idle > 0 || closer.nthreads == CLOSER_THREADS || closer.quit)
+        return;
+    int rc = start_helper_thread(&closer.thread[closer.nthreads], close_queued,
+                                 NULL);
+    if (rc != 0) {
+        log_warn("starting a thread to close peers' descriptors: %s",
+                 strerror(rc));
+        return;
+    }
+    closer.idle++;
+    if (closer.nthreads++ > 0)
+        log_warn("a descriptor a peer passed is slow to close; closing on "
+                 "%u threads",
+                 closer.nthreads);
+}
+
 int peer_fds_start(void)
 {
-    int rc = start_helper_thread(&closer.thread, close_queued, NULL);
-
-    if (rc != 0) {
-        log_error("starting the thread that closes peers' descriptors: %s",
-                  strerror(rc));
-        return -1;
-    }
-    closer.running = 1;
-    return 0;
+    pthread_mutex_lock(&closer.mu);
+    closer_thread_for_one();
+    int ok = closer.nthreads == 1;
+    pthread_mutex_unlock(&closer.mu);
+    return ok ? 0 : -1;
 }
 
 void peer_fd_close(int fd)
@@ -69,7 +133,7 @@ void peer_fd_close(int fd)
     if (fd < 0)
         return;
     pthread_mutex_lock(&closer.mu);
-    if (closer.running && closer.n == closer.cap) {
+    if (closer.nthreads > 0 && closer.n == closer.cap) {
         size_t cap = closer.cap ? 2 * closer.cap : 64;
         int *fds = realloc(closer.fds, cap * sizeof(*fds));
         if (fds != NULL) {
@@ -77,38 +141,62 @@ void peer_fd_close(int fd)
             closer.cap = cap;
         }
     }
-    if (!closer.running || closer.n == closer.cap) {
+    if (closer.nthreads == 0 || closer.n == closer.cap) {
         pthread_mutex_unlock(&closer.mu);
-        close(fd); /* no thread, or no memory: here, as before */
+        close_now(fd); /* no thread, or no memory: here, as before */
         return;
     }
     closer.fds[closer.n++] = fd;
+    closer_thread_for_one();
     pthread_cond_signal(&closer.cv);
     pthread_mutex_unlock(&closer.mu);
 }
 
-/* Closes what is queued, waiting a second at most for a close that does
- * not return: the process is ending anyway. */
+void peer_socket_close(int fd)
+{
+    static uint8_t scratch[64 << 10];
+    struct peer_fds in;
+
+    if (fd < 0)
+        return;
+    /* The peer can queue nothing more; what it did is taken here. */
+    shutdown(fd, SHUT_RDWR);
+    for (;;) {
+        ssize_t r = recv_from_peer(fd, scratch, sizeof(scratch), &in);
+        for (unsigned k = 0; k < in.n; k++)
+            peer_fd_close(in.fd[k]);
+        if (r <= 0)
+            break;
+    }
+    close(fd);
+}
+
+/* Closes what is queued, waiting a second at most for closes that do not
+ * return: the process is ending anyway. */
 void peer_fds_stop(void)
 {
     struct timespec until;
+    unsigned left = 0;
 
-    if (!closer.running)
-        return;
     pthread_mutex_lock(&closer.mu);
     closer.quit = 1;
-    pthread_cond_signal(&closer.cv);
+    pthread_cond_broadcast(&closer.cv);
+    unsigned n = closer.nthreads;
     pthread_mutex_unlock(&closer.mu);
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 1;
-    if (pthread_timedjoin_np(closer.thread, NULL, &until) != 0) {
-        log_warn("a descriptor a peer passed is still closing; not waited "
-                 "for");
-        pthread_detach(closer.thread);
-        closer.running = 0;
-        return;
+    for (unsigned i = 0; i < n; i++)
+        if (pthread_timedjoin_np(closer.thread[i], NULL, &until) != 0) {
+            pthread_detach(closer.thread[i]);
+            left++;
+        }
+    if (left > 0) {
+        log_warn("%u descriptors peers passed are still closing; not "
+                 "waited for",
+                 left);
+        return; /* the threads may still use the queue */
     }
-    closer.running = 0;
+    closer.nthreads = 0;
     free(closer.fds);
     closer.fds = NULL;
     closer.n = closer.cap = 0;

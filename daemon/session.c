@@ -133,7 +133,7 @@ void session_accept(struct server *srv, int fd)
         log_warn("ingest: no peer credentials: %s; connection closed",
                  strerror(errno));
         srv->counters.sessions_rejected++;
-        close(fd);
+        peer_socket_close(fd);
         return;
     }
     if (srv->nlive >= srv->cfg.max_sessions) {
@@ -141,7 +141,7 @@ void session_accept(struct server *srv, int fd)
                  "(--max-sessions)",
                  (int)cred.pid, srv->nlive);
         srv->counters.sessions_rejected++;
-        close(fd);
+        peer_socket_close(fd);
         return;
     }
     if (!uid_may_take_slot(cred.uid, live_sessions_of(srv, cred.uid),
@@ -150,7 +150,7 @@ void session_accept(struct server *srv, int fd)
                  "sessions already (--max-sessions)",
                  (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_sessions);
         srv->counters.sessions_rejected++;
-        close(fd);
+        peer_socket_close(fd);
         return;
     }
     if ((s = calloc(1, sizeof(*s))) == NULL)
@@ -202,7 +202,7 @@ oom:
     log_error("ingest: out of memory for pid %d; connection closed",
               (int)cred.pid);
     srv->counters.sessions_rejected++;
-    close(fd);
+    peer_socket_close(fd);
 }
 
 static void symbols_timer_free(struct session *s)
@@ -220,6 +220,18 @@ static void symbols_wait_over(struct session *s)
     symload_cancel(s);
 }
 
+/* The pipe's read end: the peer's choice until take_pipe took it (then
+ * an anonymous pipe, whose close never waits). */
+static void close_pipe(struct session *s)
+{
+    if (s->pipe_taken)
+        close(s->pipe_fd);
+    else
+        peer_fd_close(s->pipe_fd);
+    s->pipe_fd = -1;
+    s->pipe_taken = 0;
+}
+
 void session_free(struct session *s)
 {
     symbols_wait_over(s);
@@ -227,9 +239,8 @@ void session_free(struct session *s)
         event_free(s->ev);
     if (s->wake_ev != NULL)
         event_free(s->wake_ev);
-    if (s->fd >= 0)
-        close(s->fd);
-    peer_fd_close(s->pipe_fd); /* the peer's choice, until take_pipe */
+    peer_socket_close(s->fd);
+    close_pipe(s);
     if (s->rec != NULL)
         recording_finish(s->rec, s);
     lm_groups_free(&s->groups);
@@ -418,10 +429,9 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     if (s->wake_ev != NULL)
         event_free(s->wake_ev);
     s->wake_ev = NULL;
-    close(s->fd);
+    peer_socket_close(s->fd);
     s->fd = -1;
-    peer_fd_close(s->pipe_fd); /* the peer's choice, until take_pipe */
-    s->pipe_fd = -1;
+    close_pipe(s);
     /* The decoder's and the reads' buffers go (those of jobs still out,
      * which an earlier job's end left unfed, when they come back); the
      * state stays for queries. */
@@ -460,9 +470,11 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
  * block; if the VM is gone already, its reads will say so. */
 static void ack_hello(struct session *s)
 {
-    uint8_t ack = LJMP_HELLO_ACK;
+    /* Through a pipe, with word that wake-asks are answered. */
+    uint8_t ack[2] = {LJMP_HELLO_ACK, LJMP_WAKE};
+    size_t n = s->pipe_taken ? 2 : 1;
 
-    if (send(s->fd, &ack, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+    if (send(s->fd, ack, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
         log_debug("session %llu: hello not acknowledged: %s",
                   (unsigned long long)s->id, strerror(errno));
 }
@@ -567,7 +579,8 @@ static void session_wake_asked(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+    if (s->phase == SESSION_ENDED ||
+        (n < 0 && (errno == EINTR || errno == EAGAIN)))
         return;
     if (n <= 0) {
         event_del(s->wake_ev);
@@ -629,6 +642,7 @@ static int take_pipe(struct session *s, size_t after)
         return -1;
     }
     fcntl(s->pipe_fd, F_SETFL, fl | O_NONBLOCK);
+    s->pipe_taken = 1;
     s->wake_ev = event_new(s->srv->base, s->fd, EV_READ | EV_PERSIST,
                            session_wake_asked, s);
     if (s->wake_ev == NULL) {
@@ -988,32 +1002,40 @@ static void session_gone(struct session *s, const char *why)
 }
 
 /* Keeps what came with the hello: one pipe's read end; more is noted
- * (take_pipe refuses it).  Descriptors after the hello are nobody's. */
-static void take_passed_fds(struct session *s, const struct peer_fds *in)
+ * (take_pipe refuses it).  0, or -1 if descriptors came after the hello
+ * (which would let a peer queue any number of them for closing). */
+static int take_passed_fds(struct session *s, const struct peer_fds *in)
 {
-    if (in->cut && s->phase == SESSION_HELLO)
+    int after_hello = s->phase != SESSION_HELLO && (in->n > 0 || in->cut);
+
+    if (in->cut)
         s->bad_fds = 1;
     for (unsigned i = 0; i < in->n; i++) {
-        if (s->phase == SESSION_HELLO && s->pipe_fd < 0 && !s->bad_fds &&
-            in->n == 1) {
+        if (!after_hello && s->pipe_fd < 0 && !s->bad_fds && in->n == 1) {
             s->pipe_fd = in->fd[i];
             continue;
         }
-        if (s->phase == SESSION_HELLO)
-            s->bad_fds = 1;
+        s->bad_fds = 1;
         peer_fd_close(in->fd[i]);
     }
+    return after_hello ? -1 : 0;
 }
 
 /* Reads from the VM's socket, taking what descriptors come with the bytes
- * (recv_from_peer). */
+ * (recv_from_peer); -1 with errno EPROTO once the session ended for
+ * them. */
 static ssize_t read_socket(struct session *s, uint8_t *buf, size_t n)
 {
     struct peer_fds in;
     ssize_t r = recv_from_peer(s->fd, buf, n, &in);
 
-    if (r >= 0)
-        take_passed_fds(s, &in);
+    if (r >= 0 && take_passed_fds(s, &in) != 0) {
+        s->error_offset = s->stream_bytes;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "a file descriptor came on the socket after the hello");
+        errno = EPROTO;
+        return -1;
+    }
     return r;
 }
 
@@ -1060,6 +1082,8 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         return;
     }
     n = read_stream(s, fd, buf, read_size(srv));
+    if (s->phase == SESSION_ENDED)
+        return;
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN)
             return;

@@ -45,9 +45,13 @@
  *                                          holds at most level bytes
  *   wake     := LJMP_WAKE                  ljmpd: it does now
  *
- * One answer for each ask, at once if the pipe is that empty already.
- * A VM still looks at the pipe itself now and then (LJMP_WAKE_LOOK_MS),
- * so a lost answer only slows it.
+ * The answer comes once the pipe is that empty (at once if it is
+ * already); an ask replaces one not yet answered.  ljmpd says that it
+ * answers asks by following its LJMP_HELLO_ACK to a version 3 hello with
+ * LJMP_WAKE, in the same send; a VM that does not see it (an older
+ * ljmpd) looks at the pipe in naps of 2 to 16 ms instead.  A VM that
+ * asked still looks now and then (LJMP_WAKE_LOOK_MS), so a lost answer
+ * only slows it.
  *
  * The trailer carries the VM's own totals (alloc, realloc and free events
  * written; bytes of the stream, from "ljs" to the epilogue), so that the

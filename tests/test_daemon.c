@@ -1052,6 +1052,48 @@ static void test_pipe_reader_race(void)
     close(fd);
 }
 
+/* Sends len bytes with n descriptors attached (SCM_RIGHTS). */
+static void send_with_fds(int sock, const void *buf, size_t len, const int *fds,
+                          int n)
+{
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl = {0};
+    struct iovec iov = {(void *)buf, len};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
+                         .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+    CU_ASSERT_FATAL(n >= 1 && n <= 4);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+    CU_ASSERT_EQUAL(sendmsg(sock, &msg, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void send_with_fd(int sock, const void *buf, size_t len, int fd)
+{
+    send_with_fds(sock, buf, len, &fd, 1);
+}
+
+/* This process's one session newer than `before` ended FAILED, for why. */
+static void expect_session_failed(uint64_t before, const char *why)
+{
+    Ljmp__Response *r = wait_own_session_end(before);
+    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
+
+    CU_ASSERT_FATAL(ss != NULL);
+    CU_ASSERT_EQUAL(ss->info->state, LJMP__SESSION_STATE__FAILED);
+    if (strstr(ss->info->reason, why) == NULL)
+        fprintf(stderr, "\nreason: %s\n", ss->info->reason);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ss->info->reason, why));
+    ljmp__response__free_unpacked(r, NULL);
+}
+
 /* The reader's side of wake-asks (ljmp_ingest.h): asks in pieces, one
  * answer each, due only once the pipe is down to the ask's level. */
 static void test_wake_ask_parsing(void)
@@ -1094,12 +1136,13 @@ static void test_pipe_wake_asks(void)
     uint64_t before = newest_session_id(getpid()), allocs = 0;
     uint8_t ask[LJMP_WAKE_ASK_SIZE], in[8];
     struct pollfd pf;
-    char ack;
 
     CU_ASSERT_FATAL(pipe2(p, O_CLOEXEC) == 0);
     CU_ASSERT_FATAL(fcntl(p[1], F_SETPIPE_SZ, 1 << 20) >= 1 << 20);
     int fd = send_hello_with(3, &p[0], 1, "");
-    CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
+    /* The answer says that asks are answered. */
+    CU_ASSERT_EQUAL_FATAL(recv(fd, in, sizeof(in), 0), 2);
+    CU_ASSERT(in[0] == LJMP_HELLO_ACK && in[1] == LJMP_WAKE);
     struct lm_buf b = {0};
     struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
     lm_enc_begin(&b, LM_REV_R3);
@@ -1127,12 +1170,10 @@ static void test_pipe_wake_asks(void)
     CU_ASSERT_EQUAL(recv(fd, in, sizeof(in), MSG_DONTWAIT), 1);
     CU_ASSERT_EQUAL(in[0], LJMP_WAKE);
     CU_ASSERT_EQUAL(send(fd, "x", 1, 0), 1);
-    Ljmp__Response *r = wait_own_session_end(before);
+    expect_session_failed(before, "byte 0x78 on the socket beside the pipe");
+    Ljmp__Response *r = list_sessions();
     const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
     CU_ASSERT_FATAL(ss != NULL);
-    CU_ASSERT_EQUAL(ss->info->state, LJMP__SESSION_STATE__FAILED);
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ss->info->reason, "byte 0x78 on the socket beside the pipe"));
     CU_ASSERT_EQUAL(ss->totals->alloc_events, allocs);
     ljmp__response__free_unpacked(r, NULL);
     CU_ASSERT_TRUE(daemon_up());
@@ -1229,33 +1270,62 @@ static void test_passed_fds_closed_off_loop(void)
     CU_ASSERT_TRUE(daemon_answers(1000));
     close(far);
 
-    /* Along with stream bytes on a version 2 session's socket. */
+    /* Along with stream bytes after the hello: the session ends. */
+    uint64_t before = newest_session_id(getpid());
     fd = lingering_socket(&far, 5);
     sock = send_hello_with(2, NULL, 0, "");
     char ack;
     CU_ASSERT_EQUAL(read(sock, &ack, 1), 1);
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl = {0};
-    struct iovec iov = {"ljs", 3};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = ctl.buf,
-                         .msg_controllen = sizeof(ctl.buf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
     CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
-    CU_ASSERT_EQUAL(sendmsg(sock, &msg, MSG_NOSIGNAL), 3);
+    send_with_fd(sock, "ljs", 3, fd);
     close(fd);
     kill(daemon_pid, SIGCONT);
-    sleep_ms(100); /* for ljmpd to read them */
+    uint64_t t0 = ms_now();
+    expect_session_failed(before, "a file descriptor came on the socket "
+                                  "after the hello");
+    CU_ASSERT(ms_now() - t0 < 1000);
     CU_ASSERT_TRUE(daemon_answers(1000));
     close(far);
     close(sock);
+
+    /* Left unread behind bytes that end the session: taken at its close. */
+    int p[2];
+    uint8_t junk[64], in[2];
+    before = newest_session_id(getpid());
+    CU_ASSERT_FATAL(pipe2(p, O_CLOEXEC) == 0);
+    fd = lingering_socket(&far, 5);
+    sock = send_hello_with(3, &p[0], 1, "");
+    CU_ASSERT_EQUAL(recv(sock, in, sizeof(in), 0), 2);
+    memset(junk, 'x', sizeof(junk)); /* one read's worth, see session.c */
+    CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
+    CU_ASSERT_EQUAL(send(sock, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+    send_with_fd(sock, "W", 1, fd);
+    close(fd);
+    kill(daemon_pid, SIGCONT);
+    /* Its end is listed at once: the loop is not in the socket's close. */
+    t0 = ms_now();
+    expect_session_failed(before, "byte 0x78 on the socket beside the pipe");
+    CU_ASSERT(ms_now() - t0 < 1000);
+    CU_ASSERT_TRUE(daemon_answers(1000));
+    close(far);
+    close(sock);
+    close(p[0]);
+    close(p[1]);
+
+    /* A client may pass one descriptor with a request, no more. */
+    int two[2];
+    CU_ASSERT_FATAL(pipe2(two, O_CLOEXEC) == 0);
+    sock = connect_unix(control_path);
+    send_with_fds(sock, "\0", 1, two, 2);
+    CU_ASSERT_EQUAL(read(sock, junk, sizeof(junk)) > 0, 1); /* the reason */
+    CU_ASSERT_EQUAL(read(sock, junk, sizeof(junk)), 0);
+    close(sock);
+    char *log = test_slurp("ljmpd.log");
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(log, "more than one file descriptor came with a request"));
+    free(log);
+    close(two[0]);
+    close(two[1]);
     CU_ASSERT_TRUE(daemon_up());
 }
 

@@ -266,13 +266,13 @@ struct conn {
     size_t len, cap;
 };
 
-/* Accepts a VM within ms, answers its hello as ljmpd does if answer (the
- * VM waits for that before it streams), and reads the hello into c; -1
- * if none came. */
+/* Accepts a VM within ms, reads its hello into c, and answers it as
+ * ljmpd does if answer (the VM waits for that before it streams; through
+ * a pipe, with word that wake-asks are answered); -1 if none came. */
 static int accept_vm(int lfd, int ms, int answer, struct conn *c)
 {
     struct pollfd p = {.fd = lfd, .events = POLLIN};
-    uint8_t ack = LJMP_HELLO_ACK;
+    uint8_t ack[2] = {LJMP_HELLO_ACK, LJMP_WAKE};
     struct ucred cr;
     socklen_t crlen = sizeof(cr);
 
@@ -280,13 +280,14 @@ static int accept_vm(int lfd, int ms, int answer, struct conn *c)
     c->fd = c->sock = -1;
     if (poll(&p, 1, ms) != 1 || (c->sock = accept(lfd, NULL, NULL)) < 0)
         return -1;
-    if (answer)
-        CU_ASSERT_EQUAL(write(c->sock, &ack, 1), 1);
     if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
         c->pid = cr.pid;
     c->buf = malloc(c->cap = 1 << 16);
     c->fd = test_take_hello(c->sock, c->buf, &c->len);
     CU_ASSERT(c->fd >= 0);
+    size_t n = c->fd != c->sock ? 2 : 1;
+    if (answer && c->fd >= 0)
+        CU_ASSERT_EQUAL(write(c->sock, ack, n), (ssize_t)n);
     return c->fd >= 0 ? 0 : -1;
 }
 

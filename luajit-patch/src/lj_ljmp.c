@@ -56,6 +56,7 @@ typedef struct Sink {
   int is_socket;
   int is_pipe;       /* a FIFO: a write to a closed one raises SIGPIPE */
   int conn;          /* ljmpd's socket when fd is the pipe it reads, or -1 */
+  int wakes;         /* ljmpd answers wake-asks (see ljmp_ingest.h) */
   int max_stall_ms;  /* bound on one write, 0 for none */
   uint64_t piped;    /* bytes put into the pipe */
   uint64_t pipe_room;  /* what the pipe holds, in bytes */
@@ -130,10 +131,11 @@ static uint64_t pipe_unread(Sink *sk)
 */
 static int wait_for_reader(Sink *sk, int64_t deadline, uint64_t level)
 {
-  int asked = 0;
+  int asked = !sk->wakes;  /* An older ljmpd: look in naps instead. */
+  int look = sk->wakes ? LJMP_WAKE_LOOK_MS : 2;
   for (;;) {
     struct pollfd pfd[2];
-    int timeout = LJMP_WAKE_LOOK_MS;
+    int timeout = look;
     uint8_t in[16];
     if (pipe_unread(sk) <= level) return 0;
     if (!asked) {
@@ -161,6 +163,7 @@ static int wait_for_reader(Sink *sk, int64_t deadline, uint64_t level)
     if ((pfd[0].revents & POLLIN) &&
 	recv(sk->conn, in, sizeof(in), MSG_DONTWAIT) == 0)
       return EPIPE;  /* ljmpd ended the session */
+    if (!sk->wakes && look < 16) look *= 2;
   }
 }
 
@@ -170,9 +173,13 @@ static int wait_for_reader(Sink *sk, int64_t deadline, uint64_t level)
 ** is free: fewer, longer waits.  A pipe of partly filled pages is full
 ** with fewer bytes: then until it holds a quarter as many.
 */
-static int wait_room(Sink *sk, int64_t deadline)
+static int wait_room(Sink *sk, int64_t deadline, int *retried)
 {
   uint64_t unread = pipe_unread(sk), level = sk->pipe_room / 4;
+  if (unread <= level && !*retried) {
+    *retried = 1;  /* ljmpd read it meanwhile: try again first */
+    return 0;
+  }
   return wait_for_reader(sk, deadline, level < unread ? level : unread / 4);
 }
 
@@ -197,6 +204,7 @@ static int write_some_all(Sink *sk, const void *buf, size_t len, int lend)
 {
   const char *p = (const char *)buf;
   int64_t deadline = sk->max_stall_ms > 0 ? now_ms() + sk->max_stall_ms : 0;
+  int retried = 0;
   while (len > 0) {
     ssize_t n = sk->is_socket ? send(sk->fd, p, len, MSG_NOSIGNAL) :
 		sk->is_pipe ? write_pipe(sk->fd, p, len, lend,
@@ -205,10 +213,12 @@ static int write_some_all(Sink *sk, const void *buf, size_t len, int lend)
     if (n > 0) {
       p += n;
       len -= (size_t)n;
+      retried = 0;
       if (sk->conn >= 0) sk->piped += (uint64_t)n;
     } else if (n < 0 && errno == EAGAIN && sk->is_pipe &&
 	       (lend || deadline != 0)) {
-      int e = lend ? wait_room(sk, deadline) : wait_writable(sk, deadline);
+      int e = lend ? wait_room(sk, deadline, &retried) :
+		     wait_writable(sk, deadline);
       if (e != 0) return e;
     } else if (n == 0 || errno != EINTR) {
       return n < 0 ? errno : EIO;
@@ -271,7 +281,7 @@ static int wait_hello_ack(Sink *sk)
   for (;;) {
     struct pollfd pfd;
     int64_t left = deadline - now_ms();
-    uint8_t ack;
+    uint8_t ack[2];
     ssize_t n;
     if (left <= 0) return 0;
     pfd.fd = sk->conn >= 0 ? sk->conn : sk->fd;
@@ -283,8 +293,11 @@ static int wait_hello_ack(Sink *sk)
       if (errno == EINTR) continue;
       return errno;
     }
-    n = recv(pfd.fd, &ack, 1, MSG_DONTWAIT);
-    if (n == 1) return ack == LJMP_HELLO_ACK ? 0 : EPROTO;
+    n = recv(pfd.fd, ack, sk->conn >= 0 ? 2 : 1, MSG_DONTWAIT);
+    if (n >= 1) {
+      sk->wakes = n == 2 && ack[1] == LJMP_WAKE;
+      return ack[0] == LJMP_HELLO_ACK ? 0 : EPROTO;
+    }
     if (n == 0) return ECONNRESET;  /* The daemon refused the hello. */
     if (errno != EINTR && errno != EAGAIN) return errno;
   }
@@ -383,6 +396,7 @@ static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
   sk->is_pipe = !is_socket && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
   sk->max_stall_ms = max_stall_ms;
   sk->conn = -1;
+  sk->wakes = 0;
   sk->piped = sk->pipe_room = 0;
   memset(sk->lent_until, 0, sizeof(sk->lent_until));
   sk->nbufs = 1;
