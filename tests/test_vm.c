@@ -701,6 +701,26 @@ static void test_pipe_stall_bound(void)
     check_socket_stall_bound("LJMP_PIPE=1");
 }
 
+/* The CPU time pid has used (user and system), in milliseconds. */
+static long cpu_ms_of(pid_t pid)
+{
+    char path[64], line[1024];
+    unsigned long utime = 0, stime = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    CU_ASSERT_FATAL((f = fopen(path, "r")) != NULL);
+    char *end = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    /* After the name: state and 10 fields, then utime and stime. */
+    CU_ASSERT_FATAL(end != NULL &&
+                    sscanf(end + 2,
+                           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
+                           "%*u %lu %lu",
+                           &utime, &stime) == 2);
+    return (long)((utime + stime) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
 /* The pipe's unread bytes. */
 static int pipe_unread(int fd)
 {
@@ -738,8 +758,10 @@ static void test_pipe_waits_for_answer(void)
     CU_ASSERT(w.level <= (uint32_t)room / 4);
     int full = pipe_unread(c.fd);
     CU_ASSERT((uint32_t)full > w.level);
+    long cpu = cpu_ms_of(pid);
     usleep(2 * LJMP_WAKE_LOOK_MS * 1000);
     CU_ASSERT_EQUAL(pipe_unread(c.fd), full);
+    CU_ASSERT(cpu_ms_of(pid) - cpu < 50); /* asleep, not looking in a loop */
     CU_ASSERT_EQUAL(recv(c.sock, in, sizeof(in), MSG_DONTWAIT), -1);
     for (;;) {
         if (ljmp_wake_due(&w, (uint64_t)pipe_unread(c.fd)))
