@@ -162,7 +162,8 @@ struct session {
     uint8_t *spare[SESSION_BUFS]; /* read buffers no job holds */
     unsigned nspare;
     uint64_t post_offset; /* stream offset after the bytes posted */
-    char hangup[64];      /* the VM hung up while jobs were out: why */
+    char hangup[128];     /* the VM hung up while jobs were out: why */
+    int hangup_failed;    /* ... or broke the protocol (the end: FAILED) */
     /* The feed's, under its lock. */
     struct session *feed_next; /* in its to-do list */
     unsigned feed_run;         /* the job a thread takes next */

@@ -554,6 +554,7 @@ static int is_anonymous_pipe(int fd)
 }
 
 static ssize_t read_socket(struct session *s, uint8_t *buf, size_t n);
+static void session_fail_on_socket(struct session *s, const char *why);
 
 /* Answers the VM's wake-ask once the pipe is as empty as it asked. */
 static void wake_if_due(struct session *s)
@@ -579,7 +580,7 @@ static void session_wake_asked(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (s->phase == SESSION_ENDED ||
+    if (s->phase == SESSION_ENDED || s->hangup[0] != '\0' ||
         (n < 0 && (errno == EINTR || errno == EAGAIN)))
         return;
     if (n <= 0) {
@@ -587,11 +588,12 @@ static void session_wake_asked(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (ljmp_wake_take(&s->wake, buf, (size_t)n, &bad) != 0) {
-        s->error_offset = s->stream_bytes;
-        session_end(s, LJMP__SESSION_STATE__FAILED,
-                    "byte 0x%02x on the socket beside the pipe (only "
-                    "wake-asks go there)",
-                    bad);
+        char why[96];
+        snprintf(why, sizeof(why),
+                 "byte 0x%02x on the socket beside the pipe (only "
+                 "wake-asks go there)",
+                 bad);
+        session_fail_on_socket(s, why);
         return;
     }
     wake_if_due(s);
@@ -804,7 +806,10 @@ void session_fed(struct feed_job *j)
             release_buffers(s);
         return;
     }
-    if (s->jobs_out == 0 && s->hangup[0] != '\0') {
+    if (s->jobs_out == 0 && s->hangup[0] != '\0' && s->hangup_failed) {
+        s->error_offset = s->stream_bytes;
+        session_end(s, LJMP__SESSION_STATE__FAILED, "%s", s->hangup);
+    } else if (s->jobs_out == 0 && s->hangup[0] != '\0') {
         session_hangup(s, s->hangup);
     } else if (s->read_paused && s->hangup[0] == '\0' &&
                s->jobs_out < session_jobs_max(s->srv)) {
@@ -1001,6 +1006,26 @@ static void session_gone(struct session *s, const char *why)
     feed_wait_for(s);
 }
 
+/*
+ * The VM broke the protocol on its socket: the session ends FAILED, now,
+ * or once the jobs out are back (a feed thread holds the decoder and the
+ * state until then).  Nothing more is read meanwhile.
+ */
+static void session_fail_on_socket(struct session *s, const char *why)
+{
+    if (s->jobs_out == 0) {
+        s->error_offset = s->stream_bytes;
+        session_end(s, LJMP__SESSION_STATE__FAILED, "%s", why);
+        return;
+    }
+    snprintf(s->hangup, sizeof(s->hangup), "%s", why);
+    s->hangup_failed = 1;
+    event_del(s->ev);
+    if (s->wake_ev != NULL)
+        event_del(s->wake_ev);
+    feed_wait_for(s);
+}
+
 /* Keeps what came with the hello: one pipe's read end; more is noted
  * (take_pipe refuses it).  0, or -1 if descriptors came after the hello
  * (which would let a peer queue any number of them for closing). */
@@ -1030,9 +1055,8 @@ static ssize_t read_socket(struct session *s, uint8_t *buf, size_t n)
     ssize_t r = recv_from_peer(s->fd, buf, n, &in);
 
     if (r >= 0 && take_passed_fds(s, &in) != 0) {
-        s->error_offset = s->stream_bytes;
-        session_end(s, LJMP__SESSION_STATE__FAILED,
-                    "a file descriptor came on the socket after the hello");
+        session_fail_on_socket(
+            s, "a file descriptor came on the socket after the hello");
         errno = EPROTO;
         return -1;
     }
@@ -1082,8 +1106,8 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         return;
     }
     n = read_stream(s, fd, buf, read_size(srv));
-    if (s->phase == SESSION_ENDED)
-        return;
+    if (s->phase == SESSION_ENDED || s->hangup[0] != '\0')
+        return; /* the VM broke the protocol (read_socket) */
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN)
             return;
