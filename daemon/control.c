@@ -426,9 +426,14 @@ static int check_record_fd(int fd, pid_t pid, char *why, size_t len)
     int flags = fcntl(fd, F_GETFL);
 
     /* ljmpd writes recordings on its loop, and a FUSE file's writes (and
-     * fstat) wait for a daemon that any user may run, and stall. */
-    if (on_fuse(fd, pid) == 1) {
-        snprintf(why, len, "record does not write to FUSE files");
+     * fstat) wait for a daemon that any user may run, and stall.  A file
+     * whose mount neither side lists (detached) may be one. */
+    int fuse = on_fuse(fd, pid);
+    if (fuse != 0) {
+        snprintf(why, len,
+                 fuse > 0 ? "record does not write to FUSE files"
+                          : "record writes only to a regular file on a "
+                            "mount that ljmpd or the client can see");
         return -1;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

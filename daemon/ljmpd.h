@@ -310,6 +310,8 @@ void peer_fd_close(int fd);
 /* Closes a peer's socket (ingest or control), taking first what is still
  * queued in it.  -1 is ignored. */
 void peer_socket_close(int fd);
+/* Sets up a peer's socket, before its first read, for recv_from_peer. */
+void peer_socket_options(int fd);
 int peer_fds_start(void);
 void peer_fds_stop(void);
 

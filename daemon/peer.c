@@ -70,6 +70,7 @@ void peer_accept(struct server *srv, int fd)
     socklen_t len = sizeof(cred);
     struct peer *p;
 
+    peer_socket_options(fd);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         log_warn("control: no peer credentials: %s", strerror(errno));
         srv->counters.control_rejected++;

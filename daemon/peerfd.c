@@ -2,6 +2,7 @@
  * explicitly, closed without holding the loop. */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,7 @@
  * queued, in the calling thread.  So every read from a peer's socket is
  * recv_from_peer's, and a peer's socket is closed by peer_socket_close.
  */
-enum {
-    CLOSER_THREADS = 4,
-    DRAIN_READS = 16, /* of a passed Unix socket's queue */
-};
+enum { CLOSER_THREADS = 4 };
 
 static struct {
     pthread_mutex_t mu;
@@ -46,33 +44,55 @@ static struct {
     size_t n, cap;
 } closer = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-/* Takes what a Unix socket holds: its descriptors are closed in turn. */
-static void drain_unix(int fd)
+/* Takes what a Unix socket holds, after its shutdown (so the queue only
+ * shrinks): its descriptors are closed in turn.  A stream ends at 0; a
+ * datagram may be empty, so only EAGAIN ends the others. */
+static void drain_queue(int fd, int stream)
 {
     static __thread uint8_t scratch[16 << 10];
     struct peer_fds in;
 
-    for (int i = 0; i < DRAIN_READS; i++) {
+    for (;;) {
         ssize_t r = recv_from_peer(fd, scratch, sizeof(scratch), &in);
         for (unsigned k = 0; k < in.n; k++)
             peer_fd_close(in.fd[k]);
-        if (r <= 0)
+        if (r < 0 || (r == 0 && stream))
             break;
     }
 }
 
-/* Closes fd without waiting for its peer, if it is a socket. */
+/* A listening Unix socket's pending connections, taken to be closed in
+ * turn (each with its queue). */
+static void take_pending(int fd)
+{
+    int c;
+
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    while ((c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+        peer_fd_close(c);
+}
+
+/* Closes fd without waiting for its peer, if it is a socket: one that
+ * lingers is told not to, and what a Unix socket holds is taken first. */
 static void close_now(int fd)
 {
     struct linger now = {1, 0};
-    int domain;
-    socklen_t len = sizeof(domain);
+    int domain, type, listening = 0;
+    socklen_t len = sizeof(domain), tlen = sizeof(type), llen = sizeof(int);
 
-    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0) {
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0) {
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
-        shutdown(fd, SHUT_RDWR);
-        if (domain == AF_UNIX)
-            drain_unix(fd);
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &llen);
+        if (domain == AF_UNIX && listening) {
+            take_pending(fd);
+        } else if (domain == AF_UNIX) {
+            peer_socket_options(fd);
+            shutdown(fd, SHUT_RDWR);
+            drain_queue(fd, type == SOCK_STREAM);
+        } else {
+            shutdown(fd, SHUT_RDWR);
+        }
     }
     close(fd);
 }
@@ -150,6 +170,15 @@ void peer_fd_close(int fd)
     closer_thread_for_one();
     pthread_cond_signal(&closer.cv);
     pthread_mutex_unlock(&closer.mu);
+}
+
+void peer_socket_options(int fd)
+{
+    int one = 1;
+
+    /* Out-of-band data is read in line: a normal read skips it, and the
+     * kernel drops the descriptors that came with it in the reader. */
+    setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 }
 
 void peer_socket_close(int fd)

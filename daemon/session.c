@@ -129,6 +129,7 @@ void session_accept(struct server *srv, int fd)
     socklen_t len = sizeof(cred);
     struct session *s;
 
+    peer_socket_options(fd);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         log_warn("ingest: no peer credentials: %s; connection closed",
                  strerror(errno));
@@ -1003,6 +1004,8 @@ static void session_gone(struct session *s, const char *why)
     }
     snprintf(s->hangup, sizeof(s->hangup), "%s", why);
     event_del(s->ev);
+    if (s->wake_ev != NULL)
+        event_del(s->wake_ev);
     feed_wait_for(s);
 }
 
@@ -1102,7 +1105,8 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
     }
     uint8_t *buf = next_buffer(s);
     if (buf == NULL) {
-        session_reject(s, "ljmpd is out of memory for its read buffers");
+        session_fail_on_socket(s, "ljmpd is out of memory for its read "
+                                  "buffers");
         return;
     }
     n = read_stream(s, fd, buf, read_size(srv));

@@ -1052,9 +1052,10 @@ static void test_pipe_reader_race(void)
     close(fd);
 }
 
-/* Sends len bytes with n descriptors attached (SCM_RIGHTS). */
-static void send_with_fds(int sock, const void *buf, size_t len, const int *fds,
-                          int n)
+/* Sends len bytes with n descriptors attached (SCM_RIGHTS): sendmsg's
+ * result, which it checks unless told flags. */
+static ssize_t send_with_fds_flags(int sock, const void *buf, size_t len,
+                                   const int *fds, int n, int flags)
 {
     union {
         char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -1072,7 +1073,16 @@ static void send_with_fds(int sock, const void *buf, size_t len, const int *fds,
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(n * sizeof(int));
     memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-    CU_ASSERT_EQUAL(sendmsg(sock, &msg, MSG_NOSIGNAL), (ssize_t)len);
+    ssize_t r = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
+    if (flags == 0)
+        CU_ASSERT_EQUAL(r, (ssize_t)len);
+    return r;
+}
+
+static void send_with_fds(int sock, const void *buf, size_t len, const int *fds,
+                          int n)
+{
+    send_with_fds_flags(sock, buf, len, fds, n, 0);
 }
 
 static void send_with_fd(int sock, const void *buf, size_t len, int fd)
@@ -1311,6 +1321,28 @@ static void test_passed_fds_closed_off_loop(void)
     close(sock);
     close(p[0]);
     close(p[1]);
+
+    /* Out of band (a read in line takes its descriptor too), where the
+     * kernel has out-of-band data on Unix sockets. */
+    before = newest_session_id(getpid());
+    fd = lingering_socket(&far, 5);
+    sock = send_hello_with(2, NULL, 0, "");
+    CU_ASSERT_EQUAL(read(sock, &ack, 1), 1);
+    CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
+    ssize_t oob = send_with_fds_flags(sock, "o", 1, &fd, 1, MSG_OOB);
+    CU_ASSERT(oob == 1 || (oob < 0 && errno == EOPNOTSUPP));
+    CU_ASSERT_EQUAL(send(sock, "l", 1, MSG_NOSIGNAL), 1);
+    close(fd);
+    kill(daemon_pid, SIGCONT);
+    if (oob == 1) {
+        t0 = ms_now();
+        expect_session_failed(before, "a file descriptor came on the socket "
+                                      "after the hello");
+        CU_ASSERT(ms_now() - t0 < 1000);
+    }
+    CU_ASSERT_TRUE(daemon_answers(1000));
+    close(far);
+    close(sock);
 
     /* A client may pass one descriptor with a request, no more. */
     int two[2];
