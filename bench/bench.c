@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -272,7 +271,7 @@ static void drain_pipe(int sock, int in, uint8_t *buf, size_t len)
     struct ljmp_wake wake = {0};
     struct pollfd pfd[2] = {{.fd = in, .events = POLLIN},
                             {.fd = sock, .events = POLLIN}};
-    uint8_t bad, answer = LJMP_WAKE;
+    uint8_t bad;
 
     for (;;) {
         if (poll(pfd, 2, -1) < 0) { /* a closed socket's fd is -1 */
@@ -290,10 +289,7 @@ static void drain_pipe(int sock, int in, uint8_t *buf, size_t len)
             if (n <= 0)
                 return;
         }
-        int unread = 0;
-        if (wake.asked && ioctl(in, FIONREAD, &unread) == 0 &&
-            ljmp_wake_due(&wake, (uint64_t)unread) &&
-            send(sock, &answer, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+        if (ljmp_wake_answer(&wake, in, sock) < 0)
             pfd[1].fd = -1;
     }
 }

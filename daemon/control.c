@@ -366,8 +366,6 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
     return 0;
 }
 
-/* The record descriptor: a regular file open for writing (the daemon
- * writes it in its loop, so it must never block). */
 /* The type of mount mnt as a mountinfo file lists it, in type (len). */
 static int mount_type(const char *mountinfo, int mnt, char *type, size_t len)
 {
@@ -420,6 +418,8 @@ static int on_fuse(int fd, pid_t pid)
            strncmp(type, "fuse.", 5) == 0;
 }
 
+/* The record descriptor: a regular file open for writing (the daemon
+ * writes it in its loop, so it must never block). */
 static int check_record_fd(int fd, pid_t pid, char *why, size_t len)
 {
     struct stat st;

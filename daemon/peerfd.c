@@ -183,20 +183,11 @@ void peer_socket_options(int fd)
 
 void peer_socket_close(int fd)
 {
-    static uint8_t scratch[64 << 10];
-    struct peer_fds in;
-
     if (fd < 0)
         return;
     /* The peer can queue nothing more; what it did is taken here. */
     shutdown(fd, SHUT_RDWR);
-    for (;;) {
-        ssize_t r = recv_from_peer(fd, scratch, sizeof(scratch), &in);
-        for (unsigned k = 0; k < in.n; k++)
-            peer_fd_close(in.fd[k]);
-        if (r <= 0)
-            break;
-    }
+    drain_queue(fd, 1);
     close(fd);
 }
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -557,18 +556,12 @@ static int is_anonymous_pipe(int fd)
 static ssize_t read_socket(struct session *s, uint8_t *buf, size_t n);
 static void session_fail_on_socket(struct session *s, const char *why);
 
-/* Answers the VM's wake-ask once the pipe is as empty as it asked. */
+/* Answers the VM's wake-ask once the pipe is as empty as it asked.  One
+ * byte for each ask of five: it fits, unless the VM flooded its socket
+ * with asks, and then it is the VM that waits. */
 static void wake_if_due(struct session *s)
 {
-    int unread = 0;
-    uint8_t wake = LJMP_WAKE;
-
-    if (!s->wake.asked || ioctl(s->pipe_fd, FIONREAD, &unread) != 0 ||
-        !ljmp_wake_due(&s->wake, unread > 0 ? (uint64_t)unread : 0))
-        return;
-    /* One byte for each ask of five: it fits, unless the VM flooded its
-     * socket with asks, and then it is the VM that waits. */
-    send(s->fd, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ljmp_wake_answer(&s->wake, s->pipe_fd, s->fd);
 }
 
 /* The VM's socket, beside its pipe: wake-asks, then its close (the
@@ -741,6 +734,7 @@ static void take_stream(struct session *s, const uint8_t *p, size_t n)
 }
 
 static void session_hangup(struct session *s, const char *why);
+static void session_stop(struct session *s, const char *why, int failed);
 
 /* A job's results: its events counted, its bytes recorded, the stream's
  * end or error acted on. */
@@ -807,11 +801,8 @@ void session_fed(struct feed_job *j)
             release_buffers(s);
         return;
     }
-    if (s->jobs_out == 0 && s->hangup[0] != '\0' && s->hangup_failed) {
-        s->error_offset = s->stream_bytes;
-        session_end(s, LJMP__SESSION_STATE__FAILED, "%s", s->hangup);
-    } else if (s->jobs_out == 0 && s->hangup[0] != '\0') {
-        session_hangup(s, s->hangup);
+    if (s->jobs_out == 0 && s->hangup[0] != '\0') {
+        session_stop(s, s->hangup, s->hangup_failed);
     } else if (s->read_paused && s->hangup[0] == '\0' &&
                s->jobs_out < session_jobs_max(s->srv)) {
         s->read_paused = 0;
@@ -994,39 +985,38 @@ static size_t read_size(const struct server *srv)
     return share < srv->cfg.read_budget ? share : srv->cfg.read_budget;
 }
 
-/* The VM hung up or the socket failed: now, or once the jobs out are
- * applied (the state must have all the bytes read). */
-static void session_gone(struct session *s, const char *why)
-{
-    if (s->jobs_out == 0) {
-        session_hangup(s, why);
-        return;
-    }
-    snprintf(s->hangup, sizeof(s->hangup), "%s", why);
-    event_del(s->ev);
-    if (s->wake_ev != NULL)
-        event_del(s->wake_ev);
-    feed_wait_for(s);
-}
-
 /*
- * The VM broke the protocol on its socket: the session ends FAILED, now,
- * or once the jobs out are back (a feed thread holds the decoder and the
- * state until then).  Nothing more is read meanwhile.
+ * The VM hung up, its socket failed, or it broke the protocol there
+ * (failed: then the session ends FAILED): the session ends now, or once
+ * the jobs out are back, as a feed thread holds the decoder and the state
+ * until then (and the state must have all the bytes read).  Nothing more
+ * is read meanwhile; session_fed comes back here.
  */
-static void session_fail_on_socket(struct session *s, const char *why)
+static void session_stop(struct session *s, const char *why, int failed)
 {
-    if (s->jobs_out == 0) {
+    if (s->jobs_out > 0) {
+        snprintf(s->hangup, sizeof(s->hangup), "%s", why);
+        s->hangup_failed = failed;
+        event_del(s->ev);
+        if (s->wake_ev != NULL)
+            event_del(s->wake_ev);
+        feed_wait_for(s);
+    } else if (failed) {
         s->error_offset = s->stream_bytes;
         session_end(s, LJMP__SESSION_STATE__FAILED, "%s", why);
-        return;
+    } else {
+        session_hangup(s, why);
     }
-    snprintf(s->hangup, sizeof(s->hangup), "%s", why);
-    s->hangup_failed = 1;
-    event_del(s->ev);
-    if (s->wake_ev != NULL)
-        event_del(s->wake_ev);
-    feed_wait_for(s);
+}
+
+static void session_gone(struct session *s, const char *why)
+{
+    session_stop(s, why, 0);
+}
+
+static void session_fail_on_socket(struct session *s, const char *why)
+{
+    session_stop(s, why, 1);
 }
 
 /* Keeps what came with the hello: one pipe's read end; more is noted

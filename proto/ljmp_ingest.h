@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -198,6 +199,20 @@ static inline int ljmp_wake_due(struct ljmp_wake *w, uint64_t pipe_unread)
         return 0;
     w->asked = 0;
     return 1;
+}
+
+/* Answers the unanswered ask, if the pipe (pipe_rd, its read end) is as
+ * empty as it asked: LJMP_WAKE on sock.  1 once answered, 0 if not due,
+ * -1 if the answer could not be sent. */
+static inline int ljmp_wake_answer(struct ljmp_wake *w, int pipe_rd, int sock)
+{
+    int unread = 0;
+    uint8_t wake = LJMP_WAKE;
+
+    if (!w->asked || ioctl(pipe_rd, FIONREAD, &unread) != 0 ||
+        !ljmp_wake_due(w, unread > 0 ? (uint64_t)unread : 0))
+        return 0;
+    return send(sock, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1 ? 1 : -1;
 }
 
 /* Writes a trailer into out (LJMP_TRAILER_SIZE bytes). */

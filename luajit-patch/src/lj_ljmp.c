@@ -233,7 +233,6 @@ static int write_all(Sink *sk, const void *buf, size_t len)
   return write_some_all(sk, buf, len, 0);
 }
 
-
 /*
 ** A buffer whose pages the pipe holds is memprof's to fill again only
 ** once ljmpd has read them: the next one memprof fills is the lowest
