@@ -257,17 +257,20 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
     return 0;
 }
 
-/* Joins the worker and gives its part to the state: 0, or -1 when out
- * of memory. */
-static int join_and_merge(struct lm_par *p)
+/*
+ * Waits until the worker has applied everything and gives its part to
+ * the state: 0, or -1 when out of memory.  The worker stays, idle, until
+ * lm_par_free(): a thread's exit runs glibc's clean-ups, whose code pages
+ * (140 KiB mapped around the faults) would land on the profile's peak,
+ * where a caller frees its state first (as lm_profile_free does).
+ */
+static int wait_and_merge(struct lm_par *p)
 {
     if (p->nfill > 0)
         (void)hand_over(p, NBATCH - 1); /* a failure is read below */
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
-    pthread_cond_signal(&p->cv);
+    wait_for_worker(p, 0);
     pthread_mutex_unlock(&p->mu);
-    pthread_join(p->thread, NULL);
     lm_state_absorb(p->s, &p->part);
     return p->failed ? -1 : 0;
 }
@@ -275,7 +278,7 @@ static int join_and_merge(struct lm_par *p)
 int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen)
 {
     if (!p->finished) {
-        p->finish_rc = join_and_merge(p);
+        p->finish_rc = wait_and_merge(p);
         p->finished = 1;
     }
     if (p->finish_rc != 0)
@@ -290,6 +293,11 @@ void lm_par_free(struct lm_par *p)
     if (p == NULL)
         return;
     lm_par_finish(p, err, sizeof(err));
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     for (int n = 0; n < NBATCH; n++)

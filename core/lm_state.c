@@ -1281,9 +1281,14 @@ int lm_profile_settle(struct lm_profile *p, char *errbuf, size_t errlen)
     return p->par != NULL ? lm_par_finish(p->par, errbuf, errlen) : 0;
 }
 
+/* The state goes before the worker thread (see lm_par_free). */
 void lm_profile_free(struct lm_profile *p)
 {
-    lm_par_free(p->par);
+    char err[64];
+
+    if (p->par != NULL)
+        (void)lm_par_finish(p->par, err, sizeof(err));
     lm_decoder_free(&p->dec);
     lm_state_free(&p->state);
+    lm_par_free(p->par);
 }
