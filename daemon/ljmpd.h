@@ -105,7 +105,7 @@ struct feed_job {
     uint64_t events; /* decoded from these bytes */
 };
 
-/* A session's C symbols, read on symload.c's thread into a table of the
+/* A session's C symbols, read on a symload.c thread into a table of the
  * job's own, then moved into the session's state on the loop. */
 struct symload_job {
     struct symload_job *next;
@@ -352,8 +352,8 @@ int session_visible(const struct session *s, uid_t uid);
 /* The C symbols of s, read by symload.c (j NULL: none, out of memory). */
 void session_symbols_loaded(struct session *s, struct symload_job *j);
 
-/* symload.c: C symbols read on a thread, one process at a time, users in
- * turn. */
+/* symload.c: C symbols read on threads, users in turn, one process of a
+ * user at a time. */
 int symload_start(struct server *srv);
 /* Reads s's C symbols, within budget bytes, for session_symbols_loaded():
  * later on the loop (s->symload is set meanwhile), or at once without

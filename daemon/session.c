@@ -504,10 +504,10 @@ static size_t csyms_budget(const struct session *s)
 }
 
 /*
- * The symbol thread reads one process at a time: a process whose files
- * are slow to read (a FUSE mount that never answers, say) would hold
- * every VM that connects after it, so a VM waits at most
- * cfg.symbols_wait_ms for its symbols, then streams without them.
+ * A user's processes are read one at a time: one whose files are slow to
+ * read (a FUSE mount that never answers, say) would hold the user's VMs
+ * that connect after it, so a VM waits at most cfg.symbols_wait_ms for
+ * its symbols, then streams without them.
  */
 static void symbols_late(evutil_socket_t fd, short what, void *arg)
 {

@@ -1,4 +1,4 @@
-/* C symbols read on a thread of their own: a process's ELF files can take
+/* C symbols read on threads of their own: a process's ELF files can take
  * ljmpd a few hundred milliseconds, which the event loop must not wait. */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -9,21 +9,35 @@
 #include "log.h"
 
 /*
- * One thread reads one process at a time.  Users take turns (see
+ * Readers take one process at a time, and users take turns (see
  * take_next): any local user may connect many processes whose files are
  * made to be slow to read, and their loads must not hold everyone
- * else's VMs at the hello.
+ * else's VMs at the hello.  A read may also never end (a file on a FUSE
+ * mount whose daemon never answers; even its open waits).  So a user's
+ * processes are read by one reader at a time, and a load that finds
+ * every reader busy starts another, up to SYMLOAD_READERS: a user whose
+ * read hangs holds one reader, and their later loads wait behind it,
+ * while other users' are read.
  */
+enum { SYMLOAD_READERS = 4 };
+
+struct reader {
+    struct symload *l;
+    pthread_t thread;
+    int busy; /* under l->mu: reading a process of uid */
+    uid_t uid;
+};
+
 struct symload {
     pthread_mutex_t mu;
-    pthread_cond_t work;
+    pthread_cond_t work; /* a load queued or a user's read over, or stopping */
     struct symload_job *todo; /* in arrival order */
     struct symload_job *done, **done_tail;
     uid_t last_uid; /* whose load was taken last */
     int stopping;
     struct bell bell; /* rung when the done list was empty */
-    pthread_t thread;
-    int running;
+    struct reader readers[SYMLOAD_READERS];
+    unsigned nreaders, idle;
 };
 
 static void job_free(struct symload_job *j)
@@ -46,15 +60,31 @@ static void job_read(struct symload_job *j)
     j->gone = j->start_ms != 0 && now_start != 0 && now_start != j->start_ms;
 }
 
-/* Under l->mu: the oldest load of the next user after last_uid, in uid
- * order and round again, so that each user with loads waiting gets one
- * in turn. */
+/* Under l->mu: whether a reader is reading a process of uid. */
+static int uid_being_read(const struct symload *l, uid_t uid)
+{
+    for (unsigned i = 0; i < l->nreaders; i++)
+        if (l->readers[i].busy && l->readers[i].uid == uid)
+            return 1;
+    return 0;
+}
+
+/* Under l->mu: a cancelled load (nothing to read), else the oldest load
+ * of the next user after last_uid whose processes no reader is reading,
+ * in uid order and round again, so that each user with loads waiting
+ * gets one in turn. */
 static struct symload_job *take_next(struct symload *l)
 {
     struct symload_job **at, **best = NULL, **lowest = NULL;
 
     for (at = &l->todo; *at != NULL; at = &(*at)->next) {
         uid_t uid = (*at)->uid;
+        if ((*at)->cancelled) {
+            best = at;
+            break;
+        }
+        if (uid_being_read(l, uid))
+            continue;
         if (lowest == NULL || uid < (*lowest)->uid)
             lowest = at;
         if (uid > l->last_uid && (best == NULL || uid < (*best)->uid))
@@ -66,38 +96,74 @@ static struct symload_job *take_next(struct symload *l)
         return NULL;
     struct symload_job *j = *best;
     *best = j->next;
-    l->last_uid = j->uid;
+    if (!j->cancelled)
+        l->last_uid = j->uid;
     return j;
+}
+
+/* Under l->mu: j read (or skipped), for the loop. */
+static void job_done(struct symload *l, struct symload_job *j)
+{
+    int wake = l->done == NULL;
+
+    j->next = NULL;
+    *l->done_tail = j;
+    l->done_tail = &j->next;
+    if (wake)
+        bell_ring(&l->bell);
 }
 
 static void *symload_thread(void *arg)
 {
-    struct symload *l = arg;
+    struct reader *r = arg;
+    struct symload *l = r->l;
 
     lower_own_priority();
     pthread_mutex_lock(&l->mu);
     for (;;) {
-        while (l->todo == NULL && !l->stopping)
+        struct symload_job *j = NULL;
+        while (!l->stopping && (j = take_next(l)) == NULL)
             pthread_cond_wait(&l->work, &l->mu);
         if (l->stopping)
             break;
-        struct symload_job *j = take_next(l);
         int skip = j->cancelled;
+        l->idle--;
+        r->busy = !skip;
+        r->uid = j->uid;
         pthread_mutex_unlock(&l->mu);
 
         if (!skip)
             job_read(j);
 
         pthread_mutex_lock(&l->mu);
-        int wake = l->done == NULL;
-        j->next = NULL;
-        *l->done_tail = j;
-        l->done_tail = &j->next;
-        if (wake)
-            bell_ring(&l->bell);
+        r->busy = 0;
+        l->idle++;
+        job_done(l, j);
+        /* The user's next load may be taken now, by any reader. */
+        pthread_cond_broadcast(&l->work);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
+}
+
+/* Under l->mu: another reader, when every one is busy and there is room
+ * for one; the first is started with ljmpd. */
+static void more_readers(struct symload *l)
+{
+    if (l->idle > 0 || l->nreaders == SYMLOAD_READERS || l->stopping)
+        return;
+    struct reader *r = &l->readers[l->nreaders];
+    r->l = l;
+    r->busy = 0;
+    int rc = start_helper_thread(&r->thread, symload_thread, r);
+    if (rc != 0) {
+        log_warn("starting another thread to read C symbols: %s", strerror(rc));
+        return;
+    }
+    l->idle++;
+    if (l->nreaders++ > 0)
+        log_info("C symbols are read on %u threads (every one was busy)",
+                 l->nreaders);
 }
 
 /* Loads done: each to its session, if it is still there. */
@@ -125,7 +191,6 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 int symload_start(struct server *srv)
 {
     struct symload *l = calloc(1, sizeof(*l));
-    int rc;
 
     if (l == NULL)
         return -1;
@@ -135,12 +200,14 @@ int symload_start(struct server *srv)
     srv->symload = l;
     if (bell_init(&l->bell, srv, on_done, l, "symbol thread") != 0)
         return -1;
-    rc = start_helper_thread(&l->thread, symload_thread, l);
-    if (rc != 0) {
-        log_error("symbol thread: %s", strerror(rc));
+    pthread_mutex_lock(&l->mu);
+    more_readers(l);
+    unsigned started = l->nreaders;
+    pthread_mutex_unlock(&l->mu);
+    if (started == 0) {
+        log_error("no thread to read C symbols");
         return -1;
     }
-    l->running = 1;
     return 0;
 }
 
@@ -167,7 +234,8 @@ void symload_post(struct session *s, size_t budget)
     while (*tail != NULL)
         tail = &(*tail)->next;
     *tail = j;
-    pthread_cond_signal(&l->work);
+    more_readers(l);
+    pthread_cond_broadcast(&l->work);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -185,6 +253,7 @@ void symload_cancel(struct session *s)
     if (l != NULL) {
         pthread_mutex_lock(&l->mu);
         j->cancelled = 1;
+        pthread_cond_broadcast(&l->work); /* any reader may drop it now */
         pthread_mutex_unlock(&l->mu);
     }
 }
@@ -200,36 +269,36 @@ static void drop_list(struct symload_job *list)
     }
 }
 
-/* How long ljmpd's exit waits for a read under way. */
+/* How long ljmpd's exit waits for reads under way. */
 #define STOP_WAIT_S 2
-
-static int joined_within(pthread_t t, int seconds)
-{
-    struct timespec until;
-
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += seconds;
-    return pthread_timedjoin_np(t, NULL, &until) == 0;
-}
 
 void symload_stop(struct server *srv)
 {
     struct symload *l = srv->symload;
+    struct timespec until;
+    unsigned left = 0;
 
     if (l == NULL)
         return;
     pthread_mutex_lock(&l->mu);
     l->stopping = 1;
-    pthread_cond_signal(&l->work);
+    pthread_cond_broadcast(&l->work);
+    unsigned n = l->nreaders;
     pthread_mutex_unlock(&l->mu);
     /* A read that does not end (a file on a mount that never answers)
-     * must not hold ljmpd's exit: the thread is left to it, with what it
+     * must not hold ljmpd's exit: its thread is left to it, with what it
      * uses (l, and its bell's descriptor). */
-    int left = l->running && !joined_within(l->thread, STOP_WAIT_S);
-    if (left)
-        log_warn("the symbol thread is still reading a process's files "
-                 "after %d s; ljmpd exits without it",
-                 STOP_WAIT_S);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += STOP_WAIT_S;
+    for (unsigned i = 0; i < n; i++)
+        if (pthread_timedjoin_np(l->readers[i].thread, NULL, &until) != 0) {
+            pthread_detach(l->readers[i].thread);
+            left++;
+        }
+    if (left > 0)
+        log_warn("%u threads are still reading processes' files after %d "
+                 "s; ljmpd exits without them",
+                 left, STOP_WAIT_S);
     pthread_mutex_lock(&l->mu);
     drop_list(l->todo);
     drop_list(l->done);
@@ -237,7 +306,7 @@ void symload_stop(struct server *srv)
     l->done_tail = &l->done;
     pthread_mutex_unlock(&l->mu);
     srv->symload = NULL;
-    if (left) {
+    if (left > 0) {
         event_free(l->bell.ev);
         return;
     }
@@ -245,5 +314,4 @@ void symload_stop(struct server *srv)
     pthread_cond_destroy(&l->work);
     pthread_mutex_destroy(&l->mu);
     free(l);
-    srv->symload = NULL;
 }

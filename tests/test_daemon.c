@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "fake_fuse.h"
 #include "ljmp_ingest.h"
 #include "lm_encoder.h"
 #include "test_support.h"
@@ -123,7 +125,13 @@ static int setup(void)
 
 static int teardown(void)
 {
+    char fuse[300];
+
     stop_daemon();
+    /* A FUSE test that failed half-way left its mount (see fake_fuse.h). */
+    snprintf(fuse, sizeof(fuse), "%s/fuse", test_dir);
+    if (umount2(fuse, MNT_FORCE) != 0)
+        umount2(fuse, MNT_DETACH);
     if (getenv("KEEP_TEST_DIR") == NULL)
         return test_dir_remove();
     return 0;
@@ -1592,28 +1600,42 @@ static void *map_symbols_elf(const char *path, unsigned n, size_t *size)
     return m;
 }
 
+/* The name ljmpd shows for the one site of pid's session, once it has
+ * counted an event there (malloc'd; "" if none). */
+static char *only_site_name(pid_t pid)
+{
+    Ljmp__Response *r = wait_session(pid, 0, 1, 10000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    ljmp__response__free_unpacked(r, NULL);
+    r = snapshot_of(pid, 5);
+    const Ljmp__SessionSnapshot *ss = session_in(r, pid);
+    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
+    char *name = strdup(ss->top[0]->name);
+    ljmp__response__free_unpacked(r, NULL);
+    return name;
+}
+
+/* The stream of one allocation by the C function at addr. */
+static void one_c_alloc(struct lm_buf *b, uint64_t addr)
+{
+    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC, .addr = addr};
+
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    lm_enc_alloc(b, LM_REV_R3, &loc, 0x1000, 64);
+}
+
 /* Streams, after an acknowledged hello on fd, one allocation by the C
  * function at addr; the name ljmpd shows for its site (malloc'd). */
 static char *c_site_name(int fd, uint64_t addr)
 {
     struct lm_buf b = {0};
-    struct lm_loc_ref loc = {.source = LM_SRC_CFUNC, .addr = addr};
 
-    lm_enc_begin(&b, LM_REV_R3);
-    lm_enc_symtab_end(&b);
-    lm_enc_begin_events(&b, LM_REV_R3);
-    lm_enc_alloc(&b, LM_REV_R3, &loc, 0x1000, 64);
+    one_c_alloc(&b, addr);
     CU_ASSERT_EQUAL(write(fd, b.data, b.len), (ssize_t)b.len);
     lm_buf_free(&b);
-    Ljmp__Response *r = wait_session(getpid(), 0, 1, 10000);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-    ljmp__response__free_unpacked(r, NULL);
-    r = snapshot_of(getpid(), 5);
-    const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
-    CU_ASSERT_FATAL(ss != NULL && ss->n_top == 1);
-    char *name = strdup(ss->top[0]->name);
-    ljmp__response__free_unpacked(r, NULL);
-    return name;
+    return only_site_name(getpid());
 }
 
 /*
@@ -1800,6 +1822,175 @@ static void test_symbols_users_in_turn(void)
     close(p[1]);
     munmap(m, size);
     unlink(path);
+}
+
+/*
+ * A child VM whose mapped files are this program's and the symbols ELF
+ * open at elf (once it has unmapped `drop`), as nobody if told: its
+ * hello, then one allocation by the C function at addr once ljmpd has
+ * answered; it exits when a byte comes on `release`, non-zero on a
+ * failure before.
+ */
+static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
+                              uint64_t addr, int release)
+{
+    pid_t child = as_nobody ? fork_as_nobody() : fork();
+    uint8_t hello[LJMP_HELLO_MAX], ack;
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "symbols-child");
+    struct lm_buf b = {0};
+    char c;
+
+    if (child != 0)
+        return child;
+    if (drop != NULL)
+        munmap(drop, size);
+    if (mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, elf, 0) ==
+        MAP_FAILED)
+        _exit(2);
+    int fd = connect_unix(ingest_path);
+    if (fd < 0 || write(fd, hello, hl) != (ssize_t)hl || read(fd, &ack, 1) != 1)
+        _exit(3);
+    one_c_alloc(&b, addr);
+    if (write(fd, b.data, b.len) != (ssize_t)b.len)
+        _exit(4);
+    _exit(read(release, &c, 1) == 1 ? 0 : 5);
+}
+
+/* A fake FUSE mount at test_dir/fuse with one file, name, holding len
+ * bytes of data; NULL (and a note) when this machine cannot mount FUSE. */
+static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
+                                          size_t len, char *path, size_t plen)
+{
+    char dir[300], why[200];
+
+    snprintf(dir, sizeof(dir), "%s/fuse", test_dir);
+    CU_ASSERT_FATAL(mkdir(dir, 0755) == 0 || errno == EEXIST);
+    struct fake_fuse *f =
+        fake_fuse_start(dir, name, data, len, why, sizeof(why));
+    if (f == NULL)
+        printf("\n    skipped: %s ", why);
+    snprintf(path, plen, "%s/%s", dir, name);
+    return f;
+}
+
+/*
+ * A read of C symbols that never ends (a file on a FUSE mount whose
+ * daemon leaves ljmpd's requests unanswered) holds one reader and the
+ * same user's later reads, not other users': another user's VM gets its
+ * names from another reader, the user's next VM streams without them
+ * after --symbols-wait, and once the mount is gone the user's VMs get
+ * names again.  Needs FUSE (root and /dev/fuse).
+ */
+static void test_symbols_read_hangs(void)
+{
+    static const char *const wait[] = {"--symbols-wait", "300", NULL};
+    enum { NSYMS = 1000, NAMED = 321 };
+    uint64_t addr = SLOW_SYMS_BASE + NAMED * 16;
+    char path[300], fpath[320], want[16];
+    uint8_t hello[LJMP_HELLO_MAX], ack;
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "hangs");
+    int rel[2];
+
+    snprintf(want, sizeof(want), "s%u", (unsigned)NAMED);
+    snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
+    size_t size = write_symbols_elf(path, NSYMS);
+    int elf = open(path, O_RDONLY | O_CLOEXEC);
+    char *bytes = malloc(size);
+    CU_ASSERT_FATAL(elf >= 0 && bytes != NULL &&
+                    pread(elf, bytes, size, 0) == (ssize_t)size);
+    struct fake_fuse *f =
+        fuse_in_test_dir("hangs.so", bytes, size, fpath, sizeof(fpath));
+    free(bytes);
+    if (f == NULL) {
+        close(elf);
+        return;
+    }
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
+    int ffd = open(fpath, O_RDONLY | O_CLOEXEC);
+    CU_ASSERT_FATAL(ffd >= 0);
+    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, ffd, 0);
+    close(ffd);
+    CU_ASSERT_FATAL(m != MAP_FAILED);
+    fake_fuse_stall(f, daemon_pid);
+
+    /* This process maps the file: its read hangs, its VM is answered. */
+    int fd = connect_unix(ingest_path);
+    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 10000), 1);
+    CU_ASSERT_EQUAL(read(fd, &ack, 1), 1);
+    for (uint64_t end = ms_now() + 5000;
+         fake_fuse_held(f) == 0 && ms_now() < end;)
+        sleep_ms(10);
+    CU_ASSERT_FATAL(fake_fuse_held(f) > 0);
+
+    CU_ASSERT_FATAL(pipe(rel) == 0);
+    pid_t other = symbols_vm_child(elf, size, m, 1, addr, rel[0]);
+    char *name = only_site_name(other);
+    CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
+    free(name);
+    pid_t same = symbols_vm_child(elf, size, m, 0, addr, rel[0]);
+    name = only_site_name(same);
+    CU_ASSERT_PTR_NULL(strstr(name, want));
+    free(name);
+
+    munmap(m, size);
+    fake_fuse_stop(f);
+    pid_t again = symbols_vm_child(elf, size, NULL, 0, addr, rel[0]);
+    name = only_site_name(again);
+    CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
+    free(name);
+    CU_ASSERT_EQUAL(write(rel[1], "abc", 3), 3);
+    CU_ASSERT_EQUAL(exit_status_of(other), 0);
+    CU_ASSERT_EQUAL(exit_status_of(same), 0);
+    CU_ASSERT_EQUAL(exit_status_of(again), 0);
+    char *log = test_slurp("ljmpd.log");
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "C symbols are read on 2 threads"));
+    free(log);
+    close(fd);
+    close(rel[0]);
+    close(rel[1]);
+    close(elf);
+    unlink(path);
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/*
+ * A record request for a file on a FUSE mount is refused (ljmpd writes
+ * recordings on its loop, and a FUSE file's writes wait for its daemon),
+ * and the close of that descriptor, which waits for the FUSE daemon (here
+ * forever), holds no loop.  Needs FUSE.
+ */
+static void test_record_to_fuse(void)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__RecordRequest rr = LJMP__RECORD_REQUEST__INIT;
+    char fpath[320];
+    struct conn c;
+
+    struct fake_fuse *f =
+        fuse_in_test_dir("rec.bin", "", 0, fpath, sizeof(fpath));
+    if (f == NULL)
+        return;
+    int fd = open(fpath, O_WRONLY | O_CLOEXEC);
+    CU_ASSERT_FATAL(fd >= 0);
+    fake_fuse_stall(f, daemon_pid);
+    record_request(&req, &rr, 1000);
+    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
+    CU_ASSERT(conn_send(&c, &req, fd) != 0);
+    close(fd);
+    Ljmp__Response *r = conn_recv(&c, 5000);
+    CU_ASSERT_PTR_NOT_NULL(
+        r && r->error ? strstr(r->error->message, "FUSE files") : NULL);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    for (uint64_t end = ms_now() + 5000;
+         fake_fuse_held(f) == 0 && ms_now() < end;)
+        sleep_ms(10);
+    CU_ASSERT(fake_fuse_held(f) > 0); /* ljmpd's close waits */
+    CU_ASSERT_TRUE(daemon_answers(1000));
+    conn_close(&c);
+    fake_fuse_stop(f);
 }
 
 /* Another user's hellos and hang-ups, n of them, from a child process
@@ -2911,6 +3102,9 @@ int main(int argc, char **argv)
     CU_add_test(s, "C symbols read off the loop", test_symbols_off_the_loop);
     CU_add_test(s, "C symbols read for users in turn",
                 test_symbols_users_in_turn);
+    CU_add_test(s, "a C symbol read that hangs holds its user's alone",
+                test_symbols_read_hangs);
+    CU_add_test(s, "a record file on FUSE", test_record_to_fuse);
     CU_add_test(s, "a VM waits for its C symbols no longer than told",
                 test_symbols_wait);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);

@@ -1,0 +1,32 @@
+/* A FUSE mount with one file, served by a thread of the test, that can
+ * stop answering one process: a file system that never answers. */
+#ifndef FAKE_FUSE_H
+#define FAKE_FUSE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct fake_fuse;
+
+/*
+ * Mounts at dir (an empty directory) a file system holding one regular
+ * file, name, with the len bytes at data (copied).  NULL when this
+ * process cannot mount FUSE (not root, no /dev/fuse, no FUSE in the
+ * kernel), with the reason in why.
+ */
+struct fake_fuse *fake_fuse_start(const char *dir, const char *name,
+                                  const void *data, size_t len, char *why,
+                                  size_t why_len);
+
+/* From now on, requests from process pid are held, never answered
+ * (those of others still are). */
+void fake_fuse_stall(struct fake_fuse *f, pid_t pid);
+
+/* Requests held so far. */
+unsigned fake_fuse_held(struct fake_fuse *f);
+
+/* Ends the connection, so that held requests fail (ENOTCONN), unmounts
+ * and frees. */
+void fake_fuse_stop(struct fake_fuse *f);
+
+#endif
