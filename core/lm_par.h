@@ -45,7 +45,8 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
 int lm_par_finish(struct lm_par *p, char *errbuf, size_t errlen);
 
 /* Finishes if needed, ends the worker thread (not at the finish: see
- * lm_par.c), and frees.  Free the state first where peak memory counts. */
+ * lm_par.c), and frees.  Where peak memory counts, free the state first,
+ * but only after lm_par_finish(), which merges into it. */
 void lm_par_free(struct lm_par *p);
 
 #endif

@@ -116,9 +116,8 @@ struct symload_job {
     uint64_t start_ms; /* when the process started, to tell a reused pid */
     struct lm_symtab symtab;
     struct csyms out;
-    uint64_t ms;   /* the read took */
-    int gone;      /* the pid was another process's by the end of the read */
-    int cancelled; /* under the thread's lock: the session stopped waiting */
+    uint64_t ms; /* the read took */
+    int gone;    /* the pid was another process's by the end of the read */
 };
 
 struct session {

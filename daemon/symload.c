@@ -69,20 +69,15 @@ static int uid_being_read(const struct symload *l, uid_t uid)
     return 0;
 }
 
-/* Under l->mu: a cancelled load (nothing to read), else the oldest load
- * of the next user after last_uid whose processes no reader is reading,
- * in uid order and round again, so that each user with loads waiting
- * gets one in turn. */
+/* Under l->mu: the oldest load of the next user after last_uid whose
+ * processes no reader is reading, in uid order and round again, so that
+ * each user with loads waiting gets one in turn. */
 static struct symload_job *take_next(struct symload *l)
 {
     struct symload_job **at, **best = NULL, **lowest = NULL;
 
     for (at = &l->todo; *at != NULL; at = &(*at)->next) {
         uid_t uid = (*at)->uid;
-        if ((*at)->cancelled) {
-            best = at;
-            break;
-        }
         if (uid_being_read(l, uid))
             continue;
         if (lowest == NULL || uid < (*lowest)->uid)
@@ -96,12 +91,26 @@ static struct symload_job *take_next(struct symload *l)
         return NULL;
     struct symload_job *j = *best;
     *best = j->next;
-    if (!j->cancelled)
-        l->last_uid = j->uid;
+    l->last_uid = j->uid;
     return j;
 }
 
-/* Under l->mu: j read (or skipped), for the loop. */
+/* Under l->mu: the users with loads waiting whom no reader reads, each
+ * a reader's work (a user's loads are read one at a time). */
+static unsigned users_waiting(const struct symload *l)
+{
+    unsigned n = 0;
+
+    for (const struct symload_job *j = l->todo; j != NULL; j = j->next) {
+        const struct symload_job *k = l->todo;
+        while (k != j && k->uid != j->uid)
+            k = k->next;
+        n += k == j && !uid_being_read(l, j->uid);
+    }
+    return n;
+}
+
+/* Under l->mu: j read, for the loop. */
 static void job_done(struct symload *l, struct symload_job *j)
 {
     int wake = l->done == NULL;
@@ -126,14 +135,12 @@ static void *symload_thread(void *arg)
             pthread_cond_wait(&l->work, &l->mu);
         if (l->stopping)
             break;
-        int skip = j->cancelled;
         l->idle--;
-        r->busy = !skip;
+        r->busy = 1;
         r->uid = j->uid;
         pthread_mutex_unlock(&l->mu);
 
-        if (!skip)
-            job_read(j);
+        job_read(j);
 
         pthread_mutex_lock(&l->mu);
         r->busy = 0;
@@ -146,24 +153,37 @@ static void *symload_thread(void *arg)
     return NULL;
 }
 
-/* Under l->mu: another reader, when every one is busy and there is room
- * for one; the first is started with ljmpd. */
-static void more_readers(struct symload *l)
+/* Under l->mu: one more reader, idle; 0, or -1 without a thread. */
+static int start_reader(struct symload *l)
 {
-    if (l->idle > 0 || l->nreaders == SYMLOAD_READERS || l->stopping)
-        return;
     struct reader *r = &l->readers[l->nreaders];
+
     r->l = l;
     r->busy = 0;
     int rc = start_helper_thread(&r->thread, symload_thread, r);
     if (rc != 0) {
         log_warn("starting another thread to read C symbols: %s", strerror(rc));
-        return;
+        return -1;
     }
     l->idle++;
     if (l->nreaders++ > 0)
         log_info("C symbols are read on %u threads (every one was busy)",
                  l->nreaders);
+    return 0;
+}
+
+/* Under l->mu: more readers, up to SYMLOAD_READERS, while the users
+ * waiting outnumber the idle readers (which loads posted just before
+ * may have spoken for); the first is started with ljmpd. */
+static void more_readers(struct symload *l)
+{
+    unsigned want = users_waiting(l);
+
+    if (l->nreaders == 0)
+        want = 1;
+    while (l->idle < want && l->nreaders < SYMLOAD_READERS && !l->stopping)
+        if (start_reader(l) != 0)
+            return;
 }
 
 /* Loads done: each to its session, if it is still there. */
@@ -241,21 +261,30 @@ void symload_post(struct session *s, size_t budget)
 
 void symload_cancel(struct session *s)
 {
-    struct symload_job *j = s->symload;
+    struct symload_job *j = s->symload, **at;
     struct symload *l = s->srv->symload;
+    int queued = 0;
 
     if (j == NULL)
         return;
     s->symload = NULL;
-    /* Only the loop reads j->s: the thread reads into j's own fields,
-     * and skips a job cancelled before it takes it. */
+    /* Only the loop reads j->s: a reader reads into j's own fields, and
+     * on_done frees a job read for no session. */
     j->s = NULL;
-    if (l != NULL) {
-        pthread_mutex_lock(&l->mu);
-        j->cancelled = 1;
-        pthread_cond_broadcast(&l->work); /* any reader may drop it now */
-        pthread_mutex_unlock(&l->mu);
-    }
+    if (l == NULL)
+        return;
+    /* One no reader took goes now: every reader may be held by a read
+     * that never ends. */
+    pthread_mutex_lock(&l->mu);
+    for (at = &l->todo; *at != NULL; at = &(*at)->next)
+        if (*at == j) {
+            *at = j->next;
+            queued = 1;
+            break;
+        }
+    pthread_mutex_unlock(&l->mu);
+    if (queued)
+        job_free(j);
 }
 
 static void drop_list(struct symload_job *list)
@@ -286,8 +315,10 @@ void symload_stop(struct server *srv)
     unsigned n = l->nreaders;
     pthread_mutex_unlock(&l->mu);
     /* A read that does not end (a file on a mount that never answers)
-     * must not hold ljmpd's exit: its thread is left to it, with what it
-     * uses (l, and its bell's descriptor). */
+     * must not hold ljmpd's stop: its thread is left to it, with what it
+     * uses (l, and its bell's descriptor).  The kernel may still hold the
+     * process's exit until the read ends (a FUSE request its daemon has
+     * taken waits for the answer even when killed). */
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += STOP_WAIT_S;
     for (unsigned i = 0; i < n; i++)
@@ -297,7 +328,9 @@ void symload_stop(struct server *srv)
         }
     if (left > 0)
         log_warn("%u threads are still reading processes' files after %d "
-                 "s; ljmpd exits without them",
+                 "s; ljmpd stops without waiting for them (a read that "
+                 "a FUSE daemon never answers keeps the process until "
+                 "the mount goes)",
                  left, STOP_WAIT_S);
     pthread_mutex_lock(&l->mu);
     drop_list(l->todo);

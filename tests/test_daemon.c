@@ -34,6 +34,9 @@
 #include "test_support.h"
 
 static pid_t daemon_pid = -1;
+/* A FUSE test's mount (see fake_fuse.h), stopped before ljmpd is: a
+ * request of ljmpd's that it leaves unanswered holds even ljmpd's exit. */
+static struct fake_fuse *fuse_mount;
 /* The control socket open to all, in a directory others may cross (the
  * daemon's own checks are what the tests exercise); short limits. */
 static const char *const *daemon_options;
@@ -97,11 +100,19 @@ static int start_daemon(const char *const *extra)
     return -1;
 }
 
+/* Ends the FUSE test's mount, if any: what waits on it fails. */
+static void stop_fuse(void)
+{
+    fake_fuse_stop(fuse_mount);
+    fuse_mount = NULL;
+}
+
 /* SIGTERM, and ljmpd's exit status (-1 if it died of a signal). */
 static int stop_daemon(void)
 {
     int st;
 
+    stop_fuse(); /* a test that failed half-way left it */
     if (daemon_pid <= 0)
         return -1;
     kill(daemon_pid, SIGTERM);
@@ -128,10 +139,10 @@ static int teardown(void)
     char fuse[300];
 
     stop_daemon();
-    /* A FUSE test that failed half-way left its mount (see fake_fuse.h). */
+    /* Should a mount be left all the same, the directory can go. */
     snprintf(fuse, sizeof(fuse), "%s/fuse", test_dir);
-    if (umount2(fuse, MNT_FORCE) != 0)
-        umount2(fuse, MNT_DETACH);
+    while (umount2(fuse, MNT_DETACH) == 0)
+        ;
     if (getenv("KEEP_TEST_DIR") == NULL)
         return test_dir_remove();
     return 0;
@@ -1828,11 +1839,11 @@ static void test_symbols_users_in_turn(void)
  * A child VM whose mapped files are this program's and the symbols ELF
  * open at elf (once it has unmapped `drop`), as nobody if told: its
  * hello, then one allocation by the C function at addr once ljmpd has
- * answered; it exits when a byte comes on `release`, non-zero on a
- * failure before.
+ * answered; it exits when a byte comes on the pipe `release` (or its
+ * end), non-zero on a failure before.
  */
 static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
-                              uint64_t addr, int release)
+                              uint64_t addr, const int release[2])
 {
     pid_t child = as_nobody ? fork_as_nobody() : fork();
     uint8_t hello[LJMP_HELLO_MAX], ack;
@@ -1842,6 +1853,7 @@ static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
 
     if (child != 0)
         return child;
+    close(release[1]);
     if (drop != NULL)
         munmap(drop, size);
     if (mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, elf, 0) ==
@@ -1853,7 +1865,7 @@ static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
     one_c_alloc(&b, addr);
     if (write(fd, b.data, b.len) != (ssize_t)b.len)
         _exit(4);
-    _exit(read(release, &c, 1) == 1 ? 0 : 5);
+    _exit(read(release[0], &c, 1) == 1 ? 0 : 5);
 }
 
 /* A fake FUSE mount at test_dir/fuse with one file, name, holding len
@@ -1863,6 +1875,7 @@ static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
 {
     char dir[300], why[200];
 
+    stop_fuse(); /* one that a failed test left */
     snprintf(dir, sizeof(dir), "%s/fuse", test_dir);
     CU_ASSERT_FATAL(mkdir(dir, 0755) == 0 || errno == EEXIST);
     struct fake_fuse *f =
@@ -1898,14 +1911,16 @@ static void test_symbols_read_hangs(void)
     char *bytes = malloc(size);
     CU_ASSERT_FATAL(elf >= 0 && bytes != NULL &&
                     pread(elf, bytes, size, 0) == (ssize_t)size);
-    struct fake_fuse *f =
+    /* First: a restart stops the mount (see stop_daemon). */
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
+    struct fake_fuse *f = fuse_mount =
         fuse_in_test_dir("hangs.so", bytes, size, fpath, sizeof(fpath));
     free(bytes);
     if (f == NULL) {
         close(elf);
+        CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
         return;
     }
-    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
     int ffd = open(fpath, O_RDONLY | O_CLOEXEC);
     CU_ASSERT_FATAL(ffd >= 0);
     void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, ffd, 0);
@@ -1925,18 +1940,18 @@ static void test_symbols_read_hangs(void)
     CU_ASSERT_FATAL(fake_fuse_held(f) > 0);
 
     CU_ASSERT_FATAL(pipe(rel) == 0);
-    pid_t other = symbols_vm_child(elf, size, m, 1, addr, rel[0]);
+    pid_t other = symbols_vm_child(elf, size, m, 1, addr, rel);
     char *name = only_site_name(other);
     CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
     free(name);
-    pid_t same = symbols_vm_child(elf, size, m, 0, addr, rel[0]);
+    pid_t same = symbols_vm_child(elf, size, m, 0, addr, rel);
     name = only_site_name(same);
     CU_ASSERT_PTR_NULL(strstr(name, want));
     free(name);
 
     munmap(m, size);
-    fake_fuse_stop(f);
-    pid_t again = symbols_vm_child(elf, size, NULL, 0, addr, rel[0]);
+    stop_fuse();
+    pid_t again = symbols_vm_child(elf, size, NULL, 0, addr, rel);
     name = only_site_name(again);
     CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
     free(name);
@@ -1968,7 +1983,7 @@ static void test_record_to_fuse(void)
     char fpath[320];
     struct conn c;
 
-    struct fake_fuse *f =
+    struct fake_fuse *f = fuse_mount =
         fuse_in_test_dir("rec.bin", "", 0, fpath, sizeof(fpath));
     if (f == NULL)
         return;
@@ -1990,7 +2005,7 @@ static void test_record_to_fuse(void)
     CU_ASSERT(fake_fuse_held(f) > 0); /* ljmpd's close waits */
     CU_ASSERT_TRUE(daemon_answers(1000));
     conn_close(&c);
-    fake_fuse_stop(f);
+    stop_fuse();
 }
 
 /* Another user's hellos and hang-ups, n of them, from a child process
