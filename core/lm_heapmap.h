@@ -85,17 +85,26 @@ struct lm_block {
     uint32_t loc;
 };
 
-/* A block's key.  lm_mix64 is invertible (xor-shifts and odd multipliers),
- * so distinct addresses never share a key. */
+/*
+ * A block's key: an odd multiplier, whose high half, folded onto the low,
+ * makes the home depend on every bit of the address.  Both steps are
+ * invertible, so distinct addresses never share a key; three instructions
+ * against lm_mix64's nine, on one or two addresses an event.
+ */
+#define LM_HEAP_MUL     0x9e3779b97f4a7c15ULL
+#define LM_HEAP_MUL_INV 0xf1de83e19937733dULL /* its inverse mod 2^64 */
+
 static inline uint64_t lm_heap_hash(const struct lm_heapmap *m, uint64_t addr)
 {
-    return lm_mix64(addr ^ m->seed);
+    uint64_t x = (addr ^ m->seed) * LM_HEAP_MUL;
+
+    return x ^ x >> 32;
 }
 
-/* The address whose key is h. */
+/* The address whose key is h (x ^ x >> 32 is its own inverse). */
 static inline uint64_t lm_heap_addr(const struct lm_heapmap *m, uint64_t h)
 {
-    return lm_unmix64(h) ^ m->seed;
+    return (h ^ h >> 32) * LM_HEAP_MUL_INV ^ m->seed;
 }
 
 static inline struct lm_heap_shard *lm_heap_shard_of(struct lm_heapmap *m,
