@@ -1006,13 +1006,13 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
         /* Counted here, where the site's record was just read. */
         count_event(s, r, &s->locs[loc].c);
         if (r->kind != LM_REC_ALLOC)
-            ops[k++] = (struct lm_op){
+            ops[k++] = lm_op_make(
                 lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, loc,
-                r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD};
+                r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD);
         if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr)) {
-            ops[k++] = (struct lm_op){
+            ops[k++] = lm_op_make(
                 lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, loc,
-                r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW};
+                r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW);
             s->locs[loc].split_bytes += r->nsize;
             s->locs[loc].split_blocks++;
         }
@@ -1053,13 +1053,14 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
 {
     struct plan p = {.o = op->hash, .oslot = oslot};
 
-    switch (op->kind) {
+    switch (lm_op_kind(op)) {
     case LM_OP_FREE:
-        return release_block(s, LM_EV_FREE, op->loc, &p, 0, err);
+        return release_block(s, LM_EV_FREE, lm_op_loc(op), &p, 0, err);
     case LM_OP_REALLOC_OLD:
-        return release_block(s, LM_EV_REALLOC, op->loc, &p, op->size, err);
+        return release_block(s, LM_EV_REALLOC, lm_op_loc(op), &p, op->size,
+                             err);
     default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW: the site counted */
-        return put_block(s, op->loc, op->hash, op->size, 0, err);
+        return put_block(s, lm_op_loc(op), op->hash, op->size, 0, err);
     }
 }
 
@@ -1071,7 +1072,7 @@ static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
     uint32_t slot = UINT32_MAX;
     struct lm_block blk;
 
-    if (op->kind == LM_OP_ALLOC || op->kind == LM_OP_REALLOC_NEW)
+    if (lm_op_kind(op) == LM_OP_ALLOC || lm_op_kind(op) == LM_OP_REALLOC_NEW)
         return slot;
     if (lm_heap_peek_hashed(&s->heap, op->hash, &blk, &slot))
         prefetch_heap_side(&s->locs[blk.loc]);

@@ -231,9 +231,29 @@ struct lm_op {
      * that replaces it (a released block's own size is in the heap map);
      * unused for LM_OP_FREE. */
     uint32_t size;
-    uint32_t loc : 30; /* the event's location in the main state */
-    uint32_t kind : 2; /* enum lm_op_kind */
+    /* The event's location in the main state, and the enum lm_op_kind
+     * in the top two bits: a word built whole (bit-fields are stored by
+     * reading the word back and merging, two stores for two fields). */
+    uint32_t loc_kind;
 };
+
+#define LM_OP_KIND_SHIFT 30
+
+static inline struct lm_op lm_op_make(uint64_t hash, uint32_t size,
+                                      uint32_t loc, enum lm_op_kind kind)
+{
+    return (struct lm_op){hash, size, loc | (uint32_t)kind << LM_OP_KIND_SHIFT};
+}
+
+static inline uint32_t lm_op_loc(const struct lm_op *op)
+{
+    return op->loc_kind & ((1U << LM_OP_KIND_SHIFT) - 1);
+}
+
+static inline enum lm_op_kind lm_op_kind(const struct lm_op *op)
+{
+    return (enum lm_op_kind)(op->loc_kind >> LM_OP_KIND_SHIFT);
+}
 
 /* Operations one record can make at most. */
 #define LM_OPS_PER_RECORD 2
