@@ -55,10 +55,14 @@ void lm_state_free(struct lm_state *s)
 
 static uint64_t ref_hash(const struct lm_loc_ref *r)
 {
-    /* Odd multipliers spread each word; one mix finishes the key. */
-    return lm_mix64((r->addr * 0x9e3779b97f4a7c15ULL) ^
-                    (r->line * 0xc2b2ae3d27d4eb4fULL) ^
-                    ((uint64_t)r->source << 59));
+    /* Odd multipliers spread each word upwards, and the high half folded
+     * onto the low brings every bit to the low ones, which the tables
+     * index by (lm_mix64 cost ten instructions more an event). */
+    uint64_t x = (r->addr * 0x9e3779b97f4a7c15ULL) ^
+                 (r->line * 0xc2b2ae3d27d4eb4fULL) ^
+                 ((uint64_t)r->source << 59);
+
+    return x ^ x >> 32;
 }
 
 static uint64_t loc_hash(const struct lm_loc *l)
