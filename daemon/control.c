@@ -12,6 +12,7 @@
 #include "ljmpd.h"
 #include "log.h"
 #include "lm_report.h"
+#include "mounts.h"
 #include "snapshot.h"
 
 #define MIN_INTERVAL_MS 50
@@ -366,29 +367,6 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
     return 0;
 }
 
-/* The type of mount mnt as a mountinfo file lists it, in type (len). */
-static int mount_type(const char *mountinfo, int mnt, char *type, size_t len)
-{
-    char line[4096];
-    int found = 0;
-    FILE *f = fopen(mountinfo, "re");
-
-    if (f == NULL)
-        return 0;
-    while (!found && fgets(line, sizeof(line), f) != NULL) {
-        const char *dash = strstr(line, " - ");
-        int id, n = 0;
-        if (sscanf(line, "%d", &id) == 1 && id == mnt && dash != NULL &&
-            sscanf(dash + 3, "%*s%n", &n) == 0 && n > 0 && (size_t)n < len) {
-            memcpy(type, dash + 3, (size_t)n);
-            type[n] = '\0';
-            found = 1;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 /*
  * Whether fd (passed by pid) is on a FUSE mount, asked of /proc only: its
  * mount id (fdinfo), then that mount's type, in ljmpd's mount namespace
@@ -398,7 +376,8 @@ static int mount_type(const char *mountinfo, int mnt, char *type, size_t len)
  */
 static int on_fuse(int fd, pid_t pid)
 {
-    char path[64], line[256], type[64];
+    char path[64], line[256];
+    struct mount_desc m;
     int mnt = -1;
     FILE *f;
 
@@ -410,12 +389,10 @@ static int on_fuse(int fd, pid_t pid)
             mnt = -1;
     fclose(f);
     snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
-    if (mnt < 0 ||
-        (!mount_type("/proc/self/mountinfo", mnt, type, sizeof(type)) &&
-         !mount_type(path, mnt, type, sizeof(type))))
+    if (mnt < 0 || (!mount_by_id("/proc/self/mountinfo", mnt, &m) &&
+                    !mount_by_id(path, mnt, &m)))
         return -1;
-    return strcmp(type, "fuse") == 0 || strcmp(type, "fuseblk") == 0 ||
-           strncmp(type, "fuse.", 5) == 0;
+    return m.fuse;
 }
 
 /* The record descriptor: a regular file open for writing (the daemon

@@ -11,6 +11,7 @@
 
 #include "csyms.h"
 #include "log.h"
+#include "mounts.h"
 #include "lm_encoder.h"
 #include "lm_symtab.h"
 
@@ -165,6 +166,31 @@ static void add_file(pid_t pid, const char *path, uint64_t start,
     close(fd);
 }
 
+/*
+ * Whether a file on device major:minor of pid's mounts may be read.  Not
+ * on a FUSE mount that a user other than root made: its daemon is theirs,
+ * and may never answer, even the open; a request it has taken holds the
+ * reading thread, and with it ljmpd's exit, until it answers or the mount
+ * goes.  Devices with a major number are block devices, never FUSE's.
+ */
+static int mount_readable(pid_t pid, unsigned major, unsigned minor,
+                          const char *file, struct csyms *out)
+{
+    char path[64];
+    struct mount_desc m;
+
+    if (major != 0)
+        return 1;
+    snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+    if (!mount_by_dev(path, major, minor, &m) || !m.fuse || m.owner == 0)
+        return 1;
+    if (out->fuse_skipped++ == 0) {
+        snprintf(out->fuse_file, sizeof(out->fuse_file), "%s", file);
+        out->fuse_owner = m.owner;
+    }
+    return 0;
+}
+
 void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
                 struct csyms *out)
 {
@@ -183,10 +209,11 @@ void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
         return;
     while (fgets(line, sizeof(line), maps) != NULL) {
         unsigned long long start, end, offset;
+        unsigned major, minor;
         char perms[8], file[4096];
         file[0] = '\0';
-        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095[^\n]", &start, &end,
-                   perms, &offset, file) < 4 ||
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %*s %4095[^\n]", &start,
+                   &end, perms, &offset, &major, &minor, file) < 6 ||
             perms[2] != 'x' || file[0] != '/')
             continue;
         int dup = 0;
@@ -195,7 +222,8 @@ void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
         if (dup || nseen == 64)
             continue;
         snprintf(seen[nseen++], sizeof(seen[0]), "%.255s", file);
-        add_file(pid, file, start, offset, out);
+        if (mount_readable(pid, major, minor, file, out))
+            add_file(pid, file, start, offset, out);
     }
     fclose(maps);
     if (out->entries.oom)

@@ -20,6 +20,11 @@ struct csyms {
     size_t cost, budget;   /* the symbols' memory, roughly, and its bound */
     int over_budget;       /* symbols were left out for the budget */
     unsigned entries_read; /* symbol entries looked at, against a bound */
+    /* Files left unread on FUSE mounts of users (see csyms.c): how many,
+     * the first, and its mount's owner. */
+    unsigned fuse_skipped;
+    char fuse_file[256];
+    long fuse_owner;
 };
 
 /*
@@ -27,8 +32,9 @@ struct csyms {
  * binary, libluajit, libc, ...) to t as C symbols, and encodes them as
  * R3 symbol table entries in out->entries, for recordings.  What cannot be
  * read (a process gone, another user's, a stripped file, anything but a
- * regular file) is skipped, and so is what is over csyms.c's bounds (a
- * name is cut at 1 KiB) or over budget (bytes of memory, roughly).
+ * regular file, a file on a FUSE mount that a user other than root made)
+ * is skipped, and so is what is over csyms.c's bounds (a name is cut at
+ * 1 KiB) or over budget (bytes of memory, roughly).
  */
 void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
                 struct csyms *out);

@@ -910,6 +910,13 @@ void session_symbols_loaded(struct session *s, struct symload_job *j)
         log_debug("session %llu: %u C symbols in %llu ms",
                   (unsigned long long)s->id, s->csyms.n,
                   (unsigned long long)j->ms);
+        if (s->csyms.fuse_skipped > 0)
+            log_warn("session %llu: pid %d: C symbols of %s%s not read: it "
+                     "is on a FUSE mount of uid %ld, whose daemon may never "
+                     "answer",
+                     (unsigned long long)s->id, (int)s->pid, s->csyms.fuse_file,
+                     s->csyms.fuse_skipped > 1 ? " and others" : "",
+                     s->csyms.fuse_owner);
         if (s->csyms.over_budget)
             log_warn("session %llu: pid %d uid %u: C functions past the "
                      "first %u stay unnamed: %zu KiB of C symbols was all "

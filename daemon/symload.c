@@ -13,7 +13,8 @@
  * take_next): any local user may connect many processes whose files are
  * made to be slow to read, and their loads must not hold everyone
  * else's VMs at the hello.  A read may also never end (a file on a FUSE
- * mount whose daemon never answers; even its open waits).  So a user's
+ * mount whose daemon never answers, even the open; csyms.c reads none on
+ * users' FUSE mounts, but root's and network mounts may hang).  So a user's
  * processes are read by one reader at a time, and a load that finds
  * every reader busy starts another, up to SYMLOAD_READERS: a user whose
  * read hangs holds one reader, and their later loads wait behind it,

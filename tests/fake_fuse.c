@@ -206,8 +206,8 @@ static void *serve_requests(void *arg)
 }
 
 struct fake_fuse *fake_fuse_start(const char *dir, const char *name,
-                                  const void *data, size_t len, char *why,
-                                  size_t why_len)
+                                  const void *data, size_t len, uid_t owner,
+                                  char *why, size_t why_len)
 {
     struct fake_fuse *f = calloc(1, sizeof(*f));
     char opts[128];
@@ -227,8 +227,9 @@ struct fake_fuse *fake_fuse_start(const char *dir, const char *name,
         goto fail;
     }
     snprintf(opts, sizeof(opts),
-             "fd=%d,rootmode=40000,user_id=%u,group_id=%u,max_read=%u", f->dev,
-             (unsigned)getuid(), (unsigned)getgid(), MAX_WRITE);
+             "fd=%d,rootmode=40000,user_id=%u,group_id=%u,max_read=%u,"
+             "allow_other",
+             f->dev, (unsigned)owner, (unsigned)getgid(), MAX_WRITE);
     if (mount("ljmp-test", dir, "fuse.ljmp-test", MS_NOSUID | MS_NODEV, opts) !=
         0) {
         snprintf(why, why_len, "mounting FUSE at %s: %s", dir, strerror(errno));

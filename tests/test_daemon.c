@@ -1868,10 +1868,12 @@ static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
     _exit(read(release[0], &c, 1) == 1 ? 0 : 5);
 }
 
-/* A fake FUSE mount at test_dir/fuse with one file, name, holding len
- * bytes of data; NULL (and a note) when this machine cannot mount FUSE. */
+/* A fake FUSE mount at test_dir/fuse, owner's, with one file, name,
+ * holding len bytes of data; NULL (and a note) when this machine cannot
+ * mount FUSE. */
 static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
-                                          size_t len, char *path, size_t plen)
+                                          size_t len, uid_t owner, char *path,
+                                          size_t plen)
 {
     char dir[300], why[200];
 
@@ -1879,7 +1881,7 @@ static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
     snprintf(dir, sizeof(dir), "%s/fuse", test_dir);
     CU_ASSERT_FATAL(mkdir(dir, 0755) == 0 || errno == EEXIST);
     struct fake_fuse *f =
-        fake_fuse_start(dir, name, data, len, why, sizeof(why));
+        fake_fuse_start(dir, name, data, len, owner, why, sizeof(why));
     if (f == NULL)
         printf("\n    skipped: %s ", why);
     snprintf(path, plen, "%s/%s", dir, name);
@@ -1888,7 +1890,8 @@ static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
 
 /*
  * A read of C symbols that never ends (a file on a FUSE mount whose
- * daemon leaves ljmpd's requests unanswered) holds one reader and the
+ * daemon leaves ljmpd's requests unanswered; root's, since users' are
+ * not read) holds one reader and the
  * same user's later reads, not other users': another user's VM gets its
  * names from another reader, the user's next VM streams without them
  * after --symbols-wait, and once the mount is gone the user's VMs get
@@ -1914,7 +1917,7 @@ static void test_symbols_read_hangs(void)
     /* First: a restart stops the mount (see stop_daemon). */
     CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
     struct fake_fuse *f = fuse_mount =
-        fuse_in_test_dir("hangs.so", bytes, size, fpath, sizeof(fpath));
+        fuse_in_test_dir("hangs.so", bytes, size, 0, fpath, sizeof(fpath));
     free(bytes);
     if (f == NULL) {
         close(elf);
@@ -1971,6 +1974,61 @@ static void test_symbols_read_hangs(void)
 }
 
 /*
+ * A file on a FUSE mount that a user other than root made is not read for
+ * C symbols: its daemon is the user's, and may never answer (here it
+ * never does); a request it took would hold ljmpd's exit.  The VM is
+ * answered at once, with the names of its other files, and the log says
+ * which file was left.  Needs FUSE.
+ */
+static void test_symbols_on_user_fuse(void)
+{
+    enum { NAMED = 77 };
+    static const char junk[4096];
+    char path[300], fpath[320], want[16];
+    uint8_t hello[LJMP_HELLO_MAX], ack;
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "user-fuse");
+    size_t size;
+
+    snprintf(want, sizeof(want), "s%u", (unsigned)NAMED);
+    snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
+    void *m = map_symbols_elf(path, 1000, &size);
+    struct fake_fuse *f = fuse_mount = fuse_in_test_dir(
+        "user.so", junk, sizeof(junk), 65534, fpath, sizeof(fpath));
+    if (f == NULL) {
+        munmap(m, size);
+        unlink(path);
+        return;
+    }
+    int ffd = open(fpath, O_RDONLY | O_CLOEXEC);
+    CU_ASSERT_FATAL(ffd >= 0);
+    void *u =
+        mmap(NULL, sizeof(junk), PROT_READ | PROT_EXEC, MAP_PRIVATE, ffd, 0);
+    close(ffd);
+    CU_ASSERT_FATAL(u != MAP_FAILED);
+    fake_fuse_stall(f, daemon_pid);
+
+    /* Answered well within --symbols-wait (2 s): nothing hung. */
+    int fd = connect_unix(ingest_path);
+    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 1000), 1);
+    CU_ASSERT_EQUAL(read(fd, &ack, 1), 1);
+    char *name = c_site_name(fd, SLOW_SYMS_BASE + NAMED * 16);
+    CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
+    free(name);
+    CU_ASSERT_EQUAL(fake_fuse_held(f), 0);
+    char *log = test_slurp("ljmpd.log");
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "user.so not read: it is on a FUSE "
+                                       "mount of uid 65534"));
+    free(log);
+    close(fd);
+    munmap(u, sizeof(junk));
+    munmap(m, size);
+    stop_fuse();
+    unlink(path);
+}
+
+/*
  * A record request for a file on a FUSE mount is refused (ljmpd writes
  * recordings on its loop, and a FUSE file's writes wait for its daemon),
  * and the close of that descriptor, which waits for the FUSE daemon (here
@@ -1984,7 +2042,7 @@ static void test_record_to_fuse(void)
     struct conn c;
 
     struct fake_fuse *f = fuse_mount =
-        fuse_in_test_dir("rec.bin", "", 0, fpath, sizeof(fpath));
+        fuse_in_test_dir("rec.bin", "", 0, 0, fpath, sizeof(fpath));
     if (f == NULL)
         return;
     int fd = open(fpath, O_WRONLY | O_CLOEXEC);
@@ -3120,6 +3178,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "a C symbol read that hangs holds its user's alone",
                 test_symbols_read_hangs);
     CU_add_test(s, "a record file on FUSE", test_record_to_fuse);
+    CU_add_test(s, "C symbols are not read from a user's FUSE mount",
+                test_symbols_on_user_fuse);
     CU_add_test(s, "a VM waits for its C symbols no longer than told",
                 test_symbols_wait);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);
