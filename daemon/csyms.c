@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <gelf.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,27 +167,43 @@ static void add_file(pid_t pid, const char *path, uint64_t start,
     close(fd);
 }
 
+/* The device a mapped file is on, and the owner of its FUSE mount if a
+ * user other than root made it (-1 if not). */
+struct file_dev {
+    unsigned major, minor;
+    long user_fuse;
+};
+
 /*
- * Whether a file on device major:minor of pid's mounts may be read.  Not
- * on a FUSE mount that a user other than root made: its daemon is theirs,
- * and may never answer, even the open; a request it has taken holds the
- * reading thread, and with it ljmpd's exit, until it answers or the mount
- * goes.  Devices with a major number are block devices, never FUSE's.
+ * Whether a file on device d of pid's mounts may be read.  Not on a FUSE
+ * mount that a user other than root made: its daemon is theirs, and may
+ * never answer, even the open; a request it has taken holds the reading
+ * thread, and with it ljmpd's exit, until it answers or the mount goes.
+ * Devices with a major number are block devices, never FUSE's.  *last is
+ * the device asked before, kept: a process's other files nearly all share
+ * one (a container's overlay), whose mountinfo is then read once.
  */
-static int mount_readable(pid_t pid, unsigned major, unsigned minor,
+static int mount_readable(pid_t pid, struct file_dev d, struct file_dev *last,
                           const char *file, struct csyms *out)
 {
     char path[64];
     struct mount_desc m;
 
-    if (major != 0)
+    if (d.major != 0)
         return 1;
-    snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
-    if (!mount_by_dev(path, major, minor, &m) || !m.fuse || m.owner == 0)
+    if (d.major != last->major || d.minor != last->minor) {
+        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+        d.user_fuse =
+            mount_by_dev(path, d.major, d.minor, &m) && m.fuse && m.owner != 0
+                ? m.owner
+                : -1;
+        *last = d;
+    }
+    if (last->user_fuse < 0)
         return 1;
     if (out->fuse_skipped++ == 0) {
         snprintf(out->fuse_file, sizeof(out->fuse_file), "%s", file);
-        out->fuse_owner = m.owner;
+        out->fuse_owner = last->user_fuse;
     }
     return 0;
 }
@@ -197,6 +214,9 @@ void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
     char path[64], line[4200];
     char seen[64][256];
     int nseen = 0;
+    /* No device has major 0 and this minor (anonymous devices take
+     * minors from 1 up to 2^20). */
+    struct file_dev last = {0, UINT32_MAX, -1};
     FILE *maps;
 
     memset(out, 0, sizeof(*out));
@@ -209,11 +229,11 @@ void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
         return;
     while (fgets(line, sizeof(line), maps) != NULL) {
         unsigned long long start, end, offset;
-        unsigned major, minor;
+        struct file_dev dev;
         char perms[8], file[4096];
         file[0] = '\0';
         if (sscanf(line, "%llx-%llx %7s %llx %x:%x %*s %4095[^\n]", &start,
-                   &end, perms, &offset, &major, &minor, file) < 6 ||
+                   &end, perms, &offset, &dev.major, &dev.minor, file) < 6 ||
             perms[2] != 'x' || file[0] != '/')
             continue;
         int dup = 0;
@@ -222,7 +242,7 @@ void csyms_load(pid_t pid, struct lm_symtab *t, size_t budget,
         if (dup || nseen == 64)
             continue;
         snprintf(seen[nseen++], sizeof(seen[0]), "%.255s", file);
-        if (mount_readable(pid, major, minor, file, out))
+        if (mount_readable(pid, dev, &last, file, out))
             add_file(pid, file, start, offset, out);
     }
     fclose(maps);

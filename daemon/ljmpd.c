@@ -90,6 +90,21 @@ int start_helper_thread(pthread_t *t, void *(*fn)(void *), void *arg)
     return rc;
 }
 
+unsigned join_helper_threads(pthread_t *t, unsigned n, int seconds)
+{
+    struct timespec until;
+    unsigned left = 0;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += seconds;
+    for (unsigned i = 0; i < n; i++)
+        if (pthread_timedjoin_np(t[i], NULL, &until) != 0) {
+            pthread_detach(t[i]);
+            left++;
+        }
+    return left;
+}
+
 int bell_init(struct bell *b, struct server *srv, event_callback_fn cb,
               void *arg, const char *who)
 {

@@ -276,6 +276,9 @@ void lower_own_priority(void);
 /* Starts fn(arg) on a thread that takes no signals (they are the
  * loop's): 0, or an errno value. */
 int start_helper_thread(pthread_t *t, void *(*fn)(void *), void *arg);
+/* Joins the n threads at t within `seconds` in all, and detaches those
+ * still running then (a close or read that never returns): how many. */
+unsigned join_helper_threads(pthread_t *t, unsigned n, int seconds);
 
 /* How a helper thread wakes the loop: an eventfd the loop watches, whose
  * callback (cb) answers it with bell_answer() and takes the work done. */

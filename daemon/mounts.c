@@ -28,7 +28,6 @@ static int parse_line(const char *line, int *id, unsigned *major,
     if (dash == NULL || sscanf(line, "%d %*d %u:%u", id, major, minor) != 3 ||
         sscanf(dash + 3, "%63s %4095s %4095s", type, source, opts) != 3)
         return 0;
-    memcpy(m->type, type, sizeof(m->type));
     m->fuse = strcmp(type, "fuse") == 0 || strcmp(type, "fuseblk") == 0 ||
               strncmp(type, "fuse.", 5) == 0;
     m->owner = m->fuse ? fuse_owner(opts) : -1;

@@ -4,9 +4,8 @@
 #define LJMPD_MOUNTS_H
 
 struct mount_desc {
-    char type[64]; /* "ext4", "fuse.sshfs", ... */
-    int fuse;      /* a FUSE mount: its daemon answers requests, or not */
-    long owner;    /* a FUSE mount's user_id= (who runs its daemon), or -1 */
+    int fuse;   /* a FUSE mount: its daemon answers requests, or not */
+    long owner; /* a FUSE mount's user_id= (who runs its daemon), or -1 */
 };
 
 /* The mount whose id is mnt in the mountinfo file at path: 1 and *m, or

@@ -1,13 +1,12 @@
 /* Descriptors that peers pass to ljmpd, and peers' sockets: received
  * explicitly, closed without holding the loop. */
-#define _GNU_SOURCE /* pthread_timedjoin_np */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ljmpd.h"
@@ -195,21 +194,12 @@ void peer_socket_close(int fd)
  * return: the process is ending anyway. */
 void peer_fds_stop(void)
 {
-    struct timespec until;
-    unsigned left = 0;
-
     pthread_mutex_lock(&closer.mu);
     closer.quit = 1;
     pthread_cond_broadcast(&closer.cv);
     unsigned n = closer.nthreads;
     pthread_mutex_unlock(&closer.mu);
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    for (unsigned i = 0; i < n; i++)
-        if (pthread_timedjoin_np(closer.thread[i], NULL, &until) != 0) {
-            pthread_detach(closer.thread[i]);
-            left++;
-        }
+    unsigned left = join_helper_threads(closer.thread, n, 1);
     if (left > 0) {
         log_warn("%u descriptors peers passed are still closing; not "
                  "waited for",

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ljmpd.h"
 #include "log.h"
@@ -24,7 +23,6 @@ enum { SYMLOAD_READERS = 4 };
 
 struct reader {
     struct symload *l;
-    pthread_t thread;
     int busy; /* under l->mu: reading a process of uid */
     uid_t uid;
 };
@@ -38,6 +36,7 @@ struct symload {
     int stopping;
     struct bell bell; /* rung when the done list was empty */
     struct reader readers[SYMLOAD_READERS];
+    pthread_t threads[SYMLOAD_READERS]; /* readers[i]'s */
     unsigned nreaders, idle;
 };
 
@@ -161,7 +160,7 @@ static int start_reader(struct symload *l)
 
     r->l = l;
     r->busy = 0;
-    int rc = start_helper_thread(&r->thread, symload_thread, r);
+    int rc = start_helper_thread(&l->threads[l->nreaders], symload_thread, r);
     if (rc != 0) {
         log_warn("starting another thread to read C symbols: %s", strerror(rc));
         return -1;
@@ -305,8 +304,6 @@ static void drop_list(struct symload_job *list)
 void symload_stop(struct server *srv)
 {
     struct symload *l = srv->symload;
-    struct timespec until;
-    unsigned left = 0;
 
     if (l == NULL)
         return;
@@ -320,13 +317,7 @@ void symload_stop(struct server *srv)
      * uses (l, and its bell's descriptor).  The kernel may still hold the
      * process's exit until the read ends (a FUSE request its daemon has
      * taken waits for the answer even when killed). */
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += STOP_WAIT_S;
-    for (unsigned i = 0; i < n; i++)
-        if (pthread_timedjoin_np(l->readers[i].thread, NULL, &until) != 0) {
-            pthread_detach(l->readers[i].thread);
-            left++;
-        }
+    unsigned left = join_helper_threads(l->threads, n, STOP_WAIT_S);
     if (left > 0)
         log_warn("%u threads are still reading processes' files after %d "
                  "s; ljmpd stops without waiting for them (a read that "

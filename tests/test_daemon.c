@@ -1598,17 +1598,39 @@ static const Ljmp__SessionSnapshot *live_session_in(const Ljmp__Response *r,
     return s;
 }
 
-/* Writes write_symbols_elf(path, n) and maps it executable into this
- * process, where ljmpd looks for C symbols; its size in *size. */
-static void *map_symbols_elf(const char *path, unsigned n, size_t *size)
+/* Maps size bytes of the file at path executable into this process,
+ * where ljmpd looks for C symbols. */
+static void *map_exec(const char *path, size_t size)
 {
-    *size = write_symbols_elf(path, n);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     CU_ASSERT_FATAL(fd >= 0);
-    void *m = mmap(NULL, *size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
     close(fd);
     CU_ASSERT_FATAL(m != MAP_FAILED);
     return m;
+}
+
+/* Writes write_symbols_elf(path, n) and maps it (map_exec); its size in
+ * *size. */
+static void *map_symbols_elf(const char *path, unsigned n, size_t *size)
+{
+    *size = write_symbols_elf(path, n);
+    return map_exec(path, *size);
+}
+
+/* A new ingest connection from this process that sent hello and got
+ * ljmpd's ack within ms. */
+static int hello_acked(const uint8_t *hello, size_t hl, int ms)
+{
+    uint8_t ack = 0;
+    int fd = connect_unix(ingest_path);
+
+    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, ms), 1);
+    CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
+    CU_ASSERT_EQUAL(ack, LJMP_HELLO_ACK);
+    return fd;
 }
 
 /* The name ljmpd shows for the one site of pid's session, once it has
@@ -1722,7 +1744,7 @@ static void test_symbols_wait(void)
     static const char *const wait[] = {"--symbols-wait", "10", NULL};
     enum { NAMED = 4321 };
     char path[300];
-    uint8_t hello[LJMP_HELLO_MAX], ack = 0;
+    uint8_t hello[LJMP_HELLO_MAX];
     size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "symbols-late");
 
     size_t size;
@@ -1730,12 +1752,7 @@ static void test_symbols_wait(void)
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
     void *m = map_symbols_elf(path, 300000, &size);
 
-    int fd = connect_unix(ingest_path);
-    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 10000), 1);
-    CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
-    CU_ASSERT_EQUAL(ack, LJMP_HELLO_ACK);
+    int fd = hello_acked(hello, hl, 10000);
     char *name = c_site_name(fd, SLOW_SYMS_BASE + NAMED * 16);
     CU_ASSERT_PTR_NULL(strstr(name, "s4321"));
     free(name);
@@ -1903,7 +1920,7 @@ static void test_symbols_read_hangs(void)
     enum { NSYMS = 1000, NAMED = 321 };
     uint64_t addr = SLOW_SYMS_BASE + NAMED * 16;
     char path[300], fpath[320], want[16];
-    uint8_t hello[LJMP_HELLO_MAX], ack;
+    uint8_t hello[LJMP_HELLO_MAX];
     size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "hangs");
     int rel[2];
 
@@ -1924,19 +1941,11 @@ static void test_symbols_read_hangs(void)
         CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
         return;
     }
-    int ffd = open(fpath, O_RDONLY | O_CLOEXEC);
-    CU_ASSERT_FATAL(ffd >= 0);
-    void *m = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, ffd, 0);
-    close(ffd);
-    CU_ASSERT_FATAL(m != MAP_FAILED);
+    void *m = map_exec(fpath, size);
     fake_fuse_stall(f, daemon_pid);
 
     /* This process maps the file: its read hangs, its VM is answered. */
-    int fd = connect_unix(ingest_path);
-    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 10000), 1);
-    CU_ASSERT_EQUAL(read(fd, &ack, 1), 1);
+    int fd = hello_acked(hello, hl, 10000);
     for (uint64_t end = ms_now() + 5000;
          fake_fuse_held(f) == 0 && ms_now() < end;)
         sleep_ms(10);
@@ -1985,7 +1994,7 @@ static void test_symbols_on_user_fuse(void)
     enum { NAMED = 77 };
     static const char junk[4096];
     char path[300], fpath[320], want[16];
-    uint8_t hello[LJMP_HELLO_MAX], ack;
+    uint8_t hello[LJMP_HELLO_MAX];
     size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "user-fuse");
     size_t size;
 
@@ -1999,20 +2008,11 @@ static void test_symbols_on_user_fuse(void)
         unlink(path);
         return;
     }
-    int ffd = open(fpath, O_RDONLY | O_CLOEXEC);
-    CU_ASSERT_FATAL(ffd >= 0);
-    void *u =
-        mmap(NULL, sizeof(junk), PROT_READ | PROT_EXEC, MAP_PRIVATE, ffd, 0);
-    close(ffd);
-    CU_ASSERT_FATAL(u != MAP_FAILED);
+    void *u = map_exec(fpath, sizeof(junk));
     fake_fuse_stall(f, daemon_pid);
 
     /* Answered well within --symbols-wait (2 s): nothing hung. */
-    int fd = connect_unix(ingest_path);
-    CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 1000), 1);
-    CU_ASSERT_EQUAL(read(fd, &ack, 1), 1);
+    int fd = hello_acked(hello, hl, 1000);
     char *name = c_site_name(fd, SLOW_SYMS_BASE + NAMED * 16);
     CU_ASSERT_EQUAL(strncmp(name, want, strlen(want)), 0);
     free(name);
