@@ -12,7 +12,6 @@
 #include "ljmpd.h"
 #include "log.h"
 #include "lm_report.h"
-#include "mounts.h"
 #include "snapshot.h"
 
 #define MIN_INTERVAL_MS 50
@@ -368,52 +367,19 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
 }
 
 /*
- * Whether fd (passed by pid) is on a FUSE mount, asked of /proc only: its
- * mount id (fdinfo), then that mount's type, in ljmpd's mount namespace
- * or the client's (mount ids are the system's).  fstat or fstatfs would
- * ask the FUSE daemon itself, which may never answer.  -1 if unknown (a
- * pipe's or a socket's mount is listed nowhere).
+ * The record descriptor: a regular file open for writing.  Its writes
+ * and close are a thread's (recorder.c), so it may be on any mount; its
+ * type is read from the kernel's inode, without asking a FUSE daemon or
+ * a file server (AT_STATX_DONT_SYNC), which might never answer.
  */
-static int on_fuse(int fd, pid_t pid)
+static int check_record_fd(int fd, char *why, size_t len)
 {
-    char path[64], line[256];
-    struct mount_desc m;
-    int mnt = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-    if ((f = fopen(path, "re")) == NULL)
-        return -1;
-    while (mnt < 0 && fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "mnt_id: %d", &mnt) != 1)
-            mnt = -1;
-    fclose(f);
-    snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
-    if (mnt < 0 || (!mount_by_id("/proc/self/mountinfo", mnt, &m) &&
-                    !mount_by_id(path, mnt, &m)))
-        return -1;
-    return m.fuse;
-}
-
-/* The record descriptor: a regular file open for writing (the daemon
- * writes it in its loop, so it must never block). */
-static int check_record_fd(int fd, pid_t pid, char *why, size_t len)
-{
-    struct stat st;
+    struct statx stx;
     int flags = fcntl(fd, F_GETFL);
 
-    /* ljmpd writes recordings on its loop, and a FUSE file's writes (and
-     * fstat) wait for a daemon that any user may run, and stall.  A file
-     * whose mount neither side lists (detached) may be one. */
-    int fuse = on_fuse(fd, pid);
-    if (fuse != 0) {
-        snprintf(why, len,
-                 fuse > 0 ? "record does not write to FUSE files"
-                          : "record writes only to a regular file on a "
-                            "mount that ljmpd or the client can see");
-        return -1;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) !=
+            0 ||
+        !S_ISREG(stx.stx_mode)) {
         snprintf(why, len, "record writes only to a regular file");
         return -1;
     }
@@ -483,7 +449,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
                         "record needs a pid");
         return;
     }
-    if (check_record_fd(p->passed_fd, p->pid, why, sizeof(why)) != 0) {
+    if (check_record_fd(p->passed_fd, why, sizeof(why)) != 0) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
                         why);
         return;
@@ -493,9 +459,16 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
                         "out of memory");
         return;
     }
-    rec->fd = p->passed_fd;
     rec->waiter = p;
     rec->request_id = req->id;
+    if (recording_open(p->srv, rec, p->passed_fd, p->uid, why, sizeof(why)) !=
+        0) {
+        free(rec);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
+                        why);
+        return;
+    }
+    p->passed_fd = -1; /* the writer's */
     sel.has_pid = 1;
     sel.pid = r->pid;
     struct session *s = select_session(p, &sel);
@@ -504,10 +477,9 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
         if (session_record(s, rec) != 0) {
             peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED, "%s",
                             rec->error);
-            free(rec);
+            recording_drop(rec);
             return;
         }
-        p->passed_fd = -1;
         recording_begun(rec, s->id);
         log_info("session %llu: recording %s for pid %d",
                  (unsigned long long)s->id,
@@ -515,11 +487,10 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
         return;
     }
     if ((code = wait_for_pid(p, r, rec, why, sizeof(why))) != 0) {
-        free(rec);
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
+        recording_drop(rec);
         return;
     }
-    p->passed_fd = -1;
     recording_begun(rec, 0);
 }
 

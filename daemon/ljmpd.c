@@ -181,6 +181,9 @@ static const char usage_text[] =
     "                           (2000)\n"
     "      --client-idle SECONDS  close a client that asked for nothing\n"
     "                           in this time and waits for nothing (300)\n"
+    "      --record-stall SECONDS  a recording whose file takes no bytes\n"
+    "                           this long is stopped (10); until then a file\n"
+    "                           that falls behind slows its own VM\n"
     "      --queue BYTES        a client's unsent output before its snapshots\n"
     "                           are coalesced and its requests wait (1048576)\n"
     "      --max-locations N    allocation sites per session (1048576)\n"
@@ -203,6 +206,7 @@ enum {
     OPT_QUEUE,
     OPT_HELLO_TIMEOUT,
     OPT_CLIENT_IDLE,
+    OPT_RECORD_STALL,
     OPT_MAX_LOCATIONS,
     OPT_MAX_STRING,
     OPT_FEED_THREADS,
@@ -223,6 +227,7 @@ static const struct option long_options[] = {
     {"queue", required_argument, NULL, OPT_QUEUE},
     {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
     {"client-idle", required_argument, NULL, OPT_CLIENT_IDLE},
+    {"record-stall", required_argument, NULL, OPT_RECORD_STALL},
     {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
     {"max-string", required_argument, NULL, OPT_MAX_STRING},
     {"feed-threads", required_argument, NULL, OPT_FEED_THREADS},
@@ -295,6 +300,7 @@ static void parse_options(struct config *cfg, int argc, char **argv)
     cfg->peer_queue = 1 << 20;
     cfg->hello_timeout_ms = 5000;
     cfg->client_idle_s = 300;
+    cfg->record_stall_s = 10;
     cfg->max_locations = 1u << 20;
     cfg->max_string = LM_DEFAULT_MAX_STRING;
     cfg->feed_threads = default_feed_threads();
@@ -341,6 +347,10 @@ static void parse_options(struct config *cfg, int argc, char **argv)
         case OPT_CLIENT_IDLE:
             cfg->client_idle_s =
                 number_arg("client-idle", optarg, 10, 1, 86400 * 365);
+            break;
+        case OPT_RECORD_STALL:
+            cfg->record_stall_s =
+                number_arg("record-stall", optarg, 10, 1, 86400);
             break;
         case OPT_QUEUE:
             cfg->peer_queue = number_arg("queue", optarg, 10, 0, 1u << 30);
@@ -613,6 +623,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     feed_collect(srv);
     evict_sessions(srv, now);
     control_expire_records(srv, now);
+    recorder_check_stalls(srv, now);
     peer_close_idle(srv, now);
     notify_status(srv);
 }
@@ -649,6 +660,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
         snprintf(rec->error, sizeof(rec->error), "ljmpd stopped");
         recording_finish(rec, s);
     }
+    recorder_stop(srv);
     TAILQ_FOREACH(p, &srv->peers, link)
     {
         Ljmp__Response bye;
@@ -744,10 +756,13 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->peers);
     TAILQ_INIT(&srv->pending_records);
     TAILQ_INIT(&srv->ops);
+    TAILQ_INIT(&srv->recordings);
+    srv->rec_bell = (struct bell){.efd = -1};
     srv->start_ms = now_ms();
     wall_ms(srv->start_ms);
-    if ((srv->base = new_event_base()) == NULL || feed_start(srv) != 0 ||
-        symload_start(srv) != 0 || peer_fds_start() != 0)
+    if ((srv->base = new_event_base()) == NULL || recorder_start(srv) != 0 ||
+        feed_start(srv) != 0 || symload_start(srv) != 0 ||
+        peer_fds_start() != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -808,7 +823,8 @@ static void server_free(struct server *srv)
         TAILQ_REMOVE(&srv->sessions, s, link);
         session_free(s);
     }
-    peer_fds_stop(); /* after the peers and sessions that close theirs */
+    recorder_free(srv); /* after the sessions that finish theirs */
+    peer_fds_stop();    /* after the peers and sessions that close theirs */
     if (srv->ingest != NULL)
         evconnlistener_free(srv->ingest);
     if (srv->control != NULL)

@@ -32,8 +32,9 @@ struct config {
     unsigned symbols_wait_ms;           /* for its C symbols, after it */
     size_t peer_queue;                  /* control output bytes before drops */
     unsigned client_idle_s;             /* idle clients closed after this */
-    uint32_t max_locations;             /* per session */
-    size_t max_string;                  /* per session */
+    unsigned record_stall_s; /* a record file that takes no bytes so long */
+    uint32_t max_locations;  /* per session */
+    size_t max_string;       /* per session */
     int verbose;
 };
 
@@ -67,16 +68,21 @@ enum session_phase {
     SESSION_ENDED,   /* connection closed; state kept for queries */
 };
 
-/* Raw stream bytes of a session, copied into a client's file. */
+/* Raw stream bytes of a session, copied into a client's file by a
+ * writer thread (recorder.c). */
 struct recording {
-    int fd;
-    uint64_t bytes;
+    TAILQ_ENTRY(recording) link; /* in the server's, until its end is told */
+    struct server *srv;
+    struct rec_writer *w;
+    struct session *s;    /* the session recorded; NULL before and after */
     uint64_t from_offset; /* the stream offset it copies from */
     int from_start;
     struct peer *waiter; /* told when it ends; NULL once gone */
-    int counted;         /* in the waiter's nrecordings */
     int spliced;         /* from_start: the C symbols are in the file */
     uint64_t request_id;
+    uint64_t session_id;
+    int ended; /* the session ended, in end_state */
+    Ljmp__SessionState end_state;
     char error[320];
 };
 
@@ -224,8 +230,16 @@ struct pending_record {
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
 TAILQ_HEAD(pending_record_list, pending_record);
+TAILQ_HEAD(recording_list, recording);
 struct op_wait;
 TAILQ_HEAD(op_list, op_wait);
+
+/* How a helper thread wakes the loop: an eventfd the loop watches, whose
+ * callback (cb) answers it with bell_answer() and takes the work done. */
+struct bell {
+    int efd;
+    struct event *ev;
+};
 
 struct server {
     struct event_base *base;
@@ -243,6 +257,8 @@ struct server {
     struct server_counters counters;
     struct feed *feed;
     struct symload *symload;
+    struct recording_list recordings; /* writing, or telling they ended */
+    struct bell rec_bell;
     int stopping;
 };
 
@@ -280,12 +296,6 @@ int start_helper_thread(pthread_t *t, void *(*fn)(void *), void *arg);
  * still running then (a close or read that never returns): how many. */
 unsigned join_helper_threads(pthread_t *t, unsigned n, int seconds);
 
-/* How a helper thread wakes the loop: an eventfd the loop watches, whose
- * callback (cb) answers it with bell_answer() and takes the work done. */
-struct bell {
-    int efd;
-    struct event *ev;
-};
 /* 0, or -1 with the reason logged, for `who`. */
 int bell_init(struct bell *b, struct server *srv, event_callback_fn cb,
               void *arg, const char *who);
@@ -345,10 +355,38 @@ void session_free(struct session *s);
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...) __attribute__((format(printf, 3, 4)));
 int session_record(struct session *s, struct recording *rec);
+/* Reads s again if nothing else holds it (jobs out, a full recording). */
+void session_resume_reading(struct session *s);
+
+/* recorder.c */
+int recorder_start(struct server *srv);
+/* Waits a little for record files to take what is queued, and tells
+ * every recording's client how it ended (all were finished). */
+void recorder_stop(struct server *srv);
+void recorder_free(struct server *srv);
+/* Starts a thread that writes rec's file, fd (uid's): 0, or -1 with the
+ * reason in why.  From then on the recording answers to rec->waiter. */
+int recording_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
+                   char *why, size_t len);
+/* Queues n stream bytes for the file: 0, or -1 with rec->error set (the
+ * file failed, or ljmpd is out of memory). */
+int recording_write(struct recording *rec, const uint8_t *p, size_t n);
+/* Whether so much waits for the file that the session must not be read
+ * (it is read again once the file took most of it). */
+int recording_full(struct recording *rec);
+/* Ends the recording (s: the session it recorded, if it ended): its file
+ * takes what is queued and is closed, then its client is told. */
 void recording_finish(struct recording *rec, const struct session *s);
+/* Ends a recording whose client was told it failed: it is not told
+ * again. */
+void recording_drop(struct recording *rec);
 /* Tells the recording's client it has begun, in session_id (0 while the
  * process has not streamed yet). */
 void recording_begun(const struct recording *rec, uint64_t session_id);
+/* Gives up on record files that took no bytes for --record-stall. */
+void recorder_check_stalls(struct server *srv, uint64_t now);
+/* The peer is gone: its recordings go on, telling nobody. */
+void recorder_forget_peer(struct server *srv, const struct peer *p);
 int session_visible(const struct session *s, uid_t uid);
 
 /* The C symbols of s, read by symload.c (j NULL: none, out of memory). */

@@ -143,14 +143,11 @@ fail:
 void peer_free(struct peer *p)
 {
     struct server *srv = p->srv;
-    struct session *s;
 
     /* Recordings under way outlive the client that asked for them; the
      * ones still waiting for their process go with it. */
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    if (s->rec != NULL && s->rec->waiter == p)
-        s->rec->waiter = NULL;
     control_peer_gone(p);
+    recorder_forget_peer(srv, p);
     attach_peer_gone(p);
     if (p->sub != NULL)
         control_subscription_free(p->sub);

@@ -243,6 +243,7 @@ void session_free(struct session *s)
     close_pipe(s);
     if (s->rec != NULL)
         recording_finish(s->rec, s);
+    s->rec = NULL;
     lm_groups_free(&s->groups);
     lm_profile_free(&s->prof);
     csyms_free(&s->csyms);
@@ -288,87 +289,6 @@ int session_visible(const struct session *s, uid_t uid)
     return uid == 0 || uid == getuid() || uid == s->uid;
 }
 
-/* Tells the recording's client it is over, and closes the file. */
-/* Where a recording stands, to its client: begun in session_id, or (with
- * ended, NULL if it never began) done with its bytes, state and error. */
-static void recording_tell(const struct recording *rec, uint64_t session_id,
-                           int done, const struct session *ended)
-{
-    Ljmp__RecordStatus st = LJMP__RECORD_STATUS__INIT;
-    Ljmp__Response resp;
-
-    if (rec->waiter == NULL)
-        return;
-    st.has_session_id = st.has_done = st.has_from_start = 1;
-    st.session_id = session_id;
-    st.done = done != 0;
-    st.from_start = rec->from_start != 0;
-    if (done) {
-        st.has_bytes_written = 1;
-        st.bytes_written = rec->bytes;
-        if (ended != NULL) {
-            st.has_state = 1;
-            st.state = ended->state;
-        }
-        if (rec->error[0] != '\0')
-            st.error = (char *)rec->error;
-    }
-    peer_response_init(&resp, rec->request_id);
-    resp.body_case = LJMP__RESPONSE__BODY_RECORD;
-    resp.record = &st;
-    peer_send(rec->waiter, &resp);
-}
-
-void recording_begun(const struct recording *rec, uint64_t session_id)
-{
-    recording_tell(rec, session_id, 0, NULL);
-}
-
-void recording_finish(struct recording *rec, const struct session *s)
-{
-    if (rec->fd >= 0 && close(rec->fd) != 0 && rec->error[0] == '\0')
-        snprintf(rec->error, sizeof(rec->error), "closing the file: %s",
-                 strerror(errno));
-    rec->fd = -1;
-    if (rec->waiter != NULL) {
-        recording_tell(rec, s != NULL ? s->id : 0, 1, s);
-        if (rec->counted) {
-            rec->waiter->nrecordings--;
-            peer_idle_check(rec->waiter);
-        }
-    }
-    free(rec);
-}
-
-/* A recording under way keeps its client's connection open. */
-static void recording_counted(struct recording *rec)
-{
-    if (rec->waiter != NULL) {
-        rec->waiter->nrecordings++;
-        rec->counted = 1;
-    }
-}
-
-/* Writes n bytes into the recording's file; -1 with rec->error set. */
-static int record_write(struct recording *rec, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(rec->fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            snprintf(rec->error, sizeof(rec->error),
-                     "writing the recording: %s",
-                     w < 0 ? strerror(errno) : "no progress");
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-        rec->bytes += (uint64_t)w;
-    }
-    return 0;
-}
-
 /*
  * Copies stream bytes, from stream offset `at`, into the recording; a
  * failed write ends it (the session goes on).  A recording from the start
@@ -393,14 +313,15 @@ static void record_bytes(struct session *s, uint64_t at, const uint8_t *p,
     }
     if (rec->from_start && !rec->spliced && at + n >= LM_PROLOGUE_SIZE) {
         size_t head = at < LM_PROLOGUE_SIZE ? LM_PROLOGUE_SIZE - at : 0;
-        rc = record_write(rec, p, head);
+        rc = recording_write(rec, p, head);
         if (rc == 0 && s->prof.dec.ljs_version == 3)
-            rc = record_write(rec, s->csyms.entries.data, s->csyms.entries.len);
+            rc = recording_write(rec, s->csyms.entries.data,
+                                 s->csyms.entries.len);
         rec->spliced = 1;
         p += head;
         n -= head;
     }
-    if (rc != 0 || record_write(rec, p, n) != 0) {
+    if (rc != 0 || recording_write(rec, p, n) != 0) {
         log_warn("session %llu: %s; recording stopped",
                  (unsigned long long)s->id, rec->error);
         s->rec = NULL;
@@ -783,6 +704,23 @@ void session_pause_reading(struct session *s)
         feed_wait_for(s);
 }
 
+/* Whether paused s may be read again: a buffer is free, and its
+ * recording's file has room (see recorder.c). */
+static int may_read(struct session *s)
+{
+    return s->hangup[0] == '\0' && s->jobs_out < session_jobs_max(s->srv) &&
+           (s->rec == NULL || !recording_full(s->rec));
+}
+
+void session_resume_reading(struct session *s)
+{
+    if (s->read_paused && s->phase != SESSION_ENDED && s->symload == NULL &&
+        may_read(s)) {
+        s->read_paused = 0;
+        event_add(s->ev, NULL);
+    }
+}
+
 void session_fed(struct feed_job *j)
 {
     struct session *s = j->s;
@@ -803,8 +741,7 @@ void session_fed(struct feed_job *j)
     }
     if (s->jobs_out == 0 && s->hangup[0] != '\0') {
         session_stop(s, s->hangup, s->hangup_failed);
-    } else if (s->read_paused && s->hangup[0] == '\0' &&
-               s->jobs_out < session_jobs_max(s->srv)) {
+    } else if (s->read_paused && may_read(s)) {
         s->read_paused = 0;
         event_add(s->ev, NULL); /* a buffer is free to read into */
     } else if (s->jobs_out > 0 && (s->read_paused || s->hangup[0] != '\0')) {
@@ -1100,6 +1037,11 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         session_pause_reading(s);
         return;
     }
+    if (s->rec != NULL && recording_full(s->rec)) {
+        /* Until the file took most of it (see recorder.c). */
+        session_pause_reading(s);
+        return;
+    }
     uint8_t *buf = next_buffer(s);
     if (buf == NULL) {
         session_fail_on_socket(s, "ljmpd is out of memory for its read "
@@ -1168,12 +1110,12 @@ static int record_from_now(struct session *s, struct recording *rec)
         snprintf(rec->error, sizeof(rec->error), "out of memory");
         return -1;
     }
-    int rc = record_write(rec, b.data, b.len);
+    int rc = recording_write(rec, b.data, b.len);
     lm_buf_free(&b);
     rec->from_offset = s->stream_bytes;
     if (rc == 0) {
         s->rec = rec;
-        recording_counted(rec);
+        rec->s = s;
     }
     return rc;
 }
@@ -1198,7 +1140,7 @@ int session_record(struct session *s, struct recording *rec)
         rec->from_start = 1;
         rec->from_offset = 0;
         s->rec = rec;
-        recording_counted(rec);
+        rec->s = s;
     }
     session_unlock(s);
     return rc;

@@ -35,6 +35,9 @@ struct fake_fuse {
     pthread_t thread;
     _Atomic pid_t stall_pid;
     _Atomic unsigned held;
+    _Atomic size_t written; /* bytes writes brought (not kept) */
+    _Atomic pid_t slow_pid;
+    _Atomic unsigned slow_us; /* how long its writes take */
     unsigned char *req;
 };
 
@@ -80,6 +83,9 @@ static void on_init(struct fake_fuse *f, const struct fuse_in_header *h,
         .max_readahead = in->max_readahead,
         .max_write = MAX_WRITE,
         .time_gran = 1,
+        /* Writes of more than a page each, up to MAX_WRITE. */
+        .flags = in->flags & (FUSE_BIG_WRITES | FUSE_MAX_PAGES),
+        .max_pages = MAX_WRITE / 4096,
     };
 
     reply(f, h->unique, 0, &out, sizeof(out));
@@ -137,6 +143,19 @@ static int held(struct fake_fuse *f, const struct fuse_in_header *h)
     return 1;
 }
 
+/* Takes a write's bytes without keeping them: only their count. */
+static void on_write(struct fake_fuse *f, const struct fuse_in_header *h,
+                     const struct fuse_write_in *in)
+{
+    struct fuse_write_out out = {.size = in->size};
+    pid_t slow = atomic_load(&f->slow_pid);
+
+    if (slow != 0 && thread_of((pid_t)h->pid, slow))
+        usleep(atomic_load(&f->slow_us));
+    atomic_fetch_add(&f->written, in->size);
+    reply(f, h->unique, 0, &out, sizeof(out));
+}
+
 static void serve(struct fake_fuse *f, const struct fuse_in_header *h)
 {
     const void *in = h + 1;
@@ -169,6 +188,9 @@ static void serve(struct fake_fuse *f, const struct fuse_in_header *h)
         break;
     case FUSE_READ:
         on_read(f, h, in);
+        break;
+    case FUSE_WRITE:
+        on_write(f, h, in);
         break;
     case FUSE_FLUSH:
     case FUSE_RELEASE:
@@ -262,9 +284,20 @@ void fake_fuse_stall(struct fake_fuse *f, pid_t pid)
     atomic_store(&f->stall_pid, pid);
 }
 
+void fake_fuse_slow(struct fake_fuse *f, pid_t pid, unsigned us)
+{
+    atomic_store(&f->slow_us, us);
+    atomic_store(&f->slow_pid, pid);
+}
+
 unsigned fake_fuse_held(struct fake_fuse *f)
 {
     return atomic_load(&f->held);
+}
+
+size_t fake_fuse_written(struct fake_fuse *f)
+{
+    return atomic_load(&f->written);
 }
 
 void fake_fuse_stop(struct fake_fuse *f)

@@ -23,8 +23,16 @@ struct fake_fuse *fake_fuse_start(const char *dir, const char *name,
  * (those of others still are). */
 void fake_fuse_stall(struct fake_fuse *f, pid_t pid);
 
+/* From now on, each write of process pid is answered after us
+ * microseconds: a slow disk. */
+void fake_fuse_slow(struct fake_fuse *f, pid_t pid, unsigned us);
+
 /* Requests held so far. */
 unsigned fake_fuse_held(struct fake_fuse *f);
+
+/* Bytes written to the file so far (taken, and not kept: reads still
+ * see the data it started with). */
+size_t fake_fuse_written(struct fake_fuse *f);
 
 /* Ends the connection, so that held requests fail (ENOTCONN), unmounts
  * and frees. */

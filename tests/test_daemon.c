@@ -2028,42 +2028,213 @@ static void test_symbols_on_user_fuse(void)
     unlink(path);
 }
 
-/*
- * A record request for a file on a FUSE mount is refused (ljmpd writes
- * recordings on its loop, and a FUSE file's writes wait for its daemon),
- * and the close of that descriptor, which waits for the FUSE daemon (here
- * forever), holds no loop.  Needs FUSE.
- */
-static void test_record_to_fuse(void)
+/* A stream of n allocations freed at once (one live block at a time),
+ * hello to trailer. */
+static void churn_stream(struct lm_buf *b, unsigned n)
 {
+    uint8_t hello[LJMP_HELLO_MAX], trailer[LJMP_TRAILER_SIZE];
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "churn");
+    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+
+    lm_buf_bytes(b, hello, hl);
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    for (unsigned i = 0; i < n; i++) {
+        lm_enc_alloc(b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)(i % 64),
+                     48);
+        lm_enc_free(b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)(i % 64), 48);
+    }
+    lm_enc_epilogue(b);
+    ljmp_trailer_encode(trailer, 2 * (uint64_t)n, b->len - hl);
+    lm_buf_bytes(b, trailer, sizeof(trailer));
+}
+
+/* Writes to fd, without waiting, what it takes of b from *at. */
+static void send_what_fits(int fd, const struct lm_buf *b, size_t *at)
+{
+    ssize_t w;
+
+    while (*at < b->len && (w = write(fd, b->data + *at, b->len - *at)) > 0)
+        *at += (size_t)w;
+}
+
+/* A record status that says the recording is over, or NULL. */
+static const Ljmp__RecordStatus *record_done(const Ljmp__Response *r)
+{
+    return r != NULL && r->body_case == LJMP__RESPONSE__BODY_RECORD &&
+                   r->record->done
+               ? r->record
+               : NULL;
+}
+
+/*
+ * This process as a VM streaming churn_stream() into an ljmpd with
+ * --record-stall 1, recorded from its second read on into a file on the
+ * test's FUSE mount; and how that went.
+ */
+struct fuse_recording {
+    struct fake_fuse *f;
+    struct lm_buf b;
+    size_t at; /* stream bytes sent */
+    int vm;
+    struct conn c;
+    uint64_t before;  /* the newest session of this process before */
+    uint64_t sent_ms; /* when the last stream byte went, after start_ms */
+    uint64_t start_ms;
+    int told;              /* the recording's end */
+    size_t left_when_told; /* stream bytes not sent yet then */
+    uint64_t told_bytes;
+    char error[400];
+};
+
+/* 0 once the recording has begun, or -1 (and ljmpd as it was) if this
+ * process cannot mount FUSE. */
+static int fuse_recording_start(struct fuse_recording *t)
+{
+    static const char *const stall[] = {"--record-stall", "1", NULL};
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__RecordRequest rr = LJMP__RECORD_REQUEST__INIT;
-    char fpath[320];
-    struct conn c;
+    char path[320];
 
-    struct fake_fuse *f = fuse_mount =
-        fuse_in_test_dir("rec.bin", "", 0, 0, fpath, sizeof(fpath));
-    if (f == NULL)
-        return;
-    int fd = open(fpath, O_WRONLY | O_CLOEXEC);
-    CU_ASSERT_FATAL(fd >= 0);
-    fake_fuse_stall(f, daemon_pid);
+    memset(t, 0, sizeof(*t));
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(stall), 0);
+    t->f = fuse_mount =
+        fuse_in_test_dir("rec.bin", "", 0, 0, path, sizeof(path));
+    if (t->f == NULL) {
+        CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+        return -1;
+    }
+    int file = open(path, O_WRONLY | O_CLOEXEC);
+    CU_ASSERT_FATAL(file >= 0);
+    t->before = newest_session_id(getpid());
+    churn_stream(&t->b, 1000000); /* 12 MB */
+    t->vm = connect_unix(ingest_path);
+    CU_ASSERT_FATAL(t->vm >= 0);
+    CU_ASSERT_EQUAL_FATAL(write(t->vm, t->b.data, 65536), 65536);
+    t->at = 65536;
     record_request(&req, &rr, 1000);
-    CU_ASSERT_EQUAL_FATAL(conn_open(&c), 0);
-    CU_ASSERT(conn_send(&c, &req, fd) != 0);
-    close(fd);
-    Ljmp__Response *r = conn_recv(&c, 5000);
-    CU_ASSERT_PTR_NOT_NULL(
-        r && r->error ? strstr(r->error->message, "FUSE files") : NULL);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL_FATAL(conn_open(&t->c), 0);
+    t->c.quiet = 1; /* its waits time out */
+    CU_ASSERT(conn_send(&t->c, &req, file) != 0);
+    close(file);
+    Ljmp__Response *r = conn_recv(&t->c, 5000);
+    CU_ASSERT_FATAL(r != NULL && r->body_case == LJMP__RESPONSE__BODY_RECORD &&
+                    !r->record->done);
+    ljmp__response__free_unpacked(r, NULL);
+    /* The file takes the recording's first bytes. */
+    CU_ASSERT_EQUAL_FATAL(write(t->vm, t->b.data + t->at, 65536), 65536);
+    t->at += 65536;
     for (uint64_t end = ms_now() + 5000;
-         fake_fuse_held(f) == 0 && ms_now() < end;)
+         fake_fuse_written(t->f) == 0 && ms_now() < end;)
         sleep_ms(10);
-    CU_ASSERT(fake_fuse_held(f) > 0); /* ljmpd's close waits */
+    CU_ASSERT_FATAL(fake_fuse_written(t->f) > 0);
+    return 0;
+}
+
+/* Sends the rest of the stream as fast as ljmpd takes it, hangs up, and
+ * waits for the recording's end (20 s at most). */
+static void fuse_recording_run(struct fuse_recording *t)
+{
+    fcntl(t->vm, F_SETFL, O_NONBLOCK);
+    t->start_ms = ms_now();
+    for (uint64_t end = ms_now() + 20000;
+         (t->vm >= 0 || !t->told) && ms_now() < end;) {
+        struct pollfd room = {t->vm, POLLOUT, 0};
+        Ljmp__Response *r;
+        if (t->vm >= 0)
+            send_what_fits(t->vm, &t->b, &t->at);
+        if (t->vm >= 0 && t->at == t->b.len) {
+            t->sent_ms = ms_now() - t->start_ms;
+            close(t->vm);
+            t->vm = -1;
+        }
+        if (t->told) {
+            poll(&room, 1, 20);
+            continue;
+        }
+        if ((r = conn_recv(&t->c, 20)) == NULL)
+            continue;
+        const Ljmp__RecordStatus *st = record_done(r);
+        if (st != NULL) {
+            t->told = 1;
+            t->left_when_told = t->b.len - t->at;
+            t->told_bytes = st->bytes_written;
+            snprintf(t->error, sizeof(t->error), "%s",
+                     st->error ? st->error : "");
+        }
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    CU_ASSERT_TRUE(t->told);
+    CU_ASSERT_EQUAL(t->at, t->b.len);
+}
+
+/* The session recorded was complete; the mount and ljmpd's options go. */
+static void fuse_recording_end(struct fuse_recording *t)
+{
+    Ljmp__Response *r = wait_own_session_end(t->before);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL) {
+        const Ljmp__SessionSnapshot *s = session_in(r, getpid());
+        CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    if (t->vm >= 0)
+        close(t->vm);
+    conn_close(&t->c);
+    lm_buf_free(&t->b);
+    stop_fuse(); /* a write it holds fails: its thread ends */
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/*
+ * A record file that stops taking writes (a FUSE file whose daemon stops
+ * answering ljmpd) holds its own VM a while and nothing else: ljmpd
+ * answers meanwhile, the VM's stream waits once the file is some MiB
+ * behind, and after --record-stall (1 s) the recording is stopped, its
+ * client told what the file took, and the stream read to its end.
+ * Needs FUSE (root and /dev/fuse).
+ */
+static void test_record_file_stalls(void)
+{
+    struct fuse_recording t;
+
+    if (fuse_recording_start(&t) != 0)
+        return;
+    fake_fuse_stall(t.f, daemon_pid);
+    fuse_recording_run(&t);
+    CU_ASSERT_TRUE(t.sent_ms >= 1000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t.error, "took no bytes for"));
+    CU_ASSERT_TRUE(t.left_when_told > 0); /* the VM waited for the file */
+    /* What ljmpd knows the file took: a write that hangs may have had
+     * some of its bytes taken. */
+    CU_ASSERT_TRUE(t.told_bytes > 0 && t.told_bytes <= fake_fuse_written(t.f));
     CU_ASSERT_TRUE(daemon_answers(1000));
-    conn_close(&c);
-    stop_fuse();
+    fuse_recording_end(&t);
+}
+
+/*
+ * A slow record file (each 128 KiB write takes 5 ms: 25 MB/s against a
+ * stream sent as fast as ljmpd reads it) slows its VM, as a slow ljmpd
+ * would, and loses nothing: once the file took most of what waited, the
+ * stream is read again, and the recording ends whole, without error.
+ */
+static void test_record_file_slow(void)
+{
+    struct fuse_recording t;
+
+    if (fuse_recording_start(&t) != 0)
+        return;
+    fake_fuse_slow(t.f, daemon_pid, 5000);
+    fuse_recording_run(&t);
+    CU_ASSERT_STRING_EQUAL(t.error, "");
+    CU_ASSERT_EQUAL(t.left_when_told, 0);
+    CU_ASSERT_TRUE(t.sent_ms >= 100); /* held back by the file */
+    CU_ASSERT_EQUAL(t.told_bytes, fake_fuse_written(t.f));
+    /* From the second read on: all but the first 64 KiB, and the symbol
+     * table that begins a recording from now. */
+    CU_ASSERT_TRUE(t.told_bytes >= t.b.len - 65536);
+    fuse_recording_end(&t);
 }
 
 /* Another user's hellos and hang-ups, n of them, from a child process
@@ -3177,7 +3348,10 @@ int main(int argc, char **argv)
                 test_symbols_users_in_turn);
     CU_add_test(s, "a C symbol read that hangs holds its user's alone",
                 test_symbols_read_hangs);
-    CU_add_test(s, "a record file on FUSE", test_record_to_fuse);
+    CU_add_test(s, "a record file that stops taking writes",
+                test_record_file_stalls);
+    CU_add_test(s, "a slow record file slows its VM and loses nothing",
+                test_record_file_slow);
     CU_add_test(s, "C symbols are not read from a user's FUSE mount",
                 test_symbols_on_user_fuse);
     CU_add_test(s, "a VM waits for its C symbols no longer than told",

@@ -1,0 +1,514 @@
+/* Recordings: stream bytes copied into clients' files by writer threads. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ljmpd.h"
+#include "log.h"
+
+/*
+ * A recording's file is the client's choice: a disk that throttles its
+ * writers, a network mount that stopped answering, a FUSE file whose
+ * daemon never replies.  Written on the loop, one such file held every
+ * session and client.  So each recording has a thread that writes and
+ * closes its file, fed through a queue of copied bytes:
+ *
+ * - Past RECORD_QUEUE_HIGH bytes queued, the session is not read until
+ *   the queue falls under RECORD_QUEUE_LOW: a slow file slows its own VM,
+ *   as a slow ljmpd would (lossless), and no other.
+ * - A writer that takes no bytes for --record-stall seconds, while bytes
+ *   wait or the file is being closed, is given up: the client is told,
+ *   the session read again, and the thread left to end when its write
+ *   does (it then frees what it holds).
+ * - Writers still running count against their user's RECORD_WRITERS_UID,
+ *   so that files that never answer cannot pile up threads without bound.
+ */
+#define RECORD_QUEUE_HIGH  (4u << 20)
+#define RECORD_QUEUE_LOW   (1u << 20)
+#define RECORD_WRITERS     64
+#define RECORD_WRITERS_UID 8
+#define STOP_WAIT_S        2
+
+struct chunk {
+    struct chunk *next;
+    size_t len;
+    uint8_t data[];
+};
+
+struct rec_writer {
+    pthread_t thread;
+    uid_t uid;
+    struct bell *bell;
+    struct rec_writer *next_alive; /* in writers.alive, until the end */
+    /* Under mu: */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    struct chunk *head, *tail;
+    size_t queued;        /* bytes in the chunks */
+    uint64_t written;     /* bytes the file took */
+    uint64_t progress_ms; /* when it last took some, or was asked to */
+    int closing;          /* write what is queued, then close */
+    int given_up;         /* drop what is queued, close, and free */
+    int wants_room;       /* the loop waits for the queue to fall */
+    int done;             /* closed: the thread is over */
+    int refs;             /* the loop's and the thread's */
+    char error[256];
+};
+
+/* The writers whose threads run, for the users' counts. */
+static struct {
+    pthread_mutex_t mu;
+    struct rec_writer *alive;
+    unsigned n;
+} writers = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void writer_unref(struct rec_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int last = --w->refs == 0;
+    pthread_mutex_unlock(&w->mu);
+    if (!last)
+        return;
+    while (w->head != NULL) {
+        struct chunk *c = w->head;
+        w->head = c->next;
+        free(c);
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
+
+static void writer_unlist(struct rec_writer *w)
+{
+    pthread_mutex_lock(&writers.mu);
+    for (struct rec_writer **p = &writers.alive; *p != NULL;
+         p = &(*p)->next_alive)
+        if (*p == w) {
+            *p = w->next_alive;
+            writers.n--;
+            break;
+        }
+    pthread_mutex_unlock(&writers.mu);
+}
+
+/* Wakes the loop, unless it gave up on w (under mu). */
+static void tell_loop(struct rec_writer *w)
+{
+    if (!w->given_up)
+        bell_ring(w->bell);
+}
+
+/* Writes a chunk whole, without the lock; 0, or an errno value. */
+static int write_chunk(struct rec_writer *w, const struct chunk *c)
+{
+    const uint8_t *p = c->data;
+    size_t n = c->len;
+
+    while (n > 0) {
+        ssize_t r = write(w->fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? errno : EIO;
+        p += r;
+        n -= (size_t)r;
+        pthread_mutex_lock(&w->mu);
+        w->written += (uint64_t)r;
+        w->progress_ms = now_ms();
+        pthread_mutex_unlock(&w->mu);
+    }
+    return 0;
+}
+
+/* Takes the queue's first chunk off it (under mu), telling the loop when
+ * the queue falls under the low mark it waits for. */
+static void pop_chunk(struct rec_writer *w)
+{
+    struct chunk *c = w->head;
+
+    w->head = c->next;
+    if (w->head == NULL)
+        w->tail = NULL;
+    w->queued -= c->len;
+    free(c);
+    if (w->wants_room && w->queued < RECORD_QUEUE_LOW) {
+        w->wants_room = 0;
+        tell_loop(w);
+    }
+}
+
+static void *write_file(void *arg)
+{
+    struct rec_writer *w = arg;
+
+    lower_own_priority();
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->head == NULL && !w->closing && !w->given_up)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->given_up || w->head == NULL)
+            break;
+        if (w->error[0] != '\0') {
+            pop_chunk(w); /* a failed file takes no more */
+            continue;
+        }
+        struct chunk *c = w->head;
+        pthread_mutex_unlock(&w->mu);
+        int err = write_chunk(w, c);
+        pthread_mutex_lock(&w->mu);
+        if (err != 0) {
+            snprintf(w->error, sizeof(w->error), "writing the recording: %s",
+                     strerror(err));
+            tell_loop(w);
+        }
+        pop_chunk(w);
+    }
+    pthread_mutex_unlock(&w->mu);
+    int rc = close(w->fd);
+    int err = errno;
+    pthread_mutex_lock(&w->mu);
+    w->fd = -1;
+    if (rc != 0 && w->error[0] == '\0')
+        snprintf(w->error, sizeof(w->error), "closing the file: %s",
+                 strerror(err));
+    w->done = 1;
+    tell_loop(w);
+    pthread_mutex_unlock(&w->mu);
+    writer_unlist(w);
+    writer_unref(w);
+    return NULL;
+}
+
+/* Room for one more writer of uid: 0, or -1 with the reason in why. */
+static int writer_slot(uid_t uid, char *why, size_t len)
+{
+    unsigned mine = 0;
+
+    pthread_mutex_lock(&writers.mu);
+    for (struct rec_writer *w = writers.alive; w != NULL; w = w->next_alive)
+        mine += w->uid == uid;
+    unsigned all = writers.n;
+    pthread_mutex_unlock(&writers.mu);
+    if (all >= RECORD_WRITERS ||
+        (uid_has_quota(uid) && mine >= RECORD_WRITERS_UID)) {
+        snprintf(why, len,
+                 "too many record files still being written (%u of yours, "
+                 "%u in all; a file that stopped taking writes counts "
+                 "until its write returns)",
+                 mine, all);
+        return -1;
+    }
+    return 0;
+}
+
+int recording_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
+                   char *why, size_t len)
+{
+    struct rec_writer *w;
+    int err;
+
+    if (writer_slot(uid, why, len) != 0)
+        return -1;
+    if ((w = calloc(1, sizeof(*w))) == NULL) {
+        snprintf(why, len, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->fd = fd;
+    w->uid = uid;
+    w->bell = &srv->rec_bell;
+    w->refs = 2;
+    pthread_mutex_lock(&writers.mu);
+    if ((err = start_helper_thread(&w->thread, write_file, w)) == 0) {
+        w->next_alive = writers.alive;
+        writers.alive = w;
+        writers.n++;
+    }
+    pthread_mutex_unlock(&writers.mu);
+    if (err != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        snprintf(why, len, "cannot start a thread to write the file: %s",
+                 strerror(err));
+        return -1;
+    }
+    rec->w = w;
+    rec->srv = srv;
+    TAILQ_INSERT_TAIL(&srv->recordings, rec, link);
+    if (rec->waiter != NULL)
+        rec->waiter->nrecordings++;
+    return 0;
+}
+
+int recording_write(struct recording *rec, const uint8_t *p, size_t n)
+{
+    struct rec_writer *w = rec->w;
+    struct chunk *c;
+
+    if (n == 0)
+        return 0;
+    if ((c = malloc(sizeof(*c) + n)) == NULL) {
+        snprintf(rec->error, sizeof(rec->error),
+                 "ljmpd is out of memory for the recording");
+        return -1;
+    }
+    c->next = NULL;
+    c->len = n;
+    memcpy(c->data, p, n);
+    pthread_mutex_lock(&w->mu);
+    if (w->error[0] != '\0') {
+        snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+        pthread_mutex_unlock(&w->mu);
+        free(c);
+        return -1;
+    }
+    if (w->head == NULL) {
+        w->head = c;
+        w->progress_ms = now_ms(); /* the wait for the file starts now */
+        pthread_cond_signal(&w->cv);
+    } else {
+        w->tail->next = c;
+    }
+    w->tail = c;
+    w->queued += n;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+int recording_full(struct recording *rec)
+{
+    struct rec_writer *w = rec->w;
+
+    pthread_mutex_lock(&w->mu);
+    int full = w->queued >= RECORD_QUEUE_HIGH;
+    if (full)
+        w->wants_room = 1;
+    pthread_mutex_unlock(&w->mu);
+    return full;
+}
+
+/* Where a recording stands, to its client: begun in session_id, or done
+ * with its bytes, the state its session ended in and its error. */
+static void recording_tell(const struct recording *rec, uint64_t session_id,
+                           int done, uint64_t written)
+{
+    Ljmp__RecordStatus st = LJMP__RECORD_STATUS__INIT;
+    Ljmp__Response resp;
+
+    if (rec->waiter == NULL)
+        return;
+    st.has_session_id = st.has_done = st.has_from_start = 1;
+    st.session_id = session_id;
+    st.done = done != 0;
+    st.from_start = rec->from_start != 0;
+    if (done) {
+        st.has_bytes_written = 1;
+        st.bytes_written = written;
+        if (rec->ended) {
+            st.has_state = 1;
+            st.state = rec->end_state;
+        }
+        if (rec->error[0] != '\0')
+            st.error = (char *)rec->error;
+    }
+    peer_response_init(&resp, rec->request_id);
+    resp.body_case = LJMP__RESPONSE__BODY_RECORD;
+    resp.record = &st;
+    peer_send(rec->waiter, &resp);
+}
+
+void recording_begun(const struct recording *rec, uint64_t session_id)
+{
+    recording_tell(rec, session_id, 0, 0);
+}
+
+/* The client is told how the recording ended, and rec goes. */
+static void recording_over(struct recording *rec, uint64_t written)
+{
+    struct peer *waiter = rec->waiter;
+
+    TAILQ_REMOVE(&rec->srv->recordings, rec, link);
+    recording_tell(rec, rec->session_id, 1, written);
+    if (waiter != NULL) {
+        waiter->nrecordings--;
+        peer_idle_check(waiter);
+    }
+    free(rec);
+}
+
+void recording_finish(struct recording *rec, const struct session *s)
+{
+    struct rec_writer *w = rec->w;
+
+    if (s != NULL) {
+        rec->session_id = s->id;
+        rec->ended = 1;
+        rec->end_state = s->state;
+    }
+    rec->s = NULL;
+    pthread_mutex_lock(&w->mu);
+    w->closing = 1;
+    w->progress_ms = now_ms();
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void recording_drop(struct recording *rec)
+{
+    if (rec->waiter != NULL)
+        rec->waiter->nrecordings--;
+    rec->waiter = NULL;
+    recording_finish(rec, NULL);
+}
+
+/* Stops recording s (the session goes on), its writer having failed. */
+static void recording_stop(struct recording *rec)
+{
+    struct session *s = rec->s;
+
+    log_warn("session %llu: %s; recording stopped", (unsigned long long)s->id,
+             rec->error);
+    s->rec = NULL;
+    recording_finish(rec, s);
+    session_resume_reading(s);
+}
+
+/* What a writer's bell says: recordings over, failed, or with room. */
+static void take_news(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *srv = arg;
+    struct recording *rec, *next;
+
+    (void)fd;
+    (void)what;
+    bell_answer(&srv->rec_bell);
+    for (rec = TAILQ_FIRST(&srv->recordings); rec != NULL; rec = next) {
+        struct rec_writer *w = rec->w;
+        next = TAILQ_NEXT(rec, link);
+        pthread_mutex_lock(&w->mu);
+        int done = w->done, room = !w->wants_room;
+        uint64_t written = w->written;
+        if (w->error[0] != '\0' && rec->error[0] == '\0')
+            snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+        pthread_mutex_unlock(&w->mu);
+        if (done) {
+            pthread_join(w->thread, NULL);
+            writer_unref(w);
+            recording_over(rec, written);
+        } else if (rec->s != NULL && rec->error[0] != '\0') {
+            recording_stop(rec);
+        } else if (rec->s != NULL && room) {
+            session_resume_reading(rec->s);
+        }
+    }
+}
+
+/* Gives up on a writer that took no bytes for too long: its client is
+ * told now, and its thread frees what it holds when its call returns. */
+static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
+{
+    struct rec_writer *w = rec->w;
+    struct session *s = rec->s;
+
+    snprintf(rec->error, sizeof(rec->error),
+             "the record file took no bytes for %llu s (%zu KiB waiting%s); "
+             "recording stopped",
+             (unsigned long long)(idle_ms / 1000), queued >> 10,
+             w->closing ? ", then its close" : "");
+    log_warn("session %llu: %s", (unsigned long long)rec->session_id,
+             rec->error);
+    pthread_mutex_lock(&w->mu);
+    w->given_up = 1;
+    uint64_t written = w->written;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_detach(w->thread);
+    writer_unref(w);
+    if (s != NULL) {
+        s->rec = NULL;
+        rec->ended = 0;
+        session_resume_reading(s);
+    }
+    recording_over(rec, written);
+}
+
+void recorder_check_stalls(struct server *srv, uint64_t now)
+{
+    struct recording *rec, *next;
+
+    for (rec = TAILQ_FIRST(&srv->recordings); rec != NULL; rec = next) {
+        struct rec_writer *w = rec->w;
+        next = TAILQ_NEXT(rec, link);
+        pthread_mutex_lock(&w->mu);
+        int waiting = (w->head != NULL || w->closing) && !w->done;
+        uint64_t idle = now > w->progress_ms ? now - w->progress_ms : 0;
+        size_t queued = w->queued;
+        pthread_mutex_unlock(&w->mu);
+        if (rec->s != NULL)
+            rec->session_id = rec->s->id;
+        if (waiting && idle >= (uint64_t)srv->cfg.record_stall_s * 1000)
+            give_up(rec, idle, queued);
+    }
+}
+
+void recorder_forget_peer(struct server *srv, const struct peer *p)
+{
+    struct recording *rec;
+
+    TAILQ_FOREACH(rec, &srv->recordings, link)
+    if (rec->waiter == p)
+        rec->waiter = NULL;
+}
+
+int recorder_start(struct server *srv)
+{
+    return bell_init(&srv->rec_bell, srv, take_news, srv, "recordings");
+}
+
+/*
+ * At the end: every recording was finished; their files are given
+ * STOP_WAIT_S to take what is queued and close, and clients are told.
+ */
+void recorder_stop(struct server *srv)
+{
+    pthread_t t[RECORD_WRITERS];
+    struct recording *rec;
+    unsigned n = 0;
+
+    TAILQ_FOREACH(rec, &srv->recordings, link)
+    if (n < RECORD_WRITERS)
+        t[n++] = rec->w->thread;
+    unsigned left = join_helper_threads(t, n, STOP_WAIT_S);
+    if (left > 0)
+        log_warn("%u record files still being written after %d s; left "
+                 "behind",
+                 left, STOP_WAIT_S);
+    while ((rec = TAILQ_FIRST(&srv->recordings)) != NULL) {
+        struct rec_writer *w = rec->w;
+        pthread_mutex_lock(&w->mu);
+        int done = w->done;
+        uint64_t written = w->written;
+        if (!done) {
+            w->given_up = 1;
+            pthread_cond_signal(&w->cv);
+        }
+        if (w->error[0] != '\0' && rec->error[0] == '\0')
+            snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+        pthread_mutex_unlock(&w->mu);
+        writer_unref(w);
+        recording_over(rec, written);
+    }
+}
+
+void recorder_free(struct server *srv)
+{
+    recorder_stop(srv); /* none left, unless the loop ended on an error */
+    bell_free(&srv->rec_bell);
+}
