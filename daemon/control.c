@@ -366,28 +366,43 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
     return 0;
 }
 
+/* Whether fd names a file by its path (not a pipe, socket or anonymous
+ * inode), as /proc says without asking the file system. */
+static int fd_has_path(int fd)
+{
+    char link[64], target[8];
+
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    return readlink(link, target, sizeof(target)) > 0 && target[0] == '/';
+}
+
 /*
  * The record descriptor: a regular file open for writing.  Its writes
  * and close are a thread's (recorder.c), so it may be on any mount; its
  * type is read from the kernel's inode, without asking a FUSE daemon or
- * a file server (AT_STATX_DONT_SYNC), which might never answer.
+ * a file server (AT_STATX_DONT_SYNC), which might never answer.  A FUSE
+ * mount without allow_other denies even that to anyone but its owner
+ * (EACCES), yet takes the writes of a descriptor its owner opened: such
+ * a file is taken on its path's word.
  */
 static int check_record_fd(int fd, char *why, size_t len)
 {
     struct statx stx;
     int flags = fcntl(fd, F_GETFL);
 
-    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) !=
-            0 ||
-        !S_ISREG(stx.stx_mode)) {
-        snprintf(why, len, "record writes only to a regular file");
-        return -1;
-    }
     if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
         snprintf(why, len, "the record file is not open for writing");
         return -1;
     }
-    return 0;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) ==
+        0) {
+        if (S_ISREG(stx.stx_mode))
+            return 0;
+    } else if (errno == EACCES && fd_has_path(fd)) {
+        return 0;
+    }
+    snprintf(why, len, "record writes only to a regular file");
+    return -1;
 }
 
 /* Queues rec for pid's next session; an error code, or 0. */

@@ -80,9 +80,9 @@ struct recording {
     struct peer *waiter; /* told when it ends; NULL once gone */
     int spliced;         /* from_start: the C symbols are in the file */
     uint64_t request_id;
-    uint64_t session_id;
-    int ended; /* the session ended, in end_state */
-    Ljmp__SessionState end_state;
+    uint64_t session_id; /* the session recorded, once known */
+    int has_state;       /* its state when the recording ended */
+    Ljmp__SessionState state;
     char error[320];
 };
 
@@ -374,8 +374,9 @@ int recording_write(struct recording *rec, const uint8_t *p, size_t n);
 /* Whether so much waits for the file that the session must not be read
  * (it is read again once the file took most of it). */
 int recording_full(struct recording *rec);
-/* Ends the recording (s: the session it recorded, if it ended): its file
- * takes what is queued and is closed, then its client is told. */
+/* Ends the recording (s: the session it recorded, if any, whose id and
+ * state the client is told): its file takes what is queued and is
+ * closed, then the client is told. */
 void recording_finish(struct recording *rec, const struct session *s);
 /* Ends a recording whose client was told it failed: it is not told
  * again. */

@@ -311,9 +311,9 @@ static void recording_tell(const struct recording *rec, uint64_t session_id,
     if (done) {
         st.has_bytes_written = 1;
         st.bytes_written = written;
-        if (rec->ended) {
+        if (rec->has_state) {
             st.has_state = 1;
-            st.state = rec->end_state;
+            st.state = rec->state;
         }
         if (rec->error[0] != '\0')
             st.error = (char *)rec->error;
@@ -343,19 +343,25 @@ static void recording_over(struct recording *rec, uint64_t written)
     free(rec);
 }
 
+/* The session the client is told of: its id and state now. */
+static void recording_of(struct recording *rec, const struct session *s)
+{
+    rec->session_id = s->id;
+    rec->has_state = 1;
+    rec->state = s->state;
+}
+
 void recording_finish(struct recording *rec, const struct session *s)
 {
     struct rec_writer *w = rec->w;
 
-    if (s != NULL) {
-        rec->session_id = s->id;
-        rec->ended = 1;
-        rec->end_state = s->state;
-    }
+    if (s != NULL)
+        recording_of(rec, s);
     rec->s = NULL;
     pthread_mutex_lock(&w->mu);
     w->closing = 1;
-    w->progress_ms = now_ms();
+    if (w->head == NULL) /* else a stuck write's wait goes on */
+        w->progress_ms = now_ms();
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
@@ -410,6 +416,21 @@ static void take_news(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* Frees what waits behind the chunk being written (under mu): a writer
+ * given up may never return from its write, and must not keep MiBs. */
+static void drop_queue_but_head(struct rec_writer *w)
+{
+    if (w->head == NULL)
+        return;
+    while (w->head->next != NULL) {
+        struct chunk *c = w->head->next;
+        w->head->next = c->next;
+        w->queued -= c->len;
+        free(c);
+    }
+    w->tail = w->head;
+}
+
 /* Gives up on a writer that took no bytes for too long: its client is
  * told now, and its thread frees what it holds when its call returns. */
 static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
@@ -426,14 +447,15 @@ static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
              rec->error);
     pthread_mutex_lock(&w->mu);
     w->given_up = 1;
+    drop_queue_but_head(w);
     uint64_t written = w->written;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_detach(w->thread);
     writer_unref(w);
     if (s != NULL) {
+        recording_of(rec, s);
         s->rec = NULL;
-        rec->ended = 0;
         session_resume_reading(s);
     }
     recording_over(rec, written);
@@ -478,30 +500,44 @@ int recorder_start(struct server *srv)
  */
 void recorder_stop(struct server *srv)
 {
-    pthread_t t[RECORD_WRITERS];
     struct recording *rec;
     unsigned n = 0;
 
     TAILQ_FOREACH(rec, &srv->recordings, link)
-    if (n < RECORD_WRITERS)
+    n++;
+    pthread_t *t = calloc(n ? n : 1, sizeof(*t));
+    if (t != NULL) {
+        n = 0;
+        TAILQ_FOREACH(rec, &srv->recordings, link)
         t[n++] = rec->w->thread;
-    unsigned left = join_helper_threads(t, n, STOP_WAIT_S);
-    if (left > 0)
-        log_warn("%u record files still being written after %d s; left "
-                 "behind",
-                 left, STOP_WAIT_S);
+        unsigned left = join_helper_threads(t, n, STOP_WAIT_S);
+        if (left > 0)
+            log_warn("%u record files still being written after %d s; left "
+                     "behind",
+                     left, STOP_WAIT_S);
+        free(t);
+    }
     while ((rec = TAILQ_FIRST(&srv->recordings)) != NULL) {
         struct rec_writer *w = rec->w;
         pthread_mutex_lock(&w->mu);
-        int done = w->done;
-        uint64_t written = w->written;
-        if (!done) {
+        if (t == NULL && !w->done)
+            pthread_detach(w->thread);
+        if (w->error[0] != '\0')
+            snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+        else if (!w->done)
+            snprintf(rec->error, sizeof(rec->error),
+                     "ljmpd stopped before the file took the last %zu KiB "
+                     "of the recording",
+                     (w->queued + 1023) >> 10);
+        if (!w->done) {
             w->given_up = 1;
+            drop_queue_but_head(w);
             pthread_cond_signal(&w->cv);
         }
-        if (w->error[0] != '\0' && rec->error[0] == '\0')
-            snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+        uint64_t written = w->written;
         pthread_mutex_unlock(&w->mu);
+        if (t == NULL && w->done)
+            pthread_join(w->thread, NULL);
         writer_unref(w);
         recording_over(rec, written);
     }

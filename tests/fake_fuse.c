@@ -8,6 +8,7 @@
 #include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,9 +228,18 @@ static void *serve_requests(void *arg)
     return NULL;
 }
 
+/* The user's group (a mount open to its owner alone admits the processes
+ * of that user and group). */
+static gid_t group_of(uid_t uid)
+{
+    struct passwd *pw = getpwuid(uid);
+
+    return pw != NULL ? pw->pw_gid : (gid_t)uid;
+}
+
 struct fake_fuse *fake_fuse_start(const char *dir, const char *name,
                                   const void *data, size_t len, uid_t owner,
-                                  char *why, size_t why_len)
+                                  int to_all, char *why, size_t why_len)
 {
     struct fake_fuse *f = calloc(1, sizeof(*f));
     char opts[128];
@@ -249,9 +259,9 @@ struct fake_fuse *fake_fuse_start(const char *dir, const char *name,
         goto fail;
     }
     snprintf(opts, sizeof(opts),
-             "fd=%d,rootmode=40000,user_id=%u,group_id=%u,max_read=%u,"
-             "allow_other",
-             f->dev, (unsigned)owner, (unsigned)getgid(), MAX_WRITE);
+             "fd=%d,rootmode=40000,user_id=%u,group_id=%u,max_read=%u%s",
+             f->dev, (unsigned)owner, (unsigned)group_of(owner), MAX_WRITE,
+             to_all ? ",allow_other" : "");
     if (mount("ljmp-test", dir, "fuse.ljmp-test", MS_NOSUID | MS_NODEV, opts) !=
         0) {
         snprintf(why, why_len, "mounting FUSE at %s: %s", dir, strerror(errno));

@@ -11,13 +11,14 @@ struct fake_fuse;
 /*
  * Mounts at dir (an empty directory) a file system holding one regular
  * file, name, with the len bytes at data (copied), as user owner's mount
- * (user_id=; open to all users).  NULL when this process cannot mount
- * FUSE (not root, no /dev/fuse, no FUSE in the kernel), with the reason
- * in why.
+ * (user_id=, group_id= its group), open to all users (allow_other) or
+ * to its owner alone.
+ * NULL when this process cannot mount FUSE (not root, no /dev/fuse, no
+ * FUSE in the kernel), with the reason in why.
  */
 struct fake_fuse *fake_fuse_start(const char *dir, const char *name,
                                   const void *data, size_t len, uid_t owner,
-                                  char *why, size_t why_len);
+                                  int to_all, char *why, size_t why_len);
 
 /* From now on, requests from process pid are held, never answered
  * (those of others still are). */

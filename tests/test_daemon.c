@@ -1889,8 +1889,8 @@ static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
  * holding len bytes of data; NULL (and a note) when this machine cannot
  * mount FUSE. */
 static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
-                                          size_t len, uid_t owner, char *path,
-                                          size_t plen)
+                                          size_t len, uid_t owner, int to_all,
+                                          char *path, size_t plen)
 {
     char dir[300], why[200];
 
@@ -1898,7 +1898,7 @@ static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
     snprintf(dir, sizeof(dir), "%s/fuse", test_dir);
     CU_ASSERT_FATAL(mkdir(dir, 0755) == 0 || errno == EEXIST);
     struct fake_fuse *f =
-        fake_fuse_start(dir, name, data, len, owner, why, sizeof(why));
+        fake_fuse_start(dir, name, data, len, owner, to_all, why, sizeof(why));
     if (f == NULL)
         printf("\n    skipped: %s ", why);
     snprintf(path, plen, "%s/%s", dir, name);
@@ -1934,7 +1934,7 @@ static void test_symbols_read_hangs(void)
     /* First: a restart stops the mount (see stop_daemon). */
     CU_ASSERT_EQUAL_FATAL(restart_daemon_with(wait), 0);
     struct fake_fuse *f = fuse_mount =
-        fuse_in_test_dir("hangs.so", bytes, size, 0, fpath, sizeof(fpath));
+        fuse_in_test_dir("hangs.so", bytes, size, 0, 1, fpath, sizeof(fpath));
     free(bytes);
     if (f == NULL) {
         close(elf);
@@ -2002,7 +2002,7 @@ static void test_symbols_on_user_fuse(void)
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
     void *m = map_symbols_elf(path, 1000, &size);
     struct fake_fuse *f = fuse_mount = fuse_in_test_dir(
-        "user.so", junk, sizeof(junk), 65534, fpath, sizeof(fpath));
+        "user.so", junk, sizeof(junk), 65534, 1, fpath, sizeof(fpath));
     if (f == NULL) {
         munmap(m, size);
         unlink(path);
@@ -2088,9 +2088,9 @@ struct fuse_recording {
     char error[400];
 };
 
-/* 0 once the recording has begun, or -1 (and ljmpd as it was) if this
- * process cannot mount FUSE. */
-static int fuse_recording_start(struct fuse_recording *t)
+/* 0 once the recording of `events` pairs has begun, or -1 (and ljmpd as
+ * it was) if this process cannot mount FUSE. */
+static int fuse_recording_start(struct fuse_recording *t, unsigned events)
 {
     static const char *const stall[] = {"--record-stall", "1", NULL};
     Ljmp__Request req = LJMP__REQUEST__INIT;
@@ -2100,7 +2100,7 @@ static int fuse_recording_start(struct fuse_recording *t)
     memset(t, 0, sizeof(*t));
     CU_ASSERT_EQUAL_FATAL(restart_daemon_with(stall), 0);
     t->f = fuse_mount =
-        fuse_in_test_dir("rec.bin", "", 0, 0, path, sizeof(path));
+        fuse_in_test_dir("rec.bin", "", 0, 0, 1, path, sizeof(path));
     if (t->f == NULL) {
         CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
         return -1;
@@ -2108,7 +2108,7 @@ static int fuse_recording_start(struct fuse_recording *t)
     int file = open(path, O_WRONLY | O_CLOEXEC);
     CU_ASSERT_FATAL(file >= 0);
     t->before = newest_session_id(getpid());
-    churn_stream(&t->b, 1000000); /* 12 MB */
+    churn_stream(&t->b, events); /* 12 bytes each */
     t->vm = connect_unix(ingest_path);
     CU_ASSERT_FATAL(t->vm >= 0);
     CU_ASSERT_EQUAL_FATAL(write(t->vm, t->b.data, 65536), 65536);
@@ -2199,7 +2199,7 @@ static void test_record_file_stalls(void)
 {
     struct fuse_recording t;
 
-    if (fuse_recording_start(&t) != 0)
+    if (fuse_recording_start(&t, 1000000) != 0)
         return;
     fake_fuse_stall(t.f, daemon_pid);
     fuse_recording_run(&t);
@@ -2223,7 +2223,7 @@ static void test_record_file_slow(void)
 {
     struct fuse_recording t;
 
-    if (fuse_recording_start(&t) != 0)
+    if (fuse_recording_start(&t, 1000000) != 0)
         return;
     fake_fuse_slow(t.f, daemon_pid, 5000);
     fuse_recording_run(&t);
@@ -2235,6 +2235,104 @@ static void test_record_file_slow(void)
      * table that begins a recording from now. */
     CU_ASSERT_TRUE(t.told_bytes >= t.b.len - 65536);
     fuse_recording_end(&t);
+}
+
+/*
+ * ljmpd stopped while a record file is still taking the end of a
+ * session (slowly: 100 ms a write) waits for it a while (2 s), then tells
+ * the recording's client that the file did not take it all.
+ */
+static void test_record_cut_by_stop(void)
+{
+    struct fuse_recording t;
+    const Ljmp__RecordStatus *st = NULL;
+    Ljmp__Response *r;
+    int status;
+
+    if (fuse_recording_start(&t, 250000) != 0) /* 3 MB */
+        return;
+    fake_fuse_slow(t.f, daemon_pid, 100000);
+    CU_ASSERT_EQUAL(write(t.vm, t.b.data + t.at, t.b.len - t.at),
+                    (ssize_t)(t.b.len - t.at));
+    close(t.vm);
+    t.vm = -1;
+    r = wait_own_session_end(t.before);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    kill(daemon_pid, SIGTERM);
+    while ((r = conn_recv(&t.c, 10000)) != NULL &&
+           (st = record_done(r)) == NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+    CU_ASSERT_PTR_NOT_NULL(st->error ? strstr(st->error, "ljmpd stopped before "
+                                                         "the file took")
+                                     : NULL);
+    CU_ASSERT_TRUE(st->bytes_written < t.b.len - 65536);
+    ljmp__response__free_unpacked(r, NULL);
+    waitpid(daemon_pid, &status, 0);
+    daemon_pid = -1;
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    conn_close(&t.c);
+    lm_buf_free(&t.b);
+    stop_fuse();
+    CU_ASSERT_EQUAL(start_daemon(daemon_options), 0);
+}
+
+/*
+ * In a child process run as nobody: streams a few MB and records them,
+ * from its second read on, into the file at path.  0 if the recording
+ * began and ended without error, with bytes written; else what failed.
+ */
+static int record_own_stream(const char *path)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__RecordRequest rr = LJMP__RECORD_REQUEST__INIT;
+    const Ljmp__RecordStatus *st = NULL;
+    struct lm_buf b = {0};
+    struct conn c;
+    int file = open(path, O_WRONLY | O_CLOEXEC), vm;
+
+    churn_stream(&b, 200000);
+    if (file < 0 || (vm = connect_unix(ingest_path)) < 0 ||
+        write(vm, b.data, 4096) != 4096)
+        return 2;
+    record_request(&req, &rr, 1000);
+    if (conn_open(&c) != 0 || conn_send(&c, &req, file) == 0)
+        return 3;
+    close(file);
+    Ljmp__Response *r = conn_recv(&c, 5000);
+    if (r == NULL || r->body_case != LJMP__RESPONSE__BODY_RECORD ||
+        r->record->done)
+        return 4;
+    if (write(vm, b.data + 4096, b.len - 4096) != (ssize_t)(b.len - 4096))
+        return 5;
+    close(vm);
+    while ((r = conn_recv(&c, 10000)) != NULL && (st = record_done(r)) == NULL)
+        ;
+    return st == NULL ? 6 : st->error != NULL || st->bytes_written == 0 ? 7 : 0;
+}
+
+/*
+ * A user's record file on their own FUSE mount, open to them alone (no
+ * allow_other, as sshfs mounts by default): ljmpd may not even stat it
+ * (EACCES for root too), yet the descriptor the user opened takes its
+ * writes, so the recording is made.  Needs FUSE.
+ */
+static void test_record_to_own_fuse(void)
+{
+    char path[320];
+    struct fake_fuse *f = fuse_mount =
+        fuse_in_test_dir("own.bin", "", 0, 65534, 0, path, sizeof(path));
+
+    if (f == NULL)
+        return;
+    pid_t child = fork_as_nobody();
+    if (child == 0)
+        _exit(record_own_stream(path));
+    CU_ASSERT_EQUAL(exit_status_of(child), 0);
+    CU_ASSERT_TRUE(fake_fuse_written(f) > 0);
+    stop_fuse();
 }
 
 /* Another user's hellos and hang-ups, n of them, from a child process
@@ -3352,6 +3450,10 @@ int main(int argc, char **argv)
                 test_record_file_stalls);
     CU_add_test(s, "a slow record file slows its VM and loses nothing",
                 test_record_file_slow);
+    CU_add_test(s, "a recording cut short by ljmpd's stop says so",
+                test_record_cut_by_stop);
+    CU_add_test(s, "a record file on a user's own FUSE mount",
+                test_record_to_own_fuse);
     CU_add_test(s, "C symbols are not read from a user's FUSE mount",
                 test_symbols_on_user_fuse);
     CU_add_test(s, "a VM waits for its C symbols no longer than told",
