@@ -2028,18 +2028,28 @@ static void test_symbols_on_user_fuse(void)
     unlink(path);
 }
 
-/* A stream of n allocations freed at once (one live block at a time),
- * hello to trailer. */
-static void churn_stream(struct lm_buf *b, unsigned n)
+/* A version 2 hello and an R3 stream's start, with no symbols, into b;
+ * the hello's size. */
+static size_t stream_start(struct lm_buf *b, const char *vm_version)
 {
-    uint8_t hello[LJMP_HELLO_MAX], trailer[LJMP_TRAILER_SIZE];
-    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "churn");
-    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, vm_version);
 
     lm_buf_bytes(b, hello, hl);
     lm_enc_begin(b, LM_REV_R3);
     lm_enc_symtab_end(b);
     lm_enc_begin_events(b, LM_REV_R3);
+    return hl;
+}
+
+/* A stream of n allocations freed at once (one live block at a time),
+ * hello to trailer. */
+static void churn_stream(struct lm_buf *b, unsigned n)
+{
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    size_t hl = stream_start(b, "churn");
+    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+
     for (unsigned i = 0; i < n; i++) {
         lm_enc_alloc(b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)(i % 64),
                      48);
@@ -2454,14 +2464,9 @@ static void test_eviction_per_user(void)
  * the hello's size.  No epilogue. */
 static size_t build_stream(struct lm_buf *b, unsigned n)
 {
-    uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
+    size_t hl = stream_start(b, "test");
     struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
 
-    lm_buf_bytes(b, hello, hl);
-    lm_enc_begin(b, LM_REV_R3);
-    lm_enc_symtab_end(b);
-    lm_enc_begin_events(b, LM_REV_R3);
     for (unsigned i = 0; i < n; i++)
         lm_enc_alloc(b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)i, 48);
     return hl;
