@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -269,11 +270,39 @@ static void attach_under_filter(const char *ingest, const char *control)
     CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* A VM's session recorded from its start into a file (a writer thread,
+ * the file's type read with statx), until it ends. */
+static void record_under_filter(const char *ingest, const char *control)
+{
+    char out[160], cmd[512];
+    struct stat st;
+
+    snprintf(out, sizeof(out), "%s/sandbox-rec.bin", test_dir);
+    pid_t vm = fork();
+    if (vm == 0) {
+        sleep_ms(300); /* the record request waits for it first */
+        setenv("LJMP_SOCKET", ingest, 1);
+        execl(LUAJIT_BIN, LUAJIT_BIN, "-e",
+              "local t = {} for i = 1, 100000 do t[i % 1000] = {i} end",
+              (char *)NULL);
+        _exit(127);
+    }
+    snprintf(cmd, sizeof(cmd),
+             "%s -s '%s' record %d -o '%s' --wait 10 2>/dev/null", LJMPCTL_PATH,
+             control, (int)vm, out);
+    CU_ASSERT_EQUAL(run(cmd), 0);
+    int status;
+    waitpid(vm, &status, 0);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CU_ASSERT_TRUE(stat(out, &st) == 0 && st.st_size > 100000);
+}
+
 /*
  * ljmpd at work (feed threads, a VM streaming, a snapshot, attach and
- * detach, a clean stop) makes no system call its unit refuses: under the unit,
- * a refused call is an error at best and the daemon's death at worst.  The
- * filter is applied by sandbox_exec, which kills on any call not allowed.
+ * detach, a recording, a clean stop) makes no system call its unit refuses:
+ * under the unit, a refused call is an error at best and the daemon's death at
+ * worst.  The filter is applied by sandbox_exec, which kills on any call not
+ * allowed.
  */
 static void test_unit_syscall_filter(void)
 {
@@ -312,6 +341,7 @@ static void test_unit_syscall_filter(void)
              LJMPCTL_PATH, control);
     CU_ASSERT_EQUAL(run(cmd), 0);
     attach_under_filter(ingest, control);
+    record_under_filter(ingest, control);
     kill(pid, SIGTERM);
     int st;
     waitpid(pid, &st, 0);
