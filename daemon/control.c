@@ -12,6 +12,7 @@
 #include "ljmpd.h"
 #include "log.h"
 #include "lm_report.h"
+#include "mounts.h"
 #include "snapshot.h"
 
 #define MIN_INTERVAL_MS 50
@@ -366,27 +367,44 @@ static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
     return 0;
 }
 
-/* Whether fd names a file by its path (not a pipe, socket or anonymous
- * inode), as /proc says without asking the file system. */
-static int fd_has_path(int fd)
+/*
+ * The mount of fd (passed by pid), asked of /proc only: its mount id
+ * (fdinfo), then that mount in ljmpd's mount namespace or the client's
+ * (mount ids are the system's).  fstatfs would ask a FUSE daemon itself,
+ * which may never answer.  0 if it is listed in neither (a pipe's or a
+ * socket's mount is listed nowhere).
+ */
+static int mount_of(int fd, pid_t pid, struct mount_desc *m)
 {
-    char link[64], target[8];
+    char path[64], line[256];
+    int mnt = -1;
+    FILE *f;
 
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    return readlink(link, target, sizeof(target)) > 0 && target[0] == '/';
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    if ((f = fopen(path, "re")) == NULL)
+        return 0;
+    while (mnt < 0 && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "mnt_id: %d", &mnt) != 1)
+            mnt = -1;
+    fclose(f);
+    snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+    return mnt >= 0 && (mount_by_id("/proc/self/mountinfo", mnt, m) ||
+                        mount_by_id(path, mnt, m));
 }
 
 /*
  * The record descriptor: a regular file open for writing.  Its writes
- * and close are a thread's (recorder.c), so it may be on any mount; its
- * type is read from the kernel's inode, without asking a FUSE daemon or
- * a file server (AT_STATX_DONT_SYNC), which might never answer.  A FUSE
- * mount without allow_other denies even that to anyone but its owner
- * (EACCES), yet takes the writes of a descriptor its owner opened: such
- * a file is taken on its path's word.
+ * and close are a thread's (recorder.c), off the loop, and its type is
+ * read from the kernel's inode without asking a FUSE daemon or a file
+ * server (AT_STATX_DONT_SYNC).  But a FUSE request its daemon has taken
+ * waits for the answer even when the process is killed: a user's FUSE
+ * mount that never answers would keep ljmpd from exiting, so only root's
+ * are written to (as for C symbols, see csyms.c).  A file on a mount
+ * that neither side lists (detached) may be on one.
  */
-static int check_record_fd(int fd, char *why, size_t len)
+static int check_record_fd(int fd, pid_t pid, char *why, size_t len)
 {
+    struct mount_desc m;
     struct statx stx;
     int flags = fcntl(fd, F_GETFL);
 
@@ -394,15 +412,30 @@ static int check_record_fd(int fd, char *why, size_t len)
         snprintf(why, len, "the record file is not open for writing");
         return -1;
     }
-    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) ==
-        0) {
-        if (S_ISREG(stx.stx_mode))
-            return 0;
-    } else if (errno == EACCES && fd_has_path(fd)) {
-        return 0;
+    if (!mount_of(fd, pid, &m)) {
+        snprintf(why, len,
+                 "record writes only to a regular file on a mount "
+                 "that ljmpd or the client can see");
+        return -1;
     }
-    snprintf(why, len, "record writes only to a regular file");
-    return -1;
+    if (m.fuse && m.owner != 0) {
+        snprintf(why, len,
+                 "record does not write to FUSE mounts of users other "
+                 "than root (this one is uid %ld's): their daemon may "
+                 "never answer, and ljmpd could not exit",
+                 m.owner);
+        return -1;
+    }
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) !=
+        0) {
+        snprintf(why, len, "record cannot check the file: %s", strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(stx.stx_mode)) {
+        snprintf(why, len, "record writes only to a regular file");
+        return -1;
+    }
+    return 0;
 }
 
 /* Queues rec for pid's next session; an error code, or 0. */
@@ -464,7 +497,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
                         "record needs a pid");
         return;
     }
-    if (check_record_fd(p->passed_fd, why, sizeof(why)) != 0) {
+    if (check_record_fd(p->passed_fd, p->pid, why, sizeof(why)) != 0) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
                         why);
         return;
