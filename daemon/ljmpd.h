@@ -295,6 +295,9 @@ int start_helper_thread(pthread_t *t, void *(*fn)(void *), void *arg);
 /* Joins the n threads at t within `seconds` in all, and detaches those
  * still running then (a close or read that never returns): how many. */
 unsigned join_helper_threads(pthread_t *t, unsigned n, int seconds);
+/* How long ljmpd's stop waits for its helpers' reads and writes under
+ * way (C symbols, recordings). */
+#define HELPER_STOP_WAIT_S 2
 
 /* 0, or -1 with the reason logged, for `who`. */
 int bell_init(struct bell *b, struct server *srv, event_callback_fn cb,
@@ -355,8 +358,9 @@ void session_free(struct session *s);
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...) __attribute__((format(printf, 3, 4)));
 int session_record(struct session *s, struct recording *rec);
-/* Reads s again if nothing else holds it (jobs out, a full recording). */
-void session_resume_reading(struct session *s);
+/* Reads paused s again if nothing else holds it (symbols awaited, jobs
+ * out, a full recording): 1 if it did. */
+int session_resume_reading(struct session *s);
 
 /* recorder.c */
 int recorder_start(struct server *srv);

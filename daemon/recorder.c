@@ -1,6 +1,5 @@
 /* Recordings: stream bytes copied into clients' files by writer threads. */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +29,6 @@
 #define RECORD_QUEUE_LOW   (1u << 20)
 #define RECORD_WRITERS     64
 #define RECORD_WRITERS_UID 8
-#define STOP_WAIT_S        2
 
 struct chunk {
     struct chunk *next;
@@ -172,7 +170,6 @@ static void *write_file(void *arg)
     int rc = close(w->fd);
     int err = errno;
     pthread_mutex_lock(&w->mu);
-    w->fd = -1;
     if (rc != 0 && w->error[0] == '\0')
         snprintf(w->error, sizeof(w->error), "closing the file: %s",
                  strerror(err));
@@ -383,7 +380,7 @@ static void recording_stop(struct recording *rec)
              rec->error);
     s->rec = NULL;
     recording_finish(rec, s);
-    session_resume_reading(s);
+    (void)session_resume_reading(s);
 }
 
 /* What a writer's bell says: recordings over, failed, or with room. */
@@ -411,7 +408,7 @@ static void take_news(evutil_socket_t fd, short what, void *arg)
         } else if (rec->s != NULL && rec->error[0] != '\0') {
             recording_stop(rec);
         } else if (rec->s != NULL && room) {
-            session_resume_reading(rec->s);
+            (void)session_resume_reading(rec->s);
         }
     }
 }
@@ -431,6 +428,15 @@ static void drop_queue_but_head(struct rec_writer *w)
     w->tail = w->head;
 }
 
+/* Lets go of w's thread (under mu): it drops what is queued, and ends
+ * on its own, freeing what it holds, when its write or close returns. */
+static void abandon(struct rec_writer *w)
+{
+    w->given_up = 1;
+    drop_queue_but_head(w);
+    pthread_cond_signal(&w->cv);
+}
+
 /* Gives up on a writer that took no bytes for too long: its client is
  * told now, and its thread frees what it holds when its call returns. */
 static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
@@ -438,6 +444,8 @@ static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
     struct rec_writer *w = rec->w;
     struct session *s = rec->s;
 
+    if (s != NULL)
+        recording_of(rec, s);
     snprintf(rec->error, sizeof(rec->error),
              "the record file took no bytes for %llu s (%zu KiB waiting%s); "
              "recording stopped",
@@ -446,17 +454,14 @@ static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
     log_warn("session %llu: %s", (unsigned long long)rec->session_id,
              rec->error);
     pthread_mutex_lock(&w->mu);
-    w->given_up = 1;
-    drop_queue_but_head(w);
+    abandon(w);
     uint64_t written = w->written;
-    pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_detach(w->thread);
     writer_unref(w);
     if (s != NULL) {
-        recording_of(rec, s);
         s->rec = NULL;
-        session_resume_reading(s);
+        (void)session_resume_reading(s);
     }
     recording_over(rec, written);
 }
@@ -473,8 +478,6 @@ void recorder_check_stalls(struct server *srv, uint64_t now)
         uint64_t idle = now > w->progress_ms ? now - w->progress_ms : 0;
         size_t queued = w->queued;
         pthread_mutex_unlock(&w->mu);
-        if (rec->s != NULL)
-            rec->session_id = rec->s->id;
         if (waiting && idle >= (uint64_t)srv->cfg.record_stall_s * 1000)
             give_up(rec, idle, queued);
     }
@@ -496,7 +499,7 @@ int recorder_start(struct server *srv)
 
 /*
  * At the end: every recording was finished; their files are given
- * STOP_WAIT_S to take what is queued and close, and clients are told.
+ * HELPER_STOP_WAIT_S to take what is queued and close, and clients are told.
  */
 void recorder_stop(struct server *srv)
 {
@@ -505,39 +508,39 @@ void recorder_stop(struct server *srv)
 
     TAILQ_FOREACH(rec, &srv->recordings, link)
     n++;
+    /* Without room for the handles, no thread is waited for. */
     pthread_t *t = calloc(n ? n : 1, sizeof(*t));
-    if (t != NULL) {
+    int joined = t != NULL;
+    if (joined) {
         n = 0;
         TAILQ_FOREACH(rec, &srv->recordings, link)
         t[n++] = rec->w->thread;
-        unsigned left = join_helper_threads(t, n, STOP_WAIT_S);
+        unsigned left = join_helper_threads(t, n, HELPER_STOP_WAIT_S);
         if (left > 0)
             log_warn("%u record files still being written after %d s; left "
                      "behind",
-                     left, STOP_WAIT_S);
+                     left, HELPER_STOP_WAIT_S);
         free(t);
     }
     while ((rec = TAILQ_FIRST(&srv->recordings)) != NULL) {
         struct rec_writer *w = rec->w;
         pthread_mutex_lock(&w->mu);
-        if (t == NULL && !w->done)
-            pthread_detach(w->thread);
+        int done = w->done;
         if (w->error[0] != '\0')
             snprintf(rec->error, sizeof(rec->error), "%s", w->error);
-        else if (!w->done)
+        else if (!done)
             snprintf(rec->error, sizeof(rec->error),
                      "ljmpd stopped before the file took the last %zu KiB "
                      "of the recording",
                      (w->queued + 1023) >> 10);
-        if (!w->done) {
-            w->given_up = 1;
-            drop_queue_but_head(w);
-            pthread_cond_signal(&w->cv);
-        }
+        if (!done)
+            abandon(w);
         uint64_t written = w->written;
         pthread_mutex_unlock(&w->mu);
-        if (t == NULL && w->done)
+        if (!joined && done)
             pthread_join(w->thread, NULL);
+        else if (!joined)
+            pthread_detach(w->thread);
         writer_unref(w);
         recording_over(rec, written);
     }

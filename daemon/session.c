@@ -712,13 +712,14 @@ static int may_read(struct session *s)
            (s->rec == NULL || !recording_full(s->rec));
 }
 
-void session_resume_reading(struct session *s)
+int session_resume_reading(struct session *s)
 {
-    if (s->read_paused && s->phase != SESSION_ENDED && s->symload == NULL &&
-        may_read(s)) {
-        s->read_paused = 0;
-        event_add(s->ev, NULL);
-    }
+    if (!s->read_paused || s->phase == SESSION_ENDED || s->symload != NULL ||
+        !may_read(s))
+        return 0;
+    s->read_paused = 0;
+    event_add(s->ev, NULL);
+    return 1;
 }
 
 void session_fed(struct feed_job *j)
@@ -741,10 +742,8 @@ void session_fed(struct feed_job *j)
     }
     if (s->jobs_out == 0 && s->hangup[0] != '\0') {
         session_stop(s, s->hangup, s->hangup_failed);
-    } else if (s->read_paused && may_read(s)) {
-        s->read_paused = 0;
-        event_add(s->ev, NULL); /* a buffer is free to read into */
-    } else if (s->jobs_out > 0 && (s->read_paused || s->hangup[0] != '\0')) {
+    } else if (!session_resume_reading(s) && s->jobs_out > 0 &&
+               (s->read_paused || s->hangup[0] != '\0')) {
         feed_wait_for(s); /* still waiting */
     }
 }
@@ -864,10 +863,7 @@ void session_symbols_loaded(struct session *s, struct symload_job *j)
     }
     if (s->hello[4] >= LJMP_INGEST_ACK_VERSION)
         ack_hello(s);
-    if (s->read_paused && s->phase == SESSION_STREAM) {
-        s->read_paused = 0;
-        event_add(s->ev, NULL);
-    }
+    (void)session_resume_reading(s);
     if (s->held_len > 0) {
         const uint8_t *p = s->held;
         size_t n = s->held_len;

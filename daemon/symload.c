@@ -298,9 +298,6 @@ static void drop_list(struct symload_job *list)
     }
 }
 
-/* How long ljmpd's exit waits for reads under way. */
-#define STOP_WAIT_S 2
-
 void symload_stop(struct server *srv)
 {
     struct symload *l = srv->symload;
@@ -317,13 +314,13 @@ void symload_stop(struct server *srv)
      * uses (l, and its bell's descriptor).  The kernel may still hold the
      * process's exit until the read ends (a FUSE request its daemon has
      * taken waits for the answer even when killed). */
-    unsigned left = join_helper_threads(l->threads, n, STOP_WAIT_S);
+    unsigned left = join_helper_threads(l->threads, n, HELPER_STOP_WAIT_S);
     if (left > 0)
         log_warn("%u threads are still reading processes' files after %d "
                  "s; ljmpd stops without waiting for them (a read that "
                  "a FUSE daemon never answers keeps the process until "
                  "the mount goes)",
-                 left, STOP_WAIT_S);
+                 left, HELPER_STOP_WAIT_S);
     pthread_mutex_lock(&l->mu);
     drop_list(l->todo);
     drop_list(l->done);

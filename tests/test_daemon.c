@@ -107,18 +107,24 @@ static void stop_fuse(void)
     fuse_mount = NULL;
 }
 
-/* SIGTERM, and ljmpd's exit status (-1 if it died of a signal). */
-static int stop_daemon(void)
+/* Waits for ljmpd to end: its exit status (-1 if it died of a signal). */
+static int reap_daemon(void)
 {
     int st;
 
+    waitpid(daemon_pid, &st, 0);
+    daemon_pid = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* SIGTERM, and ljmpd's exit status (-1 if it died of a signal). */
+static int stop_daemon(void)
+{
     stop_fuse(); /* a test that failed half-way left it */
     if (daemon_pid <= 0)
         return -1;
     kill(daemon_pid, SIGTERM);
-    waitpid(daemon_pid, &st, 0);
-    daemon_pid = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return reap_daemon();
 }
 
 static int setup(void)
@@ -2179,8 +2185,8 @@ static void fuse_recording_run(struct fuse_recording *t)
     CU_ASSERT_EQUAL(t->at, t->b.len);
 }
 
-/* The session recorded was complete; the mount and ljmpd's options go. */
-static void fuse_recording_end(struct fuse_recording *t)
+/* The session recorded was complete. */
+static void fuse_recording_complete(const struct fuse_recording *t)
 {
     Ljmp__Response *r = wait_own_session_end(t->before);
     CU_ASSERT_PTR_NOT_NULL(r);
@@ -2189,6 +2195,11 @@ static void fuse_recording_end(struct fuse_recording *t)
         CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__COMPLETE);
         ljmp__response__free_unpacked(r, NULL);
     }
+}
+
+/* The mount and ljmpd's options go (ljmpd is started if it stopped). */
+static void fuse_recording_end(struct fuse_recording *t)
+{
     if (t->vm >= 0)
         close(t->vm);
     conn_close(&t->c);
@@ -2220,6 +2231,7 @@ static void test_record_file_stalls(void)
      * some of its bytes taken. */
     CU_ASSERT_TRUE(t.told_bytes > 0 && t.told_bytes <= fake_fuse_written(t.f));
     CU_ASSERT_TRUE(daemon_answers(1000));
+    fuse_recording_complete(&t);
     fuse_recording_end(&t);
 }
 
@@ -2244,6 +2256,7 @@ static void test_record_file_slow(void)
     /* From the second read on: all but the first 64 KiB, and the symbol
      * table that begins a recording from now. */
     CU_ASSERT_TRUE(t.told_bytes >= t.b.len - 65536);
+    fuse_recording_complete(&t);
     fuse_recording_end(&t);
 }
 
@@ -2257,7 +2270,6 @@ static void test_record_cut_by_stop(void)
     struct fuse_recording t;
     const Ljmp__RecordStatus *st = NULL;
     Ljmp__Response *r;
-    int status;
 
     if (fuse_recording_start(&t, 250000) != 0) /* 3 MB */
         return;
@@ -2266,10 +2278,7 @@ static void test_record_cut_by_stop(void)
                     (ssize_t)(t.b.len - t.at));
     close(t.vm);
     t.vm = -1;
-    r = wait_own_session_end(t.before);
-    CU_ASSERT_PTR_NOT_NULL(r);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
+    fuse_recording_complete(&t);
     kill(daemon_pid, SIGTERM);
     while ((r = conn_recv(&t.c, 10000)) != NULL &&
            (st = record_done(r)) == NULL)
@@ -2280,13 +2289,8 @@ static void test_record_cut_by_stop(void)
                                      : NULL);
     CU_ASSERT_TRUE(st->bytes_written < t.b.len - 65536);
     ljmp__response__free_unpacked(r, NULL);
-    waitpid(daemon_pid, &status, 0);
-    daemon_pid = -1;
-    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    conn_close(&t.c);
-    lm_buf_free(&t.b);
-    stop_fuse();
-    CU_ASSERT_EQUAL(start_daemon(daemon_options), 0);
+    CU_ASSERT_EQUAL(reap_daemon(), 0);
+    fuse_recording_end(&t);
 }
 
 /*
@@ -3378,10 +3382,7 @@ static void test_clean_shutdown(void)
     }
     CU_ASSERT_TRUE(bye);
     conn_close(&c);
-    int st;
-    waitpid(daemon_pid, &st, 0);
-    daemon_pid = -1;
-    CU_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_EQUAL(reap_daemon(), 0);
     CU_ASSERT_NOT_EQUAL(access(control_path, F_OK), 0);
     /* Restarted on the same paths for the tests that follow. */
     CU_ASSERT_EQUAL(start_daemon(daemon_options), 0);
