@@ -40,14 +40,20 @@ for r in $(seq "$rounds"); do
   fi
   echo "$a $b"
 done >"$tmp/times"
-# Best and median of each column, and new/old for both.
+# Best and median of each column, new/old for both, and the median of
+# the rounds' own ratios: the machine's speed drifts (by 30% within an
+# hour on a shared host), and a ratio taken within one round cancels
+# what the two columns' medians, taken at different moments, do not.
 sort -n -k1,1 "$tmp/times" | awk '{print $1}' >"$tmp/old.s"
 sort -n -k2,2 "$tmp/times" | awk '{print $2}' >"$tmp/new.s"
-paste "$tmp/old.s" "$tmp/new.s" | awk -v n="$rounds" -v o="$old" -v w="$new" '
-  { a[NR] = $1; b[NR] = $2 }
+awk '{print $2 / $1}' "$tmp/times" | sort -n >"$tmp/ratio.s"
+paste "$tmp/old.s" "$tmp/new.s" "$tmp/ratio.s" |
+  awk -v n="$rounds" -v o="$old" -v w="$new" '
+  { a[NR] = $1; b[NR] = $2; q[NR] = $3 }
   END {
     m = int((n + 1) / 2)
     printf "%-12s best %.3f s  median %.3f s\n", o, a[1], a[m]
     printf "%-12s best %.3f s  median %.3f s\n", w, b[1], b[m]
     printf "new/old      best %.3f  median %.3f\n", b[1] / a[1], b[m] / a[m]
+    printf "rounds       new/old median %.3f (from %.3f to %.3f)\n", q[m], q[1], q[n]
   }'
