@@ -51,9 +51,10 @@ int lm_reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem)
 void *lm_table_alloc(size_t size)
 {
     if (size < TABLE_MMAP_MIN) {
-        /* Cache-line aligned, as mapped pages are. */
-        size_t rounded = (size + 63) & ~(size_t)63;
-        void *p = aligned_alloc(64, rounded);
+        /* Aligned to a pair of cache lines (see struct lm_loc), as
+         * mapped pages are. */
+        size_t rounded = (size + 127) & ~(size_t)127;
+        void *p = aligned_alloc(128, rounded);
         if (p != NULL)
             memset(p, 0, rounded);
         return p;

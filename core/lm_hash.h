@@ -45,8 +45,9 @@ int lm_reserve(void **arr, uint32_t *cap, uint32_t n, size_t elem);
     lm_reserve((void **)&(arr), &(cap), (n), sizeof(*(arr)))
 
 /*
- * Zeroed, cache-line aligned memory for a table.  Large tables are mapped
- * directly so that freeing one returns its pages to the system at once:
+ * Zeroed memory for a table, aligned to 128 bytes (a pair of cache
+ * lines).  Large tables are mapped directly so that freeing one returns
+ * its pages to the system at once:
  * the heap map's memory bound is measured as resident size, and malloc's
  * dynamic mmap threshold would otherwise keep retired tables resident.
  */

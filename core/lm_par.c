@@ -30,9 +30,9 @@ enum {
 struct batch {
     struct lm_op *ops;
     size_t n;
-    /* The caller's location records, which the operations name: they
+    /* The caller's heap sides, which the operations name: they
      * move only while the worker is idle (see make_room_for_locs). */
-    struct lm_loc *locs;
+    struct lm_heap_side *sides;
     uint32_t nlocs;
     uint64_t direct_bytes; /* the caller's, which a reader may change */
 };
@@ -60,7 +60,7 @@ static int apply_batch(struct lm_par *p, const struct batch *b)
 {
     const char *err;
 
-    lm_state_lend_locs(&p->part, b->locs, b->nlocs);
+    lm_state_lend_sides(&p->part, b->sides, b->nlocs);
     p->part.direct_bytes = b->direct_bytes;
     return lm_state_apply_ops(&p->part, b->ops, b->n, &err);
 }
@@ -138,7 +138,7 @@ static int hand_over(struct lm_par *p, uint64_t ahead)
     pthread_mutex_lock(&p->mu);
     struct batch *b = &p->ring[p->head % NBATCH];
     b->n = p->nfill;
-    b->locs = p->s->locs;
+    b->sides = p->s->sides;
     b->nlocs = p->s->nlocs;
     b->direct_bytes = p->s->direct_bytes;
     p->head++;

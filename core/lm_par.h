@@ -15,8 +15,9 @@
  * worker thread in batches; the worker applies them to a part of the
  * state (see lm_state_split): it holds every block and override record,
  * and lowers the live counts of released blocks' owners and writes
- * pending overrides into the caller's location records, on cache lines
- * that the caller does not write (the caller counts new blocks).
+ * pending overrides into the caller's heap sides, a table that the caller
+ * does not write (the caller counts new blocks in its location records;
+ * see struct lm_loc).
  * lm_par_finish() gives the part's blocks and overrides to the state,
  * which is then the one lm_state_apply() would have built.
  */

@@ -124,7 +124,8 @@ static int make_groups(struct report *r)
         if (i == 0 || strcmp(byname[i].name, byname[i - 1].name) != 0)
             r->groups[r->ngroups++].name = byname[i].name;
         uint32_t g = r->ngroups - 1;
-        const struct lm_counters *c = &s->locs[byname[i].loc].c;
+        struct lm_counters counters, *c = &counters;
+        lm_state_counters(s, byname[i].loc, c);
         r->group_of[byname[i].loc] = g;
         add_counters(&r->groups[g].c, c);
         if (c->alloc_bytes > 0) {

@@ -45,8 +45,9 @@ void lm_state_free(struct lm_state *s)
     lm_heap_free(&s->heap);
     lm_hindex_free(&s->loc_index);
     lm_hindex_free(&s->ovr_index);
+    lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*s->locs));
     if (!s->locs_lent)
-        lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*s->locs));
+        lm_table_free(s->sides, (size_t)s->locs_cap * sizeof(*s->sides));
     lm_table_free(s->site_cache, LM_SITE_CACHE * sizeof(*s->site_cache));
     free(s->cfunc_locs);
     free(s->ovr);
@@ -160,20 +161,28 @@ static int bind_symbol(struct lm_state *s, uint32_t id)
 }
 
 /*
- * Location records are cache-line aligned (see struct lm_loc), in table
- * memory: a big array is mapped pages, which a resize gives back, not a
- * hole in malloc's heap that stays resident.
+ * Location records and their heap sides are cache-line aligned (see
+ * struct lm_loc), in table memory: a big array is mapped pages, which a
+ * resize gives back, not a hole in malloc's heap that stays resident.
  */
 static int resize_locs(struct lm_state *s, uint32_t cap)
 {
     struct lm_loc *p = lm_table_alloc((size_t)cap * sizeof(*p));
+    struct lm_heap_side *e = lm_table_alloc((size_t)cap * sizeof(*e));
 
-    if (p == NULL)
+    if (p == NULL || e == NULL) {
+        lm_table_free(p, (size_t)cap * sizeof(*p));
+        lm_table_free(e, (size_t)cap * sizeof(*e));
         return -1;
-    if (s->nlocs > 0)
+    }
+    if (s->nlocs > 0) {
         memcpy(p, s->locs, (size_t)s->nlocs * sizeof(*p));
+        memcpy(e, s->sides, (size_t)s->nlocs * sizeof(*e));
+    }
     lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*p));
+    lm_table_free(s->sides, (size_t)s->locs_cap * sizeof(*e));
     s->locs = p;
+    s->sides = e;
     s->locs_cap = cap;
     return 0;
 }
@@ -191,6 +200,7 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
         goto oom;
     struct lm_loc *l = &s->locs[id];
     memset(l, 0, sizeof(*l));
+    memset(&s->sides[id], 0, sizeof(s->sides[id]));
     l->source = r->source;
     l->addr = r->addr;
     l->line = r->line;
@@ -381,7 +391,7 @@ static int fold_evicted(struct lm_state *s)
 static HOT struct lm_ovr_pending *pending_entry(struct lm_state *s,
                                                 uint32_t primary, uint32_t tag)
 {
-    struct lm_ovr_pending *pend = s->locs[primary].pending;
+    struct lm_ovr_pending *pend = s->sides[primary].pending;
 
     if (pend[0].tag == tag)
         return &pend[0];
@@ -429,8 +439,8 @@ static HOT int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
 /* The body runs for every pending entry p with counts; i is its primary. */
 #define FOR_EACH_PENDING(s, i, p)                                              \
     for (uint32_t i = 0; i < (s)->nlocs; i++)                                  \
-        for (struct lm_ovr_pending *p = (s)->locs[i].pending;                  \
-             p < (s)->locs[i].pending + LM_OVR_PENDING; p++)                   \
+        for (struct lm_ovr_pending *p = (s)->sides[i].pending;                 \
+             p < (s)->sides[i].pending + LM_OVR_PENDING; p++)                  \
             if (p->count != 0)
 
 /* The record of (kind, site, primary) in o, a copy of s's records with
@@ -501,11 +511,11 @@ struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n)
 
 static HOT void unlink_block(struct lm_state *s, struct lm_block blk)
 {
-    struct lm_loc *owner = &s->locs[blk.loc];
+    struct lm_heap_side *owner = &s->sides[blk.loc];
     uint64_t size = blk.size;
 
-    owner->c.live_bytes -= size;
-    owner->c.live_blocks--;
+    owner->live_bytes -= size;
+    owner->live_blocks--;
     s->totals.live_bytes -= size;
     s->totals.live_blocks--;
 }
@@ -531,8 +541,8 @@ put_block(struct lm_state *s, uint32_t loc, uint64_t h, uint64_t nsize,
         s->totals.overwritten_blocks++;
     }
     if (count_site) {
-        s->locs[loc].c.live_bytes += nsize;
-        s->locs[loc].c.live_blocks++;
+        s->sides[loc].live_bytes += nsize;
+        s->sides[loc].live_blocks++;
     }
     s->totals.live_bytes += nsize;
     if (++s->totals.live_blocks > s->totals.peak_live_blocks)
@@ -592,7 +602,7 @@ static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
 }
 
 /* An event counted at its site and in the totals. */
-static HOT void count_alloc(struct lm_state *s, struct lm_counters *c,
+static HOT void count_alloc(struct lm_state *s, struct lm_event_counters *c,
                             uint64_t nsize)
 {
     c->alloc_events++;
@@ -601,7 +611,7 @@ static HOT void count_alloc(struct lm_state *s, struct lm_counters *c,
     s->totals.alloc_bytes += nsize;
 }
 
-static HOT void count_free(struct lm_state *s, struct lm_counters *c,
+static HOT void count_free(struct lm_state *s, struct lm_event_counters *c,
                            uint64_t osize)
 {
     c->free_events++;
@@ -610,7 +620,7 @@ static HOT void count_free(struct lm_state *s, struct lm_counters *c,
     s->totals.freed_bytes += osize;
 }
 
-static HOT void count_realloc(struct lm_state *s, struct lm_counters *c,
+static HOT void count_realloc(struct lm_state *s, struct lm_event_counters *c,
                               uint64_t osize, uint64_t nsize)
 {
     c->realloc_events++;
@@ -622,7 +632,7 @@ static HOT void count_realloc(struct lm_state *s, struct lm_counters *c,
 }
 
 static HOT void count_event(struct lm_state *s, const struct lm_record *r,
-                            struct lm_counters *c)
+                            struct lm_event_counters *c)
 {
     if (r->kind == LM_REC_ALLOC)
         count_alloc(s, c, r->nsize);
@@ -645,7 +655,7 @@ static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
 
     if (loc == LM_NONE)
         return -1;
-    struct lm_counters *c = &s->locs[loc].c;
+    struct lm_event_counters *c = &s->locs[loc].ev;
     switch (r->kind) {
     case LM_REC_ALLOC:
         count_alloc(s, c, r->nsize);
@@ -725,23 +735,23 @@ static int is_event(const struct lm_record *r)
 enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 8 };
 
 /*
- * Where a location record is read (see struct lm_loc): a site's event
- * reads the key and counts itself (the event line and the next), a new
- * block's site and a released block's owner change their live counts and
- * overrides (the heap line).  Always inlined, like lm_heap_prefetch, or
- * GCC drops the calls.
+ * Where a location is read (see struct lm_loc): a site's event reads the
+ * key and counts itself (the key line, and the line of its event
+ * counters), a new block's site and a released block's owner change their
+ * live counts and overrides (the heap line).  Always inlined, like
+ * lm_heap_prefetch, or GCC drops the calls.
  */
 static inline __attribute__((always_inline)) void
-prefetch_site(const struct lm_loc *l)
+prefetch_site(const struct lm_state *s, uint32_t id)
 {
-    __builtin_prefetch((const char *)l + LM_LOC_EVENT_LINE * 64);
-    __builtin_prefetch((const char *)l + LM_LOC_EVENT_LINE * 64 + 64);
+    __builtin_prefetch(&s->locs[id]);
+    __builtin_prefetch((const char *)&s->locs[id] + 64);
 }
 
 static inline __attribute__((always_inline)) void
-prefetch_heap_side(const struct lm_loc *l)
+prefetch_heap_side(const struct lm_heap_side *side)
 {
-    __builtin_prefetch((const char *)l + LM_LOC_HEAP_LINE * 64);
+    __builtin_prefetch(side);
 }
 
 static void plan_far(struct lm_state *s, const struct lm_record *r,
@@ -775,13 +785,13 @@ static void plan_near(struct lm_state *s, const struct lm_record *r,
     if (id == LM_NONE)
         id = lm_hindex_first(&s->loc_index, p->loc, &slot);
     if (id != LM_NONE) {
-        prefetch_site(&s->locs[id]);
+        prefetch_site(s, id);
         if (r->kind != LM_REC_FREE)
-            prefetch_heap_side(&s->locs[id]);
+            prefetch_heap_side(&s->sides[id]);
     }
     if (r->kind != LM_REC_ALLOC &&
         lm_heap_peek_hashed(&s->heap, p->o, &blk, &p->oslot))
-        prefetch_heap_side(&s->locs[blk.loc]);
+        prefetch_heap_side(&s->sides[blk.loc]);
 }
 
 /* Hashes only: what apply_event needs when nothing is worth prefetching. */
@@ -815,11 +825,13 @@ static HOT void plan_heap(struct lm_state *s, const struct lm_record *r,
  * While the heap map and the locations fit in the caches, the pipeline's
  * lookups ahead cost more than the misses they hide (about a fifth of the
  * instructions): records are applied directly.  The size counted is the
- * heap map's live blocks (16 bytes a slot) and the location records.
+ * heap map's live blocks (16 bytes a slot) and the locations.
  */
+#define LOC_BYTES (sizeof(struct lm_loc) + sizeof(struct lm_heap_side))
+
 static int fits_in_cache(const struct lm_state *s)
 {
-    return s->heap.count * 16 + (uint64_t)s->nlocs * sizeof(struct lm_loc) <
+    return s->heap.count * 16 + (uint64_t)s->nlocs * LOC_BYTES <
            s->direct_bytes;
 }
 
@@ -834,19 +846,18 @@ static int fits_in_cache(const struct lm_state *s)
  */
 static int locs_fit_in_cache(const struct lm_state *s)
 {
-    return (uint64_t)s->nlocs * sizeof(struct lm_loc) < s->direct_bytes / 4;
+    return (uint64_t)s->nlocs * LOC_BYTES < s->direct_bytes / 4;
 }
 
 /*
- * Operations read only the heap lines of the locations (see struct
- * lm_loc): 64 bytes each, which stay in the cache for thousands of sites
- * (s20m.bin's 5623 take 360 KiB), so that finding the owner ahead costs
- * a heap look-up more per release and saves little: 0.93 to 0.96 of the
- * time on two threads.
+ * Operations read only the heap sides of the locations: 64 bytes each,
+ * which stay in the cache for thousands of sites (s20m.bin's 5623 take
+ * 360 KiB), so that finding the owner ahead costs a heap look-up more per
+ * release and saves little: 0.93 to 0.96 of the time on two threads.
  */
 static int heap_lines_fit_in_cache(const struct lm_state *s)
 {
-    return (uint64_t)s->nlocs * 64 < s->direct_bytes;
+    return (uint64_t)s->nlocs * sizeof(struct lm_heap_side) < s->direct_bytes;
 }
 
 /* Applies records in order, with the heap map planned `ahead` records
@@ -973,7 +984,7 @@ static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
     *h = ref_hash(&r->loc);
     uint32_t id = site_cached(s, *h);
     if (id != LM_NONE)
-        prefetch_site(&s->locs[id]);
+        prefetch_site(s, id);
 }
 
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
@@ -1008,7 +1019,7 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
         if (loc == LM_NONE)
             goto fail;
         /* Counted here, where the site's record was just read. */
-        count_event(s, r, &s->locs[loc].c);
+        count_event(s, r, &s->locs[loc].ev);
         if (r->kind != LM_REC_ALLOC)
             ops[k++] = lm_op_make(
                 lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, loc,
@@ -1042,10 +1053,10 @@ int lm_state_reserve_locs(struct lm_state *s, uint32_t n)
     return resize_locs(s, cap);
 }
 
-void lm_state_lend_locs(struct lm_state *part, struct lm_loc *locs,
-                        uint32_t nlocs)
+void lm_state_lend_sides(struct lm_state *part, struct lm_heap_side *sides,
+                         uint32_t nlocs)
 {
-    part->locs = locs;
+    part->sides = sides;
     part->nlocs = nlocs;
     part->locs_lent = 1;
 }
@@ -1079,7 +1090,7 @@ static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
     if (lm_op_kind(op) == LM_OP_ALLOC || lm_op_kind(op) == LM_OP_REALLOC_NEW)
         return slot;
     if (lm_heap_peek_hashed(&s->heap, op->hash, &blk, &slot))
-        prefetch_heap_side(&s->locs[blk.loc]);
+        prefetch_heap_side(&s->sides[blk.loc]);
     return slot;
 }
 
@@ -1138,7 +1149,7 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
 void lm_state_absorb(struct lm_state *s, struct lm_state *part)
 {
     /* s applied no operation: the part's blocks and overrides are the
-     * profile's, and its pending overrides are in s's records already. */
+     * profile's, and its pending overrides are in s's heap sides already. */
     assert(s->heap.count == 0 && s->novr == 0 && s->nevicted == 0);
     struct lm_heapmap heap = s->heap;
     struct lm_override *ovr = s->ovr;
@@ -1159,8 +1170,8 @@ void lm_state_absorb(struct lm_state *s, struct lm_state *part)
      * (modulo 2^64) where the blocks they released were counted here. */
     for (uint32_t i = 0; i < s->nlocs; i++) {
         struct lm_loc *l = &s->locs[i];
-        l->c.live_bytes += l->split_bytes;
-        l->c.live_blocks += l->split_blocks;
+        s->sides[i].live_bytes += l->split_bytes;
+        s->sides[i].live_blocks += l->split_blocks;
         l->split_bytes = l->split_blocks = 0;
     }
     part->heap = heap; /* s's own, empty, freed with the part */
@@ -1168,6 +1179,20 @@ void lm_state_absorb(struct lm_state *s, struct lm_state *part)
     part->ovr_cap = ovr_cap;
     part->ovr_index = ovr_index;
     lm_state_free(part);
+}
+
+void lm_state_counters(const struct lm_state *s, uint32_t loc,
+                       struct lm_counters *c)
+{
+    const struct lm_heap_side *l = &s->sides[loc];
+    const struct lm_event_counters *e = &s->locs[loc].ev;
+
+#define LM_COPY_LIVE(name) c->name = l->name;
+    LM_LIVE_COUNTERS(LM_COPY_LIVE)
+#undef LM_COPY_LIVE
+#define LM_COPY_EVENTS(name) c->name = e->name;
+    LM_EVENT_COUNTERS(LM_COPY_EVENTS)
+#undef LM_COPY_EVENTS
 }
 
 /* Name of a Lua location: chunk (or its alias) and line. */
@@ -1246,7 +1271,8 @@ uint64_t lm_state_memory(const struct lm_state *s)
 {
     const struct lm_symtab *t = &s->sym;
 
-    return lm_heap_memory(&s->heap) + (uint64_t)s->locs_cap * sizeof(*s->locs) +
+    return lm_heap_memory(&s->heap) +
+           (uint64_t)s->locs_cap * (sizeof(*s->locs) + sizeof(*s->sides)) +
            (uint64_t)s->ovr_cap * sizeof(*s->ovr) +
            LM_SITE_CACHE * sizeof(*s->site_cache) +
            ((uint64_t)s->loc_index.mask + 1 + s->ovr_index.mask + 1 +

@@ -11,10 +11,13 @@
 #include "lm_hindex.h"
 #include "lm_symtab.h"
 
-/* Per-location counters (X-macro: one list for the struct and the JSON). */
-#define LM_COUNTERS(_)                                                         \
+/* Per-location counters (X-macro: one list for the struct and the JSON):
+ * the live ones, which the heap side changes, and the event ones, which
+ * each event at the site adds to (kept apart: see struct lm_loc). */
+#define LM_LIVE_COUNTERS(_)                                                    \
     _(live_bytes)                                                              \
-    _(live_blocks)                                                             \
+    _(live_blocks)
+#define LM_EVENT_COUNTERS(_)                                                   \
     _(alloc_events)                                                            \
     _(alloc_bytes)                                                             \
     _(realloc_events)                                                          \
@@ -22,6 +25,7 @@
     _(realloc_old_bytes)                                                       \
     _(free_events)                                                             \
     _(free_bytes)
+#define LM_COUNTERS(_) LM_LIVE_COUNTERS(_) LM_EVENT_COUNTERS(_)
 
 struct lm_counters {
 #define LM_COUNTER_FIELD(name) uint64_t name;
@@ -60,22 +64,31 @@ struct lm_ovr_evicted {
     struct lm_ovr_pending p;
 };
 
+/* A location's event counters, which every event at the site adds to. */
+struct lm_event_counters {
+#define LM_EVENT_FIELD(name) uint64_t name;
+    LM_EVENT_COUNTERS(LM_EVENT_FIELD)
+#undef LM_EVENT_FIELD
+};
+
 /*
  * A location: where events say they happened, keyed with the symbol epoch
  * that was current when it was first seen.  When a new epoch replaces that
  * symbol, the location is retired: it keeps its counters and name, and
  * later events at the same key open a new location.
  *
- * Three cache lines, by who touches them.  The first holds what the heap
- * side changes: the pending overrides and the live counters (the first
- * two of struct lm_counters), so a released block's owner costs one line
- * and a new block's site one.  The second holds the event counters, the
- * third the rest of the key: what a site's event reads and counts.  With
- * two threads, each line has one writer (see lm_par.h).
+ * What an event reads and counts at its site: the event counters and the
+ * key, two lines of one 128-byte pair (the pair a core's prefetcher
+ * fetches together).  Its live counts and pending overrides, which the
+ * heap side changes, are its struct lm_heap_side, in a table of their
+ * own: with two threads (see lm_par.h), the thread that reads the stream
+ * writes only location records and the worker only heap sides, so that
+ * no line one of them writes shares a pair with a line of the other's.
+ * With both in one 192-byte record, the two threads took 4% more time
+ * (bench/README.md, "Heap sides in a table of their own").
  */
 struct lm_loc {
-    struct lm_ovr_pending pending[LM_OVR_PENDING];
-    struct lm_counters c;
+    struct lm_event_counters ev;
     union { /* the key, as in struct lm_loc_ref */
         uint64_t addr;
         uint64_t traceno;
@@ -89,26 +102,29 @@ struct lm_loc {
     uint8_t source;
     uint8_t retired;
     /* Blocks made here by operations split off for a worker (see
-     * lm_state_split), not yet in c: counted by the thread that reads
-     * the stream, on a line it reads anyway, so that the worker's
-     * operation for a new block touches no location record.  Folded
-     * into c by lm_state_absorb. */
+     * lm_state_split), not yet in the heap side's live counts: counted
+     * by the thread that reads the stream, on a line it reads anyway, so
+     * that the worker's operation for a new block touches no location.
+     * Folded into the live counts by lm_state_absorb. */
     uint64_t split_bytes;
     uint64_t split_blocks;
+} __attribute__((aligned(128)));
+
+_Static_assert(sizeof(struct lm_loc) == 128,
+               "a location's event counters and key in one pair of lines");
+
+/*
+ * What the heap side changes of a location: the live counts and the
+ * pending overrides, one line, so that a released block's owner costs
+ * one line and a new block's site one.  Beside the location records, at
+ * the same index.
+ */
+struct lm_heap_side {
+    struct lm_ovr_pending pending[LM_OVR_PENDING];
+    uint64_t live_bytes, live_blocks;
 } __attribute__((aligned(64)));
 
-/* The lines of a location record, as the prefetches of lm_state.c take
- * them. */
-#define LM_LOC_HEAP_LINE  0
-#define LM_LOC_EVENT_LINE 1
-_Static_assert(
-    offsetof(struct lm_loc, c.live_blocks) / 64 == LM_LOC_HEAP_LINE &&
-        offsetof(struct lm_loc, c.alloc_events) / 64 == LM_LOC_EVENT_LINE &&
-        offsetof(struct lm_loc, c.free_bytes) / 64 == LM_LOC_EVENT_LINE &&
-        offsetof(struct lm_loc, split_blocks) / 64 == LM_LOC_EVENT_LINE + 1 &&
-        offsetof(struct lm_loc, line) / 64 == LM_LOC_EVENT_LINE + 1 &&
-        sizeof(struct lm_loc) == 192,
-    "a location's heap side and event counters on their own lines");
+_Static_assert(sizeof(struct lm_heap_side) == 64, "a heap side in one line");
 
 /* What a realloc or free site released of another site's blocks. */
 struct lm_override {
@@ -167,9 +183,10 @@ struct lm_state {
     struct lm_symtab sym;
     struct lm_heapmap heap;
 
-    struct lm_loc *locs;
+    struct lm_loc *locs;        /* a part has none */
+    struct lm_heap_side *sides; /* beside locs */
     uint32_t nlocs, locs_cap, max_locs;
-    uint8_t locs_lent;          /* a part's: the main state's records */
+    uint8_t locs_lent;          /* a part's: the main state's heap sides */
     uint64_t direct_bytes;      /* from the limits; a reader may change it
                                  * between feeds (e.g. to share the caches) */
     struct lm_hindex loc_index; /* current locations by key */
@@ -276,9 +293,9 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
  * records (a part may be using them): 0, or -1 when out of memory. */
 int lm_state_reserve_locs(struct lm_state *s, uint32_t n);
 
-/* Lends part the main state's first nlocs location records. */
-void lm_state_lend_locs(struct lm_state *part, struct lm_loc *locs,
-                        uint32_t nlocs);
+/* Lends part the main state's first nlocs heap sides. */
+void lm_state_lend_sides(struct lm_state *part, struct lm_heap_side *sides,
+                         uint32_t nlocs);
 
 /* Applies operations in order to s (a part, or a state of its own). */
 int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
@@ -287,6 +304,10 @@ int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
 /* Gives s, which applied no operation, a part's blocks, overrides and
  * totals, and frees the part. */
 void lm_state_absorb(struct lm_state *s, struct lm_state *part);
+
+/* The counters of location loc (below s->nlocs). */
+void lm_state_counters(const struct lm_state *s, uint32_t loc,
+                       struct lm_counters *c);
 
 /*
  * Formats the location's name as Tarantool's parser prints it (see

@@ -63,7 +63,7 @@ static uint64_t allocs_named(const struct lm_state *s, const char *name)
     for (uint32_t i = 0; i < s->nlocs; i++) {
         lm_state_loc_name(s, i, buf, sizeof(buf));
         if (strcmp(buf, name) == 0)
-            n += s->locs[i].c.alloc_events;
+            n += s->locs[i].ev.alloc_events;
     }
     return n;
 }

@@ -32,13 +32,14 @@ static uint32_t loc_named(const struct lm_state *s, const char *name)
     return found;
 }
 
-static const struct lm_counters *counters(const struct lm_state *s,
-                                          const char *name)
+static struct lm_counters counters(const struct lm_state *s, const char *name)
 {
     uint32_t id = loc_named(s, name);
+    struct lm_counters c;
 
     CU_ASSERT_FATAL(id != LM_NONE);
-    return &s->locs[id].c;
+    lm_state_counters(s, id, &c);
+    return c;
 }
 
 static void begin_r3(struct lm_buf *b)
@@ -165,23 +166,23 @@ static void test_heap_delta_exact(void)
     CU_ASSERT_EQUAL(s->totals.alloc_bytes, 100 + 50 + 10 + 80 + 5);
     CU_ASSERT_EQUAL(s->totals.freed_bytes, 50 + 100 + 10 + 7);
 
-    const struct lm_counters *c = counters(s, "@h.lua:1");
-    CU_ASSERT_EQUAL(c->alloc_events, 2);
-    CU_ASSERT_EQUAL(c->alloc_bytes, 150);
-    CU_ASSERT_EQUAL(c->live_bytes, 0);
-    CU_ASSERT_EQUAL(c->live_blocks, 0);
+    struct lm_counters c = counters(s, "@h.lua:1");
+    CU_ASSERT_EQUAL(c.alloc_events, 2);
+    CU_ASSERT_EQUAL(c.alloc_bytes, 150);
+    CU_ASSERT_EQUAL(c.live_bytes, 0);
+    CU_ASSERT_EQUAL(c.live_blocks, 0);
     c = counters(s, "@h.lua:3");
-    CU_ASSERT_EQUAL(c->realloc_events, 1);
-    CU_ASSERT_EQUAL(c->realloc_new_bytes, 80);
-    CU_ASSERT_EQUAL(c->realloc_old_bytes, 50);
-    CU_ASSERT_EQUAL(c->live_bytes, 80);
-    CU_ASSERT_EQUAL(c->live_blocks, 1);
+    CU_ASSERT_EQUAL(c.realloc_events, 1);
+    CU_ASSERT_EQUAL(c.realloc_new_bytes, 80);
+    CU_ASSERT_EQUAL(c.realloc_old_bytes, 50);
+    CU_ASSERT_EQUAL(c.live_bytes, 80);
+    CU_ASSERT_EQUAL(c.live_blocks, 1);
     c = counters(s, "@h.lua:4");
-    CU_ASSERT_EQUAL(c->free_events, 1);
-    CU_ASSERT_EQUAL(c->free_bytes, 100);
+    CU_ASSERT_EQUAL(c.free_events, 1);
+    CU_ASSERT_EQUAL(c.free_bytes, 100);
     c = counters(s, "INTERNAL");
-    CU_ASSERT_EQUAL(c->free_events, 2);
-    CU_ASSERT_EQUAL(c->free_bytes, 17);
+    CU_ASSERT_EQUAL(c.free_events, 2);
+    CU_ASSERT_EQUAL(c.free_bytes, 17);
 
     /* Overrides: who released whose blocks. */
     uint32_t novr = 0;
@@ -240,14 +241,14 @@ static void test_proto_epochs(void)
     run(&p, &b, LM_DONE);
 
     const struct lm_state *s = &p.state;
-    const struct lm_counters *old = counters(s, "@h.lua:3");
-    const struct lm_counters *cur = counters(s, "@other.lua:3");
-    CU_ASSERT_EQUAL(old->alloc_events, 2);
-    CU_ASSERT_EQUAL(old->free_events, 1);
-    CU_ASSERT_EQUAL(old->live_bytes, 0);
-    CU_ASSERT_EQUAL(cur->alloc_events, 1);
-    CU_ASSERT_EQUAL(cur->free_events, 1);
-    CU_ASSERT_EQUAL(cur->live_bytes, 32);
+    struct lm_counters old = counters(s, "@h.lua:3");
+    struct lm_counters cur = counters(s, "@other.lua:3");
+    CU_ASSERT_EQUAL(old.alloc_events, 2);
+    CU_ASSERT_EQUAL(old.free_events, 1);
+    CU_ASSERT_EQUAL(old.live_bytes, 0);
+    CU_ASSERT_EQUAL(cur.alloc_events, 1);
+    CU_ASSERT_EQUAL(cur.free_events, 1);
+    CU_ASSERT_EQUAL(cur.live_bytes, 32);
     CU_ASSERT_EQUAL(s->sym.nprotos, 2);
     lm_profile_free(&p);
     lm_buf_free(&b);
@@ -277,11 +278,11 @@ static void test_trace_epochs(void)
     run(&p, &b, LM_DONE);
 
     const struct lm_state *s = &p.state;
-    CU_ASSERT_EQUAL(counters(s, "TRACE [1] started at @h.lua:4")->alloc_events,
+    CU_ASSERT_EQUAL(counters(s, "TRACE [1] started at @h.lua:4").alloc_events,
                     1);
-    CU_ASSERT_EQUAL(counters(s, "TRACE [1] started at @j.lua:9")->alloc_events,
+    CU_ASSERT_EQUAL(counters(s, "TRACE [1] started at @j.lua:9").alloc_events,
                     2);
-    CU_ASSERT_EQUAL(counters(s, "TRACE [7]")->alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(s, "TRACE [7]").alloc_events, 1);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
@@ -361,9 +362,9 @@ static void test_c_symbols(void)
     run(&p, &b, LM_DONE);
 
     const struct lm_state *s = &p.state;
-    CU_ASSERT_EQUAL(counters(s, "libx.so:first:0x7000")->alloc_events, 1);
-    CU_ASSERT_EQUAL(counters(s, "libx.so:inner:0x7040")->alloc_events, 2);
-    CU_ASSERT_EQUAL(counters(s, "CFUNC 0x10")->alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(s, "libx.so:first:0x7000").alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(s, "libx.so:inner:0x7040").alloc_events, 2);
+    CU_ASSERT_EQUAL(counters(s, "CFUNC 0x10").alloc_events, 1);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
@@ -384,8 +385,8 @@ static void test_c_symbol_renames_cached_location(void)
     lm_enc_alloc(&b, LM_REV_R3, &c, 0x20, 16);
     lm_enc_epilogue(&b);
     run(&p, &b, LM_DONE);
-    CU_ASSERT_EQUAL(counters(&p.state, "CFUNC 0x1000")->alloc_events, 1);
-    CU_ASSERT_EQUAL(counters(&p.state, "foo:0x1000")->alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "CFUNC 0x1000").alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "foo:0x1000").alloc_events, 1);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
@@ -405,7 +406,7 @@ static void test_trace_start_announced_later(void)
     lm_enc_epilogue(&b);
     run(&p, &b, LM_DONE);
     CU_ASSERT_EQUAL(
-        counters(&p.state, "TRACE [5] started at 0xabc:9")->alloc_events, 1);
+        counters(&p.state, "TRACE [5] started at 0xabc:9").alloc_events, 1);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
@@ -423,8 +424,8 @@ static void test_unknown_proto(void)
     lm_enc_alloc(&b, LM_REV_R3, &l, 0x20, 16);
     lm_enc_epilogue(&b);
     run(&p, &b, LM_DONE);
-    CU_ASSERT_EQUAL(counters(&p.state, "0xabc:7")->alloc_events, 1);
-    CU_ASSERT_EQUAL(counters(&p.state, "@late.lua:7")->alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "0xabc:7").alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "@late.lua:7").alloc_events, 1);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
@@ -444,8 +445,8 @@ static void test_overwritten_block(void)
     CU_ASSERT_EQUAL(p.state.totals.live_bytes, 40);
     CU_ASSERT_EQUAL(p.state.totals.live_blocks, 1);
     CU_ASSERT_EQUAL(p.state.totals.overwritten_blocks, 1);
-    CU_ASSERT_EQUAL(counters(&p.state, "@h.lua:1")->live_bytes, 0);
-    CU_ASSERT_EQUAL(counters(&p.state, "@h.lua:2")->live_bytes, 40);
+    CU_ASSERT_EQUAL(counters(&p.state, "@h.lua:1").live_bytes, 0);
+    CU_ASSERT_EQUAL(counters(&p.state, "@h.lua:2").live_bytes, 40);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
@@ -1004,10 +1005,12 @@ static void check_threads_agree(uint64_t budget, size_t chunk,
         memcmp(&one.state.totals, &two.state.totals, sizeof(struct lm_totals)),
         0);
     CU_ASSERT_EQUAL_FATAL(one.state.nlocs, two.state.nlocs);
-    for (uint32_t l = 0; l < one.state.nlocs; l++)
-        CU_ASSERT_EQUAL(memcmp(&one.state.locs[l].c, &two.state.locs[l].c,
-                               sizeof(struct lm_counters)),
-                        0);
+    for (uint32_t l = 0; l < one.state.nlocs; l++) {
+        struct lm_counters c1, c2;
+        lm_state_counters(&one.state, l, &c1);
+        lm_state_counters(&two.state, l, &c2);
+        CU_ASSERT_EQUAL(memcmp(&c1, &c2, sizeof(c1)), 0);
+    }
     check_same_heap(&one.state, &two.state);
     char *expected = report_text(&one.state), *got = report_text(&two.state);
     CU_ASSERT_STRING_EQUAL(got, expected);

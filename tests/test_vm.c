@@ -87,7 +87,7 @@ static uint64_t allocs_at(const struct lm_state *s, const char *prefix,
         size_t ln = strlen(name);
         if (ln >= ls && strcmp(name + ln - ls, suffix) == 0 &&
             (prefix == NULL || strncmp(name, prefix, strlen(prefix)) == 0))
-            n += s->locs[i].c.alloc_events;
+            n += s->locs[i].ev.alloc_events;
     }
     return n;
 }
