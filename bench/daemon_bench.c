@@ -42,9 +42,19 @@ struct sub {
 
 static char dir[64], ingest[128], control[128];
 static char mark_name[512];
-static uint64_t *seen_ms; /* per probe mark: when a subscriber saw it */
+/* Per probe mark: when a subscriber saw it, when the snapshot that first
+ * counted it was taken, and when the probe's snapshot before that one was
+ * (which the mark missed if it came before). */
+static uint64_t *seen_ms, *taken_ms, *before_ms;
 static size_t seen_cap;
 static uint64_t marks_seen;
+static uint64_t last_taken_ms; /* the probe's previous snapshot */
+/* How late each of the probe's snapshots was taken, against the one
+ * before and the interval (ms; a timer's lateness moves every mark). */
+static double *tick_late;
+static size_t nticks, ticks_cap;
+static uint64_t first_tick_ms, first_tick_seq;
+static unsigned probe_interval_ms;
 
 static uint64_t wall_ms(void)
 {
@@ -203,6 +213,8 @@ static void subscribe(struct sub *s, uint32_t pid, unsigned interval_ms)
     sr.options = &o;
     sr.has_interval_ms = 1;
     sr.interval_ms = interval_ms;
+    if (pid != 0)
+        probe_interval_ms = interval_ms;
     req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
     req.subscribe = &sr;
     s->probe = pid != 0;
@@ -223,10 +235,32 @@ static void note_marks(const Ljmp__Snapshot *snap, uint64_t now)
                 if (marks_seen == seen_cap) {
                     seen_cap = seen_cap ? 2 * seen_cap : 1024;
                     seen_ms = realloc(seen_ms, seen_cap * sizeof(*seen_ms));
+                    taken_ms = realloc(taken_ms, seen_cap * sizeof(*taken_ms));
+                    before_ms =
+                        realloc(before_ms, seen_cap * sizeof(*before_ms));
                 }
+                taken_ms[marks_seen] = snap->time_ms;
+                before_ms[marks_seen] = last_taken_ms;
                 seen_ms[marks_seen++] = now;
             }
         }
+    /* Against the schedule of the probe's timer (libevent's persistent
+     * timers keep to it), from its second snapshot (the first is sent at
+     * once); the earliest is taken as on time. */
+    if (snap->seq >= 2) {
+        if (first_tick_ms == 0) {
+            first_tick_ms = snap->time_ms;
+            first_tick_seq = snap->seq;
+        }
+        if (nticks == ticks_cap) {
+            ticks_cap = ticks_cap ? 2 * ticks_cap : 256;
+            tick_late = realloc(tick_late, ticks_cap * sizeof(*tick_late));
+        }
+        tick_late[nticks++] =
+            (double)snap->time_ms - (double)first_tick_ms -
+            (double)(snap->seq - first_tick_seq) * probe_interval_ms;
+    }
+    last_taken_ms = snap->time_ms;
 }
 
 /* Reads what a subscriber has; parses whole frames. */
@@ -424,20 +458,46 @@ static void report_latency(const char *out, unsigned interval_ms)
 {
     FILE *f = fopen(out, "r");
     double *lat = calloc(marks_seen + 1, sizeof(*lat));
-    size_t n = 0;
+    double *sent = calloc(marks_seen + 1, sizeof(*sent));
+    double *missed = calloc(marks_seen + 1, sizeof(*missed));
+    size_t n = 0, nmissed = 0;
     unsigned long long k, t;
 
-    while (f != NULL && fscanf(f, "%llu %llu", &k, &t) == 2)
-        if (k >= 1 && k <= marks_seen && seen_ms[k - 1] >= t)
-            lat[n++] = (double)(seen_ms[k - 1] - t);
+    while (f != NULL && fscanf(f, "%llu %llu", &k, &t) == 2) {
+        if (k < 1 || k > marks_seen || seen_ms[k - 1] < t)
+            continue;
+        sent[n] = (double)seen_ms[k - 1] - (double)taken_ms[k - 1];
+        lat[n++] = (double)(seen_ms[k - 1] - t);
+        /* Made before a snapshot that did not count it: how late. */
+        if (before_ms[k - 1] >= t)
+            missed[nmissed++] = (double)(before_ms[k - 1] - t);
+    }
     if (f != NULL)
         fclose(f);
     qsort(lat, n, sizeof(*lat), cmp_double);
+    qsort(sent, n, sizeof(*sent), cmp_double);
+    qsort(missed, nmissed, sizeof(*missed), cmp_double);
+    /* The earliest tick is the schedule's zero. */
+    qsort(tick_late, nticks, sizeof(*tick_late), cmp_double);
+    for (size_t i = nticks; i-- > 0;)
+        tick_late[i] -= tick_late[0];
     printf("latency alloc->subscriber: %zu marks, p50 %.0f ms, p99 %.0f ms, "
            "max %.0f ms (interval %u ms; target p99 <= %u ms)\n",
            n, pct(lat, n, 0.5), pct(lat, n, 0.99), n ? lat[n - 1] : 0,
            interval_ms, interval_ms + 50);
+    /* Where the time goes: a snapshot's way from ljmpd's clock to the
+     * subscriber, and marks that a snapshot taken after them missed (the
+     * VM's buffer, ljmpd's queues) and by how much. */
+    printf("latency parts: the probe's snapshots taken late p50 %.0f ms, "
+           "p99 %.0f ms; taken->received p50 %.0f ms, p99 %.0f ms; %zu "
+           "marks missed a snapshot taken after them, by up to %.0f ms "
+           "(median %.0f)\n",
+           pct(tick_late, nticks, 0.5), pct(tick_late, nticks, 0.99),
+           pct(sent, n, 0.5), pct(sent, n, 0.99), nmissed,
+           nmissed ? missed[nmissed - 1] : 0, pct(missed, nmissed, 0.5));
     free(lat);
+    free(sent);
+    free(missed);
 }
 
 static void stop_pid(pid_t pid)

@@ -98,10 +98,9 @@ static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
         resp.snapshot = snap;
         if (note[0] != '\0')
             resp.note = note;
-        if (protobuf_c_message_get_packed_size(&resp.base) <=
-                LJMP_WIRE_MAX_FRAME ||
-            o->top <= 1) {
-            int rc = peer_send(p, &resp);
+        size_t size = protobuf_c_message_get_packed_size(&resp.base);
+        if (size <= LJMP_WIRE_MAX_FRAME || o->top <= 1) {
+            int rc = peer_send_sized(p, &resp, size);
             arena_free(&a);
             if (rc == 0)
                 p->srv->counters.snapshots_sent++;

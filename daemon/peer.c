@@ -177,10 +177,16 @@ static void peer_close_after_flush(struct peer *p)
 
 int peer_send(struct peer *p, const Ljmp__Response *resp)
 {
+    return peer_send_sized(p, resp,
+                           protobuf_c_message_get_packed_size(&resp->base));
+}
+
+int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n)
+{
+    struct evbuffer_iovec v;
+
     if (p->gone)
         return 0; /* served all the same; nobody reads the answer */
-    size_t n = protobuf_c_message_get_packed_size(&resp->base);
-    struct evbuffer_iovec v;
 
     if (n > LJMP_WIRE_MAX_FRAME) {
         log_error("control %llu: a %zu-byte response is over the frame limit",
@@ -203,6 +209,15 @@ int peer_send(struct peer *p, const Ljmp__Response *resp)
                             (uint8_t *)v.iov_base + LJMP_WIRE_HEADER);
     v.iov_len = LJMP_WIRE_HEADER + n;
     evbuffer_commit_space(p->out, &v, 1);
+    /*
+     * Written at once, as far as the socket takes it: subscribers who
+     * subscribed together tick together, and a snapshot left for the next
+     * turn of the loop waited for all the others to be built (100
+     * subscribers: 42 ms at the median, 137 at p99).  What is left, a
+     * hard error included, is the write event's (peer_write), which also
+     * lets a closing peer go once its output is out.
+     */
+    (void)evbuffer_write(p->out, p->fd);
     event_add(p->wev, NULL);
     /* A client that does not read its answers gets no more until it
      * does: the queue stays bounded. */
