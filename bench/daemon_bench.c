@@ -280,12 +280,19 @@ static void sub_read(struct sub *s)
         uint32_t len = ljmp_wire_get_len(s->buf + off);
         if (s->len - off < LJMP_WIRE_HEADER + (size_t)len)
             break;
+        /* Only the probe's are unpacked: a hundred subscribers' 6 MB a
+         * second kept this one process, at nice 0 among the busy VMs,
+         * from reading the probe's in time. */
+        if (!s->probe) {
+            s->snapshots++;
+            off += LJMP_WIRE_HEADER + len;
+            continue;
+        }
         Ljmp__Response *r =
             ljmp__response__unpack(NULL, len, s->buf + off + LJMP_WIRE_HEADER);
         if (r != NULL && r->body_case == LJMP__RESPONSE__BODY_SNAPSHOT) {
             s->snapshots++;
-            if (s->probe)
-                note_marks(r->snapshot, now);
+            note_marks(r->snapshot, now);
         }
         if (r != NULL)
             ljmp__response__free_unpacked(r, NULL);

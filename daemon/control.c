@@ -104,6 +104,14 @@ static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
             arena_free(&a);
             if (rc == 0)
                 p->srv->counters.snapshots_sent++;
+            /* The next deltas run from what this one showed. */
+            if (rc == 0 && bases != NULL &&
+                snapshot_advance_bases(p->srv, o, bases) != 0) {
+                log_error("control %llu: out of memory keeping what a "
+                          "snapshot showed; the next deltas run from before",
+                          (unsigned long long)p->id);
+                return -1;
+            }
             return rc;
         }
         arena_free(&a);

@@ -156,8 +156,9 @@ struct session {
      * the loop reads them under mu (session_lock). */
     pthread_mutex_t mu;
     struct lm_profile prof;
-    uint64_t stream_bytes;   /* fed to the decoder */
-    struct lm_groups groups; /* its locations by name, for views */
+    uint64_t stream_bytes;     /* fed to the decoder */
+    struct lm_groups groups;   /* its locations by name, for views */
+    struct session_view *view; /* what this turn's snapshots see (snapshot.c) */
 
     /* The loop's: jobs out from job_head on, oldest first; with as many
      * out as session_jobs_max() allows, the socket is not read. */
@@ -253,6 +254,8 @@ struct server {
     struct op_list ops; /* attach and detach requests waiting for a VM */
     unsigned nlive, nended, npeers, nsubscribers, npending;
     uint64_t next_session_id, next_peer_id;
+    uint64_t views_taken; /* sessions' views for snapshots (snapshot.c) */
+    uint64_t parts_turn;  /* the loop turn whose packed parts they keep */
     uint64_t start_ms;
     struct server_counters counters;
     struct feed *feed;

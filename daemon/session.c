@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ljmpd.h"
+#include "snapshot.h"
 #include "lm_encoder.h"
 #include "log.h"
 
@@ -244,6 +245,7 @@ void session_free(struct session *s)
     if (s->rec != NULL)
         recording_finish(s->rec, s);
     s->rec = NULL;
+    snapshot_view_free(s);
     lm_groups_free(&s->groups);
     lm_profile_free(&s->prof);
     csyms_free(&s->csyms);

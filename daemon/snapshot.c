@@ -1,7 +1,10 @@
 /* Builds snapshot messages from sessions' live state: top locations by a
  * key, with deltas and rates against a subscriber's previous view. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include "snapshot.h"
 
@@ -323,7 +326,7 @@ static Ljmp__Location *make_location(struct arena *a, const struct rows *rows,
     return m;
 }
 
-static struct session_base *find_base(struct snapshot_bases *bases,
+static struct session_base *find_base(const struct snapshot_bases *bases,
                                       uint64_t session_id)
 {
     for (size_t i = 0; i < bases->n; i++)
@@ -332,47 +335,166 @@ static struct session_base *find_base(struct snapshot_bases *bases,
     return NULL;
 }
 
-/* Moves the subscriber's view of s to now; -1 when out of memory. */
-static int update_base(struct snapshot_bases *bases, struct session_base *b,
-                       const struct session *s, const struct rows *rows,
-                       uint64_t now)
+/*
+ * A session as the snapshots of one turn of the event loop see it, and
+ * the parts they were made of.  The first snapshot of a turn takes the
+ * session's counters under its lock; the others share them, and a part
+ * already packed for the same options and the same base: subscribers who
+ * subscribed together tick together, and with 100 of them each snapshot
+ * built and packed the same 33 sessions again (about 300 us of CPU each;
+ * on a busy machine the last of a burst was taken 200 ms late).
+ */
+#define VIEW_PARTS 8 /* parts kept a turn; more are packed for one use */
+
+struct view_part {
+    uint32_t top;
+    Ljmp__SortKey sort;
+    uint64_t base_view; /* the view the subscriber's base came from; 0: none */
+    /* The part as a Snapshot's sessions field: the field's tag byte, then
+     * the length and the packed SessionSnapshot. */
+    uint8_t *field;
+    size_t len;
+};
+
+struct session_view {
+    uint64_t turn;            /* the loop's turn it was taken in */
+    uint64_t id;              /* unique among the server's views */
+    uint64_t at_ms;           /* when (monotonic) */
+    struct lm_counters *rows; /* per name group (s->groups) */
+    uint32_t nrows, rows_cap;
+    struct lm_totals totals;
+    uint64_t stream_bytes, memory_bytes;
+    uint32_t nlocs;
+    struct view_part parts[VIEW_PARTS];
+    unsigned nparts;
+};
+
+/* The tag byte of Snapshot.sessions (field 4, length-delimited). */
+#define SESSIONS_FIELD_TAG (4 << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+
+static void view_drop_parts(struct session_view *v)
 {
+    for (unsigned i = 0; i < v->nparts; i++)
+        free(v->parts[i].field);
+    v->nparts = 0;
+}
+
+void snapshot_view_free(struct session *s)
+{
+    if (s->view == NULL)
+        return;
+    view_drop_parts(s->view);
+    free(s->view->rows);
+    free(s->view);
+    s->view = NULL;
+}
+
+/* The loop's turn: the time it cached when its callbacks began. */
+static uint64_t loop_turn(const struct server *srv)
+{
+    struct timeval tv;
+
+    if (event_base_gettimeofday_cached(srv->base, &tv) != 0)
+        return 0;
+    return (uint64_t)tv.tv_sec * 1000000 + (uint64_t)tv.tv_usec;
+}
+
+static int view_is_current(const struct session *s, uint64_t turn)
+{
+    return s->view != NULL && turn != 0 && s->view->turn == turn;
+}
+
+/* Takes the session's view for this turn; under its lock.  -1 when out of
+ * memory. */
+static int view_take(struct server *srv, struct session *s, uint64_t turn,
+                     uint64_t now)
+{
+    struct session_view *v = s->view;
+
+    if (v == NULL && (v = s->view = calloc(1, sizeof(*v))) == NULL)
+        return -1;
+    view_drop_parts(v);
+    v->turn = 0; /* not current until whole */
+    if (lm_groups_update(&s->groups, &s->prof.state) != 0)
+        return -1;
+    if (v->rows_cap < s->groups.n) {
+        uint32_t cap = s->groups.n;
+        struct lm_counters *rows = realloc(v->rows, cap * sizeof(*rows));
+        if (rows == NULL)
+            return -1;
+        v->rows = rows;
+        v->rows_cap = cap;
+    }
+    v->nrows = s->groups.n;
+    if (v->nrows > 0)
+        lm_groups_sum(&s->groups, &s->prof.state, v->rows);
+    v->totals = s->prof.state.totals;
+    v->stream_bytes = s->stream_bytes;
+    v->nlocs = s->prof.state.nlocs;
+    v->memory_bytes = lm_state_memory(&s->prof.state);
+    v->at_ms = now;
+    v->id = ++srv->views_taken;
+    v->turn = turn;
+    return 0;
+}
+
+/* The session's totals as its view has them. */
+static Ljmp__Totals *view_totals(struct arena *a, const struct session_view *v)
+{
+    Ljmp__Totals *t = arena_alloc(a, sizeof(*t));
+
+    if (t == NULL)
+        return NULL;
+    fill_totals(t, &v->totals, v->stream_bytes);
+    t->has_locations = t->has_memory_bytes = 1;
+    t->locations = v->nlocs;
+    t->memory_bytes = v->memory_bytes;
+    return t;
+}
+
+/* Moves the subscriber's view of s to s's view; -1 when out of memory. */
+static int update_base(struct snapshot_bases *bases, struct session_base *b,
+                       const struct session *s)
+{
+    const struct session_view *v = s->view;
+
     if (b == NULL) {
         if (bases->n == bases->cap) {
             size_t cap = bases->cap ? 2 * bases->cap : 4;
-            struct session_base *v = realloc(bases->v, cap * sizeof(*v));
-            if (v == NULL)
+            struct session_base *nv = realloc(bases->v, cap * sizeof(*nv));
+            if (nv == NULL)
                 return -1;
-            bases->v = v;
+            bases->v = nv;
             bases->cap = cap;
         }
         b = &bases->v[bases->n++];
         memset(b, 0, sizeof(*b));
         b->session_id = s->id;
     }
-    if (b->nlocs < rows->n) {
-        struct loc_base *v = realloc(b->locs, rows->n * sizeof(*v));
-        if (v == NULL)
+    if (b->nlocs < v->nrows) {
+        struct loc_base *locs = realloc(b->locs, v->nrows * sizeof(*locs));
+        if (locs == NULL)
             return -1;
-        b->locs = v;
+        b->locs = locs;
     }
-    for (uint32_t id = 0; id < rows->n; id++)
-        b->locs[id] = row_now(&rows->c[id]);
-    b->nlocs = rows->n;
-    b->totals = s->prof.state.totals;
-    b->stream_bytes = s->stream_bytes;
-    b->time_ms = now;
+    for (uint32_t id = 0; id < v->nrows; id++)
+        b->locs[id] = row_now(&v->rows[id]);
+    b->nlocs = v->nrows;
+    b->totals = v->totals;
+    b->stream_bytes = v->stream_bytes;
+    b->time_ms = v->at_ms;
+    b->view_id = v->id;
     b->seen = 1;
     return 0;
 }
 
 /* Session counters minus the base's, for the snapshot's delta. */
-static Ljmp__Totals *make_delta(struct arena *a, const struct session *s,
+static Ljmp__Totals *make_delta(struct arena *a, const struct session_view *v,
                                 const struct session_base *b)
 {
     Ljmp__Totals *t = arena_alloc(a, sizeof(*t));
-    struct lm_totals d = s->prof.state.totals;
-    uint64_t stream = s->stream_bytes;
+    struct lm_totals d = v->totals;
+    uint64_t stream = v->stream_bytes;
 
     if (t == NULL)
         return NULL;
@@ -392,22 +514,23 @@ static Ljmp__Totals *make_delta(struct arena *a, const struct session *s,
 }
 
 static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
-                                           const struct snapshot_opts *o,
-                                           const struct session_base *b,
-                                           struct rows *rows, uint64_t now)
+                                           uint32_t top, Ljmp__SortKey sort,
+                                           const struct session_base *b)
 {
+    const struct session_view *v = s->view;
     Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
-    uint64_t end = s->end_ms != 0 && s->end_ms < now ? s->end_ms : now;
+    uint64_t end =
+        s->end_ms != 0 && s->end_ms < v->at_ms ? s->end_ms : v->at_ms;
     uint64_t from = b != NULL ? b->time_ms : s->start_ms;
     double seconds = end > from ? (double)(end - from) / 1000.0 : 0;
-    size_t top = o->top < SNAPSHOT_MAX_TOP ? o->top : SNAPSHOT_MAX_TOP;
+    struct rows rows = {&s->groups, v->rows, v->nrows};
 
     if (ss == NULL)
         return NULL;
     ljmp__session_snapshot__init(ss);
     if ((ss->info = snapshot_info(a, s)) == NULL ||
-        (ss->totals = snapshot_totals(a, s)) == NULL ||
-        (ss->delta = make_delta(a, s, b)) == NULL)
+        (ss->totals = view_totals(a, v)) == NULL ||
+        (ss->delta = make_delta(a, v, b)) == NULL)
         return NULL;
     ss->has_alloc_bytes_per_s = ss->has_events_per_s = 1;
     ss->alloc_bytes_per_s = per_second(ss->delta->alloc_bytes, seconds);
@@ -417,98 +540,172 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
     struct ranked *heap = arena_alloc(a, top * sizeof(*heap));
     if (heap == NULL)
         return NULL;
-    size_t n = select_top(rows, b, o->sort, heap, top);
+    size_t n = select_top(&rows, b, sort, heap, top);
     ss->top = arena_alloc(a, (n ? n : 1) * sizeof(*ss->top));
     if (ss->top == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        if ((ss->top[i] = make_location(a, rows, b, heap[i].id, seconds)) ==
+        if ((ss->top[i] = make_location(a, &rows, b, heap[i].id, seconds)) ==
             NULL)
             return NULL;
     ss->n_top = n;
     return ss;
 }
 
-/* The session's rows now: names brought up to date, counters summed. */
-static int make_rows(struct arena *a, struct session *s, struct rows *rows)
+/*
+ * A session's part of a snapshot, from its view of this turn, as a packed
+ * sessions field (*field, *len): kept in the view for the next snapshot
+ * of the turn with the same options and base, or in the arena if the view
+ * keeps enough.  -1 when out of memory.
+ */
+static int view_part(struct arena *a, struct session *s,
+                     const struct snapshot_opts *o,
+                     const struct session_base *b, const uint8_t **field,
+                     size_t *len)
 {
-    if (lm_groups_update(&s->groups, &s->prof.state) != 0)
+    struct session_view *v = s->view;
+    uint32_t top = o->top < SNAPSHOT_MAX_TOP ? o->top : SNAPSHOT_MAX_TOP;
+    uint64_t base_view = b != NULL ? b->view_id : 0;
+
+    for (unsigned i = 0; i < v->nparts; i++) {
+        const struct view_part *p = &v->parts[i];
+        if (p->top == top && p->sort == o->sort && p->base_view == base_view) {
+            *field = p->field;
+            *len = p->len;
+            return 0;
+        }
+    }
+    /* Packed as a Snapshot of this one session: its bytes are the
+     * sessions field, tag and length included, which protobuf-c writes. */
+    struct arena tmp = {0};
+    Ljmp__SessionSnapshot *ss = make_session(&tmp, s, top, o->sort, b);
+    Ljmp__Snapshot one = LJMP__SNAPSHOT__INIT;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    int keep = v->nparts < VIEW_PARTS;
+    if (ss != NULL) {
+        one.n_sessions = 1;
+        one.sessions = &ss;
+        n = ljmp__snapshot__get_packed_size(&one);
+        buf = keep ? malloc(n) : arena_alloc(a, n);
+    }
+    if (buf != NULL)
+        ljmp__snapshot__pack(&one, buf);
+    arena_free(&tmp);
+    if (buf == NULL)
         return -1;
-    rows->groups = &s->groups;
-    rows->n = s->groups.n;
-    rows->c = arena_alloc(a, (rows->n ? rows->n : 1) * sizeof(*rows->c));
-    if (rows->c == NULL)
-        return -1;
-    lm_groups_sum(&s->groups, &s->prof.state, rows->c);
+    assert(n > 1 && buf[0] == SESSIONS_FIELD_TAG);
+    if (keep)
+        v->parts[v->nparts++] =
+            (struct view_part){top, o->sort, base_view, buf, n};
+    *field = buf;
+    *len = n;
     return 0;
 }
 
-/* A session's part of a snapshot, under its lock; NULL when out of
- * memory. */
-static Ljmp__SessionSnapshot *session_part(struct arena *a, struct session *s,
-                                           const struct snapshot_opts *opts,
-                                           struct snapshot_bases *bases,
-                                           uint64_t now)
+/*
+ * Brings the views of the matching sessions to this turn.  Sessions a
+ * feed thread holds come last, in a second pass: by then their jobs (a
+ * few hundred microseconds each) are usually done, and the loop waits at
+ * most for the slowest, not for each in turn.  A busy machine may have
+ * preempted the thread mid-job; waiting one after another, 100
+ * subscribers' snapshots of 33 sessions lost up to 60 ms at a time.
+ */
+static int take_views(struct server *srv, const struct snapshot_opts *opts,
+                      uint64_t turn, uint64_t now)
 {
-    struct session_base *b = bases ? find_base(bases, s->id) : NULL;
-    Ljmp__SessionSnapshot *ss;
-    struct rows rows;
-
-    if (make_rows(a, s, &rows) != 0 ||
-        (ss = make_session(a, s, opts, b, &rows, now)) == NULL ||
-        (bases != NULL && update_base(bases, b, s, &rows, now) != 0))
-        return NULL;
-    return ss;
+    for (int pass = 0; pass < 2; pass++) {
+        struct session *s;
+        TAILQ_FOREACH(s, &srv->sessions, link)
+        {
+            if (!snapshot_matches(s, opts) || view_is_current(s, turn))
+                continue;
+            if (pass == 0 && session_trylock(s) != 0)
+                continue;
+            if (pass == 1)
+                session_lock(s);
+            int rc = view_take(srv, s, turn, now);
+            session_unlock(s);
+            if (rc != 0)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_opts *opts,
-                               struct snapshot_bases *bases, uint64_t now)
+                               const struct snapshot_bases *bases, uint64_t now)
 {
     Ljmp__Snapshot *snap = arena_alloc(a, sizeof(*snap));
+    uint64_t turn = loop_turn(srv), oldest = now;
     struct session *s;
-    size_t n = 0;
+    size_t n = 0, i = 0;
 
     if (snap == NULL)
         return NULL;
     ljmp__snapshot__init(snap);
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    n += snapshot_matches(s, opts);
-    snap->sessions = arena_alloc(a, (n ? n : 1) * sizeof(*snap->sessions));
-    if (snap->sessions == NULL)
-        return NULL;
-    for (size_t i = 0; bases != NULL && i < bases->n; i++)
-        bases->v[i].seen = 0;
-    /*
-     * Sessions a feed thread holds come last, in a second pass: by then
-     * their jobs (a few hundred microseconds each) are usually done, and
-     * the loop waits at most for the slowest, not for each in turn.  A
-     * busy machine may have preempted the thread mid-job; waiting one
-     * after another, 100 subscribers' snapshots of 33 sessions lost up
-     * to 60 ms at a time.
-     */
-    for (int pass = 0; pass < 2; pass++) {
-        size_t i = 0;
+    /* Parts are kept for one turn only, so that they hold no more memory
+     * than the snapshots of a turn. */
+    if (turn != srv->parts_turn) {
         TAILQ_FOREACH(s, &srv->sessions, link)
         {
-            if (!snapshot_matches(s, opts))
-                continue;
-            if (pass == 0 ? session_trylock(s) != 0
-                          : snap->sessions[i] != NULL) {
-                i++;
-                continue;
-            }
-            if (pass == 1)
-                session_lock(s);
-            snap->sessions[i] = session_part(a, s, opts, bases, now);
-            session_unlock(s);
-            if (snap->sessions[i++] == NULL)
-                return NULL;
+            if (s->view != NULL)
+                view_drop_parts(s->view);
         }
-        snap->n_sessions = i;
+        srv->parts_turn = turn;
+    }
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    n += snapshot_matches(s, opts);
+    if (take_views(srv, opts, turn, now) != 0)
+        return NULL;
+    /* The parts go out as sessions fields that protobuf-c does not know
+     * it has: unknown fields, which it packs as they are. */
+    ProtobufCMessageUnknownField *parts =
+        arena_alloc(a, (n ? n : 1) * sizeof(*parts));
+    if (parts == NULL)
+        return NULL;
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
+        if (!snapshot_matches(s, opts))
+            continue;
+        const struct session_base *b = bases ? find_base(bases, s->id) : NULL;
+        const uint8_t *field;
+        size_t len;
+        if (view_part(a, s, opts, b, &field, &len) != 0)
+            return NULL;
+        parts[i].tag = 4;
+        parts[i].wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
+        parts[i].data = (uint8_t *)field + 1;
+        parts[i++].len = len - 1;
+        if (s->view->at_ms < oldest)
+            oldest = s->view->at_ms;
+    }
+    snap->base.n_unknown_fields = (unsigned)i;
+    snap->base.unknown_fields = parts;
+    snap->has_time_ms = 1;
+    snap->time_ms = wall_ms(oldest);
+    if ((snap->daemon = snapshot_daemon(a, srv)) == NULL)
+        return NULL;
+    return snap;
+}
+
+int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
+                           struct snapshot_bases *bases)
+{
+    struct session *s;
+
+    for (size_t i = 0; i < bases->n; i++)
+        bases->v[i].seen = 0;
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
+        if (!snapshot_matches(s, opts) || s->view == NULL)
+            continue;
+        if (update_base(bases, find_base(bases, s->id), s) != 0)
+            return -1;
     }
     /* Forget sessions that are gone. */
-    for (size_t i = 0; bases != NULL && i < bases->n;) {
+    for (size_t i = 0; i < bases->n;) {
         if (bases->v[i].seen) {
             i++;
             continue;
@@ -516,9 +713,5 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
         free(bases->v[i].locs);
         bases->v[i] = bases->v[--bases->n];
     }
-    snap->has_time_ms = 1;
-    snap->time_ms = wall_ms(now);
-    if ((snap->daemon = snapshot_daemon(a, srv)) == NULL)
-        return NULL;
-    return snap;
+    return 0;
 }

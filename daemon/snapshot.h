@@ -26,7 +26,8 @@ struct session_base {
     uint64_t stream_bytes;
     struct loc_base *locs;
     uint32_t nlocs;
-    int seen; /* matched by the latest snapshot */
+    uint64_t view_id; /* the session's view it was taken from */
+    int seen;         /* matched by the latest snapshot */
 };
 
 struct snapshot_bases {
@@ -55,12 +56,23 @@ Ljmp__DaemonCounters *snapshot_daemon(struct arena *a,
 /*
  * The sessions that match opts, newest last, each with its top locations.
  * bases (NULL for a one-shot snapshot) holds what the subscriber saw
- * before; it is updated to now.  Without a base, deltas and rates run from
- * the session's start.  Returns NULL when out of memory.
+ * before.  Without a base, deltas and rates run from the session's start.
+ * The snapshots of one turn of the event loop share the sessions' views:
+ * their counters as the first of them found them.  The sessions are in
+ * the message's unknown fields, packed.  Returns NULL when out of memory.
  */
 Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_opts *opts,
-                               struct snapshot_bases *bases, uint64_t now);
+                               const struct snapshot_bases *bases,
+                               uint64_t now);
+
+/* After a snapshot built for opts was sent: bases moved to what it showed,
+ * sessions gone forgotten.  -1 when out of memory. */
+int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
+                           struct snapshot_bases *bases);
+
+/* Frees a session's view (with the session). */
+void snapshot_view_free(struct session *s);
 
 /* Whether a session matches the selector parts of opts. */
 int snapshot_matches(const struct session *s, const struct snapshot_opts *o);

@@ -659,6 +659,113 @@ static void test_many_subscribers_and_a_stalled_one(void)
     CU_ASSERT_TRUE(daemon_up());
 }
 
+/* What one subscriber saw of a session: the sum of its deltas, and its
+ * last snapshot's totals and busiest row. */
+struct seen_deltas {
+    uint64_t alloc_events, free_events, alloc_bytes, row_events;
+    uint64_t last_alloc_events, last_free_events, last_alloc_bytes;
+    uint64_t last_row_events;
+    char row[256];
+    size_t max_top, snapshots;
+    int complete;
+};
+
+/* Adds a snapshot's part for pid; the busiest row is the one named in
+ * the first snapshot, followed by name. */
+static void add_deltas(struct seen_deltas *d, const Ljmp__SessionSnapshot *ss)
+{
+    d->snapshots++;
+    d->alloc_events += ss->delta->alloc_events;
+    d->free_events += ss->delta->free_events;
+    d->alloc_bytes += ss->delta->alloc_bytes;
+    d->last_alloc_events = ss->totals->alloc_events;
+    d->last_free_events = ss->totals->free_events;
+    d->last_alloc_bytes = ss->totals->alloc_bytes;
+    if (ss->n_top > d->max_top)
+        d->max_top = ss->n_top;
+    if (d->row[0] == '\0' && ss->n_top > 0)
+        snprintf(d->row, sizeof(d->row), "%s", ss->top[0]->name);
+    for (size_t i = 0; i < ss->n_top; i++)
+        if (strcmp(ss->top[i]->name, d->row) == 0) {
+            d->row_events += ss->top[i]->delta_alloc_events;
+            d->last_row_events = ss->top[i]->alloc_events;
+        }
+    d->complete = ss->info->state == LJMP__SESSION_STATE__COMPLETE;
+}
+
+/*
+ * Subscribers who subscribe together tick together and share the turn's
+ * views of the sessions (daemon/snapshot.c): each one's deltas still add
+ * up to the session's totals, for the session and for its busiest row,
+ * and options that differ (top 1 against top 50), or bases (intervals of
+ * 50 and 150 ms), get parts of their own.
+ */
+static void test_subscribers_ticking_together(void)
+{
+    enum { NSUB = 8 };
+    struct conn subs[NSUB];
+    struct seen_deltas seen[NSUB];
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
+    Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
+    char stop[200];
+
+    memset(seen, 0, sizeof(seen));
+    sr.has_interval_ms = 1;
+    sr.options = &o;
+    o.has_sort = o.has_top = 1;
+    o.sort = LJMP__SORT_KEY__SORT_ALLOC_BYTES;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sr;
+    for (int i = 0; i < NSUB; i++) {
+        /* Options differ (top) and bases do (intervals of 50 and 150 ms,
+         * whose ticks meet every third of the shorter's). */
+        o.top = i % 2 ? 1 : 50;
+        sr.interval_ms = i / 2 % 2 ? 150 : 50;
+        CU_ASSERT_EQUAL_FATAL(conn_open(&subs[i]), 0);
+        CU_ASSERT_NOT_EQUAL(conn_send(&subs[i], &req, -1), 0);
+    }
+    snprintf(stop, sizeof(stop), "%s/together.stop", test_dir);
+    unlink(stop);
+    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 300000, 10000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    sleep_ms(500); /* ten ticks or so while it streams */
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    /* Each reads until a snapshot shows the session complete. */
+    for (int i = 0; i < NSUB; i++) {
+        for (int k = 0; k < 2000 && !seen[i].complete; k++) {
+            Ljmp__Response *s = conn_recv(&subs[i], 5000);
+            if (s == NULL)
+                break;
+            const Ljmp__SessionSnapshot *ss = session_in(s, vm.pid);
+            if (ss != NULL)
+                add_deltas(&seen[i], ss);
+            ljmp__response__free_unpacked(s, NULL);
+        }
+        conn_close(&subs[i]);
+    }
+    for (int i = 0; i < NSUB; i++) {
+        const struct seen_deltas *d = &seen[i];
+        CU_ASSERT_TRUE(d->complete);
+        CU_ASSERT_TRUE(d->snapshots >= 3);
+        CU_ASSERT_TRUE(d->last_alloc_events > 100000);
+        CU_ASSERT_EQUAL(d->alloc_events, d->last_alloc_events);
+        CU_ASSERT_EQUAL(d->free_events, d->last_free_events);
+        CU_ASSERT_EQUAL(d->alloc_bytes, d->last_alloc_bytes);
+        CU_ASSERT_PTR_NOT_NULL(strstr(d->row, "busy.lua:"));
+        CU_ASSERT_EQUAL(d->row_events, d->last_row_events);
+        CU_ASSERT_TRUE(d->last_row_events > 100000);
+        CU_ASSERT_EQUAL(d->max_top > 1, i % 2 == 0);
+        /* Every subscriber saw the same session to its end. */
+        CU_ASSERT_EQUAL(d->last_alloc_events, seen[0].last_alloc_events);
+    }
+    CU_ASSERT_TRUE(daemon_up());
+}
+
 /* A session recorded from the middle: a complete file whose report has
  * the session's sites, with fewer events than the session. */
 static void test_record_mid_stream(void)
@@ -3427,6 +3534,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "two VMs at once", test_two_vms);
     CU_add_test(s, "50 subscribers and a stalled one",
                 test_many_subscribers_and_a_stalled_one);
+    CU_add_test(s, "subscribers ticking together: deltas add up",
+                test_subscribers_ticking_together);
     CU_add_test(s, "VM killed mid-stream", test_vm_killed);
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
