@@ -596,6 +596,21 @@ static uint64_t daemon_counter_dropped(void)
     return daemon_counter(offsetof(Ljmp__DaemonCounters, snapshots_dropped));
 }
 
+/* Starts busy.lua streaming until the file test_dir/name (its path into
+ * stop) exists, and waits until ljmpd has seen `events` of its events. */
+static struct vm busy_streaming(const char *name, char *stop, size_t len,
+                                uint64_t events)
+{
+    snprintf(stop, len, "%s/%s", test_dir, name);
+    unlink(stop);
+    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, events, 10000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return vm;
+}
+
 /*
  * 50 subscribers get snapshots while a VM streams; one more never reads:
  * its snapshots are dropped (and counted), the VM's session still
@@ -619,20 +634,14 @@ static void test_many_subscribers_and_a_stalled_one(void)
         CU_ASSERT_EQUAL_FATAL(conn_open(&subs[i]), 0);
         CU_ASSERT_NOT_EQUAL(conn_send(&subs[i], &req, -1), 0);
     }
-    snprintf(stop, sizeof(stop), "%s/busy.stop", test_dir);
-    unlink(stop);
-    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
-    Ljmp__Response *r = wait_session(vm.pid, 0, 200000, 10000);
-    CU_ASSERT_PTR_NOT_NULL(r);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
+    struct vm vm = busy_streaming("busy.stop", stop, sizeof(stop), 200000);
     /* Streaming goes on until the stalled subscriber has lost snapshots. */
     for (int i = 0; i < 500 && daemon_counter_dropped() == 0; i++)
         sleep_ms(20);
     CU_ASSERT_TRUE(daemon_counter_dropped() > 0);
     fclose(fopen(stop, "w"));
     CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
-    r = wait_session(vm.pid, 1, 0, 5000);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(session_in(r, vm.pid)->info->state,
                     LJMP__SESSION_STATE__COMPLETE);
@@ -725,13 +734,7 @@ static void test_subscribers_ticking_together(void)
         CU_ASSERT_EQUAL_FATAL(conn_open(&subs[i]), 0);
         CU_ASSERT_NOT_EQUAL(conn_send(&subs[i], &req, -1), 0);
     }
-    snprintf(stop, sizeof(stop), "%s/together.stop", test_dir);
-    unlink(stop);
-    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
-    Ljmp__Response *r = wait_session(vm.pid, 0, 300000, 10000);
-    CU_ASSERT_PTR_NOT_NULL(r);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
+    struct vm vm = busy_streaming("together.stop", stop, sizeof(stop), 300000);
     sleep_ms(500); /* ten ticks or so while it streams */
     fclose(fopen(stop, "w"));
     CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
@@ -772,19 +775,14 @@ static void test_record_mid_stream(void)
 {
     char stop[200], args[512], busy[300];
 
-    snprintf(stop, sizeof(stop), "%s/mid.stop", test_dir);
-    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
-    Ljmp__Response *r = wait_session(vm.pid, 0, 100000, 10000);
-    CU_ASSERT_PTR_NOT_NULL(r);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
+    struct vm vm = busy_streaming("mid.stop", stop, sizeof(stop), 100000);
     snprintf(args, sizeof(args), "record %d -o '%s/mid.bin' --no-wait",
              (int)vm.pid, test_dir);
     CU_ASSERT_EQUAL(ljmpctl(args, "mid.out"), 0);
     sleep_ms(100);
     fclose(fopen(stop, "w"));
     CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
-    r = wait_session(vm.pid, 1, 0, 5000);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     const Ljmp__SessionSnapshot *s = session_in(r, vm.pid);
     uint64_t session_allocs = s->totals->alloc_events;
@@ -815,15 +813,10 @@ static void test_vm_killed(void)
 {
     char stop[200], args[64];
 
-    snprintf(stop, sizeof(stop), "%s/never.stop", test_dir);
-    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
-    Ljmp__Response *r = wait_session(vm.pid, 0, 50000, 10000);
-    CU_ASSERT_PTR_NOT_NULL(r);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
+    struct vm vm = busy_streaming("never.stop", stop, sizeof(stop), 50000);
     kill(vm.pid, SIGKILL);
     CU_ASSERT_EQUAL(vm_wait(&vm, 5000), -1);
-    r = wait_session(vm.pid, 1, 0, 5000);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     const Ljmp__SessionSnapshot *s = session_in(r, vm.pid);
     CU_ASSERT_EQUAL(s->info->state, LJMP__SESSION_STATE__TRUNCATED);
@@ -3448,12 +3441,7 @@ static void test_daemon_killed(void)
 {
     char stop[200];
 
-    snprintf(stop, sizeof(stop), "%s/busy2.stop", test_dir);
-    struct vm vm = vm_start("busy.lua", stop, "30", 1, 0);
-    Ljmp__Response *r = wait_session(vm.pid, 0, 20000, 10000);
-    CU_ASSERT_PTR_NOT_NULL(r);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
+    struct vm vm = busy_streaming("busy2.stop", stop, sizeof(stop), 20000);
     kill(daemon_pid, SIGKILL);
     waitpid(daemon_pid, NULL, 0);
     daemon_pid = -1;
