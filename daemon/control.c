@@ -30,6 +30,8 @@ struct subscription {
     struct event *timer;
     uint64_t seq, dropped, last_ms;
     struct snapshot_bases bases;
+    TAILQ_ENTRY(subscription) due_link; /* in srv->due, if due */
+    int due;
 };
 
 /* Reads the options of a snapshot or subscription; -1 (and the peer told)
@@ -72,9 +74,10 @@ static int read_opts(struct peer *p, uint64_t id,
  * half the rows per session, and o->top stays lowered (a subscription's
  * next ones fit at once); the response says so.
  */
-static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
-                         struct snapshot_bases *bases, uint64_t seq,
-                         double interval_s, uint64_t dropped)
+static int send_snapshot_in_turn(struct peer *p, uint64_t id,
+                                 struct snapshot_opts *o,
+                                 struct snapshot_bases *bases, uint64_t seq,
+                                 double interval_s, uint64_t dropped)
 {
     uint64_t now = now_ms();
     char note[96] = "";
@@ -106,12 +109,11 @@ static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
                 p->srv->counters.snapshots_sent++;
             /* The next deltas run from what this one showed. */
             if (rc == 0 && bases != NULL &&
-                snapshot_advance_bases(p->srv, o, bases) != 0) {
+                snapshot_advance_bases(p->srv, o, bases) != 0)
                 log_error("control %llu: out of memory keeping what a "
-                          "snapshot showed; the next deltas run from before",
+                          "snapshot showed; some of the next deltas run "
+                          "from an earlier one",
                           (unsigned long long)p->id);
-                return -1;
-            }
             return rc;
         }
         arena_free(&a);
@@ -120,6 +122,19 @@ static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
                  "top lowered to %u rows per session to fit a frame", o->top);
         log_warn("control %llu: %s", (unsigned long long)p->id, note);
     }
+}
+
+/* The same in a turn of its own, unless one is open (see snapshot.h). */
+static int send_snapshot(struct peer *p, uint64_t id, struct snapshot_opts *o,
+                         struct snapshot_bases *bases, uint64_t seq,
+                         double interval_s, uint64_t dropped)
+{
+    int opened = snapshot_turn_begin(p->srv);
+    int rc = send_snapshot_in_turn(p, id, o, bases, seq, interval_s, dropped);
+
+    if (opened)
+        snapshot_turn_end(p->srv);
+    return rc;
 }
 
 static void do_list(struct peer *p, const Ljmp__Request *req)
@@ -177,6 +192,8 @@ void control_subscription_free(struct subscription *sub)
 {
     struct server *srv = sub->peer->srv;
 
+    if (sub->due)
+        TAILQ_REMOVE(&srv->due, sub, due_link);
     sub->peer->sub = NULL;
     event_free(sub->timer);
     snapshot_bases_free(&sub->bases);
@@ -185,19 +202,17 @@ void control_subscription_free(struct subscription *sub)
 }
 
 /*
- * A subscription's tick.  While the peer's queue is over its bound, no
- * snapshot is built: the next one that is sent runs from the previous one
- * that was, so the skipped ones are coalesced into it (snapshots are
- * cumulative) and only the drop is counted.  Ingest never waits.
+ * A subscription's snapshot that is due.  While the peer's queue is over
+ * its bound, no snapshot is built: the next one that is sent runs from the
+ * previous one that was, so the skipped ones are coalesced into it
+ * (snapshots are cumulative) and only the drop is counted.  Ingest never
+ * waits.
  */
-static void subscription_tick(evutil_socket_t fd, short what, void *arg)
+static void subscription_send(struct subscription *sub)
 {
-    struct subscription *sub = arg;
     struct peer *p = sub->peer;
     uint64_t now = now_ms();
 
-    (void)fd;
-    (void)what;
     if (evbuffer_get_length(p->out) > p->srv->cfg.peer_queue) {
         sub->dropped++;
         p->srv->counters.snapshots_dropped++;
@@ -207,6 +222,43 @@ static void subscription_tick(evutil_socket_t fd, short what, void *arg)
     send_snapshot(p, sub->request_id, &sub->opts, &sub->bases, sub->seq,
                   (double)(now - sub->last_ms) / 1000.0, sub->dropped);
     sub->last_ms = now;
+}
+
+/*
+ * A subscription's timer.  Its snapshot waits for the callback below, with
+ * the others whose timers fire in this turn of the loop: subscribers who
+ * subscribed together tick together, and built in one callback their
+ * snapshots share the sessions' views (see snapshot.h).
+ */
+static void subscription_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct subscription *sub = arg;
+    struct server *srv = sub->peer->srv;
+
+    (void)fd;
+    (void)what;
+    if (sub->due)
+        return;
+    sub->due = 1;
+    TAILQ_INSERT_TAIL(&srv->due, sub, due_link);
+    /* At the same priority, after the timers already active. */
+    event_active(srv->snapshots_due, 0, 0);
+}
+
+void control_snapshots_due(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *srv = arg;
+    struct subscription *sub;
+
+    (void)fd;
+    (void)what;
+    snapshot_turn_begin(srv);
+    while ((sub = TAILQ_FIRST(&srv->due)) != NULL) {
+        TAILQ_REMOVE(&srv->due, sub, due_link);
+        sub->due = 0;
+        subscription_send(sub);
+    }
+    snapshot_turn_end(srv);
 }
 
 static void do_subscribe(struct peer *p, const Ljmp__Request *req)

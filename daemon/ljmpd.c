@@ -757,6 +757,7 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->pending_records);
     TAILQ_INIT(&srv->ops);
     TAILQ_INIT(&srv->recordings);
+    TAILQ_INIT(&srv->due);
     srv->rec_bell = (struct bell){.efd = -1};
     srv->start_ms = now_ms();
     wall_ms(srv->start_ms);
@@ -786,11 +787,16 @@ static int server_start(struct server *srv)
         srv->base, on_control, srv,
         LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, cfd);
     srv->tick = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
+    srv->snapshots_due =
+        event_new(srv->base, -1, 0, control_snapshots_due, srv);
+    if (srv->snapshots_due != NULL)
+        event_priority_set(srv->snapshots_due, PRIO_CONTROL);
     srv->backoff = evtimer_new(srv->base, on_backoff_over, srv);
     srv->sigterm = evsignal_new(srv->base, SIGTERM, on_stop_signal, srv);
     srv->sigint = evsignal_new(srv->base, SIGINT, on_stop_signal, srv);
     if (srv->ingest == NULL || srv->control == NULL || srv->tick == NULL ||
-        srv->backoff == NULL || srv->sigterm == NULL || srv->sigint == NULL) {
+        srv->snapshots_due == NULL || srv->backoff == NULL ||
+        srv->sigterm == NULL || srv->sigint == NULL) {
         log_error("out of memory setting up the event loop");
         return -1;
     }
@@ -835,6 +841,8 @@ static void server_free(struct server *srv)
         unlink(srv->cfg.control_path);
     if (srv->tick != NULL)
         event_free(srv->tick);
+    if (srv->snapshots_due != NULL)
+        event_free(srv->snapshots_due);
     if (srv->watchdog != NULL)
         event_free(srv->watchdog);
     if (srv->backoff != NULL)

@@ -234,6 +234,7 @@ TAILQ_HEAD(pending_record_list, pending_record);
 TAILQ_HEAD(recording_list, recording);
 struct op_wait;
 TAILQ_HEAD(op_list, op_wait);
+TAILQ_HEAD(subscription_list, subscription);
 
 /* How a helper thread wakes the loop: an eventfd the loop watches, whose
  * callback (cb) answers it with bell_answer() and takes the work done. */
@@ -254,8 +255,12 @@ struct server {
     struct op_list ops; /* attach and detach requests waiting for a VM */
     unsigned nlive, nended, npeers, nsubscribers, npending;
     uint64_t next_session_id, next_peer_id;
-    uint64_t views_taken; /* sessions' views for snapshots (snapshot.c) */
-    uint64_t parts_turn;  /* the loop turn whose packed parts they keep */
+    /* Snapshots built together share sessions' views (snapshot.h): the
+     * subscriptions whose snapshots are due, built by one callback. */
+    struct subscription_list due;
+    struct event *snapshots_due;
+    uint64_t snapshot_turn, views_taken;
+    int snapshot_turn_open;
     uint64_t start_ms;
     struct server_counters counters;
     struct feed *feed;
@@ -460,6 +465,8 @@ void attach_peer_gone(struct peer *p);
 /* control.c */
 void control_dispatch(struct peer *p, const Ljmp__Request *req);
 void control_subscription_free(struct subscription *sub);
+/* srv->snapshots_due's callback: builds the snapshots that are due. */
+void control_snapshots_due(evutil_socket_t fd, short what, void *arg);
 void control_expire_records(struct server *srv, uint64_t now);
 void control_session_started(struct server *srv, struct session *s);
 /* Drops what the peer left waiting (record requests). */

@@ -1,11 +1,9 @@
 /* Builds snapshot messages from sessions' live state: top locations by a
  * key, with deltas and rates against a subscriber's previous view. */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/event.h>
-
+#include "log.h"
 #include "snapshot.h"
 
 #define ARENA_BLOCK 65536
@@ -336,13 +334,14 @@ static struct session_base *find_base(const struct snapshot_bases *bases,
 }
 
 /*
- * A session as the snapshots of one turn of the event loop see it, and
- * the parts they were made of.  The first snapshot of a turn takes the
+ * A session as the snapshots of one turn see it (see snapshot.h), and the
+ * parts they were made of.  The first snapshot of a turn takes the
  * session's counters under its lock; the others share them, and a part
  * already packed for the same options and the same base: subscribers who
  * subscribed together tick together, and with 100 of them each snapshot
  * built and packed the same 33 sessions again (about 300 us of CPU each;
- * on a busy machine the last of a burst was taken 200 ms late).
+ * on a busy machine the last of a burst was taken 200 ms late).  Views go
+ * at the end of their turn.
  */
 #define VIEW_PARTS 8 /* parts kept a turn; more are packed for one use */
 
@@ -389,19 +388,27 @@ void snapshot_view_free(struct session *s)
     s->view = NULL;
 }
 
-/* The loop's turn: the time it cached when its callbacks began. */
-static uint64_t loop_turn(const struct server *srv)
+int snapshot_turn_begin(struct server *srv)
 {
-    struct timeval tv;
-
-    if (event_base_gettimeofday_cached(srv->base, &tv) != 0)
+    if (srv->snapshot_turn_open)
         return 0;
-    return (uint64_t)tv.tv_sec * 1000000 + (uint64_t)tv.tv_usec;
+    srv->snapshot_turn_open = 1;
+    srv->snapshot_turn++;
+    return 1;
+}
+
+void snapshot_turn_end(struct server *srv)
+{
+    struct session *s;
+
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    snapshot_view_free(s);
+    srv->snapshot_turn_open = 0;
 }
 
 static int view_is_current(const struct session *s, uint64_t turn)
 {
-    return s->view != NULL && turn != 0 && s->view->turn == turn;
+    return s->view != NULL && s->view->turn == turn;
 }
 
 /* Takes the session's view for this turn; under its lock.  -1 when out of
@@ -467,11 +474,15 @@ static int update_base(struct snapshot_bases *bases, struct session_base *b,
             bases->v = nv;
             bases->cap = cap;
         }
-        b = &bases->v[bases->n++];
+        /* Counted once whole: a half-made base would pass for one. */
+        b = &bases->v[bases->n];
         memset(b, 0, sizeof(*b));
         b->session_id = s->id;
-    }
-    if (b->nlocs < v->nrows) {
+        if (v->nrows > 0 &&
+            (b->locs = malloc(v->nrows * sizeof(*b->locs))) == NULL)
+            return -1;
+        bases->n++;
+    } else if (b->nlocs < v->nrows) {
         struct loc_base *locs = realloc(b->locs, v->nrows * sizeof(*locs));
         if (locs == NULL)
             return -1;
@@ -592,9 +603,16 @@ static int view_part(struct arena *a, struct session *s,
     if (buf != NULL)
         ljmp__snapshot__pack(&one, buf);
     arena_free(&tmp);
+    /* Snapshot has no field below 4, so the sessions field comes first. */
+    if (buf != NULL && (n < 2 || buf[0] != SESSIONS_FIELD_TAG)) {
+        log_error("a snapshot's session packed as %zu bytes from %#x", n,
+                  buf[0]);
+        if (keep)
+            free(buf);
+        buf = NULL;
+    }
     if (buf == NULL)
         return -1;
-    assert(n > 1 && buf[0] == SESSIONS_FIELD_TAG);
     if (keep)
         v->parts[v->nparts++] =
             (struct view_part){top, o->sort, base_view, buf, n};
@@ -638,23 +656,13 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_bases *bases, uint64_t now)
 {
     Ljmp__Snapshot *snap = arena_alloc(a, sizeof(*snap));
-    uint64_t turn = loop_turn(srv), oldest = now;
+    uint64_t turn = srv->snapshot_turn, oldest = now;
     struct session *s;
     size_t n = 0, i = 0;
 
     if (snap == NULL)
         return NULL;
     ljmp__snapshot__init(snap);
-    /* Parts are kept for one turn only, so that they hold no more memory
-     * than the snapshots of a turn. */
-    if (turn != srv->parts_turn) {
-        TAILQ_FOREACH(s, &srv->sessions, link)
-        {
-            if (s->view != NULL)
-                view_drop_parts(s->view);
-        }
-        srv->parts_turn = turn;
-    }
     TAILQ_FOREACH(s, &srv->sessions, link)
     n += snapshot_matches(s, opts);
     if (take_views(srv, opts, turn, now) != 0)

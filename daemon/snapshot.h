@@ -54,12 +54,22 @@ Ljmp__DaemonCounters *snapshot_daemon(struct arena *a,
                                       const struct server *srv);
 
 /*
- * The sessions that match opts, newest last, each with its top locations.
- * bases (NULL for a one-shot snapshot) holds what the subscriber saw
- * before.  Without a base, deltas and rates run from the session's start.
- * The snapshots of one turn of the event loop share the sessions' views:
- * their counters as the first of them found them.  The sessions are in
- * the message's unknown fields, packed.  Returns NULL when out of memory.
+ * Snapshots are built in turns: those of one turn share the sessions'
+ * views, their counters as the first of them found them, and the parts
+ * packed for the same options and base.  A turn is one callback of the
+ * loop, nothing else running between its snapshots: the subscriptions'
+ * ticks that came due together, or one request.  begin opens a turn
+ * unless one is open, and says whether it did; end frees the views.
+ */
+int snapshot_turn_begin(struct server *srv);
+void snapshot_turn_end(struct server *srv);
+
+/*
+ * The sessions that match opts, newest last, each with its top locations,
+ * in the open turn.  bases (NULL for a one-shot snapshot) holds what the
+ * subscriber saw before.  Without a base, deltas and rates run from the
+ * session's start.  The sessions are in the message's unknown fields,
+ * packed.  Returns NULL when out of memory.
  */
 Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_opts *opts,
