@@ -45,6 +45,7 @@ void lm_state_free(struct lm_state *s)
     lm_heap_free(&s->heap);
     lm_hindex_free(&s->loc_index);
     lm_hindex_free(&s->ovr_index);
+    /* A part has no records (NULL) and its heap sides are lent. */
     lm_table_free(s->locs, (size_t)s->locs_cap * sizeof(*s->locs));
     if (!s->locs_lent)
         lm_table_free(s->sides, (size_t)s->locs_cap * sizeof(*s->sides));

@@ -83,7 +83,9 @@ struct lm_event_counters {
  * heap side changes, are its struct lm_heap_side, in a table of their
  * own: with two threads (see lm_par.h), the thread that reads the stream
  * writes only location records and the worker only heap sides, so that
- * no line one of them writes shares a pair with a line of the other's.
+ * no line one of them writes shares a pair with a line of the other's
+ * (but for a new location's heap side, zeroed by the reader before the
+ * worker can name it).
  * With both in one 192-byte record, the two threads took 4% more time
  * (bench/README.md, "Heap sides in a table of their own").
  */
