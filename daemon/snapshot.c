@@ -109,17 +109,26 @@ static void fill_totals(Ljmp__Totals *t, const struct lm_totals *c,
     t->stream_bytes = stream_bytes;
 }
 
-Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s)
+/* A session's totals message, from its counters or from its view. */
+static Ljmp__Totals *make_totals(struct arena *a, const struct lm_totals *c,
+                                 uint64_t stream_bytes, uint32_t nlocs,
+                                 uint64_t memory_bytes)
 {
     Ljmp__Totals *t = arena_alloc(a, sizeof(*t));
 
     if (t == NULL)
         return NULL;
-    fill_totals(t, &s->prof.state.totals, s->stream_bytes);
+    fill_totals(t, c, stream_bytes);
     t->has_locations = t->has_memory_bytes = 1;
-    t->locations = s->prof.state.nlocs;
-    t->memory_bytes = lm_state_memory(&s->prof.state);
+    t->locations = nlocs;
+    t->memory_bytes = memory_bytes;
     return t;
+}
+
+Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s)
+{
+    return make_totals(a, &s->prof.state.totals, s->stream_bytes,
+                       s->prof.state.nlocs, lm_state_memory(&s->prof.state));
 }
 
 Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv)
@@ -445,20 +454,6 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
     return 0;
 }
 
-/* The session's totals as its view has them. */
-static Ljmp__Totals *view_totals(struct arena *a, const struct session_view *v)
-{
-    Ljmp__Totals *t = arena_alloc(a, sizeof(*t));
-
-    if (t == NULL)
-        return NULL;
-    fill_totals(t, &v->totals, v->stream_bytes);
-    t->has_locations = t->has_memory_bytes = 1;
-    t->locations = v->nlocs;
-    t->memory_bytes = v->memory_bytes;
-    return t;
-}
-
 /* Moves the subscriber's view of s to s's view; -1 when out of memory. */
 static int update_base(struct snapshot_bases *bases, struct session_base *b,
                        const struct session *s)
@@ -540,7 +535,8 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
         return NULL;
     ljmp__session_snapshot__init(ss);
     if ((ss->info = snapshot_info(a, s)) == NULL ||
-        (ss->totals = view_totals(a, v)) == NULL ||
+        (ss->totals = make_totals(a, &v->totals, v->stream_bytes, v->nlocs,
+                                  v->memory_bytes)) == NULL ||
         (ss->delta = make_delta(a, v, b)) == NULL)
         return NULL;
     ss->has_alloc_bytes_per_s = ss->has_events_per_s = 1;
