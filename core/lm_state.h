@@ -123,7 +123,9 @@ _Static_assert(sizeof(struct lm_loc) == 128,
  */
 struct lm_heap_side {
     struct lm_ovr_pending pending[LM_OVR_PENDING];
-    uint64_t live_bytes, live_blocks;
+#define LM_LIVE_FIELD(name) uint64_t name;
+    LM_LIVE_COUNTERS(LM_LIVE_FIELD)
+#undef LM_LIVE_FIELD
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct lm_heap_side) == 64, "a heap side in one line");
