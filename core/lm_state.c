@@ -730,10 +730,13 @@ static int is_event(const struct lm_record *r)
  * may change it.  (A middle stage that found the slot in the group before
  * prefetching it cost more instructions than the line it saved: s20m.bin
  * went from 2.66 to 2.38 s without it.)  The heap-only pipeline (see
- * locs_fit_in_cache) looks HEAP_FAR ahead: with 24, an AMD Zen 3 ran out
- * of miss buffers, and its prefetches waited for them.
+ * locs_fit_in_cache) and the worker's (see apply_ops) look HEAP_FAR
+ * ahead: with 24, an AMD Zen 3 ran out of miss buffers, and its prefetches
+ * waited for them; with 8, an AMD Zen 5 (1 MiB of L2, the heap map in its
+ * L3) waited for its misses, and 16 took 0.87 to 0.93 of the time, on one
+ * thread and on two (bench/README.md, "Prefetch distance on Zen 5").
  */
-enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 8 };
+enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 16 };
 
 /*
  * Where a location is read (see struct lm_loc): a site's event reads the
