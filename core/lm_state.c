@@ -853,17 +853,6 @@ static int locs_fit_in_cache(const struct lm_state *s)
     return (uint64_t)s->nlocs * LOC_BYTES < s->direct_bytes / 4;
 }
 
-/*
- * Operations read only the heap sides of the locations: 64 bytes each,
- * which stay in the cache for thousands of sites (s20m.bin's 5623 take
- * 360 KiB), so that finding the owner ahead costs a heap look-up more per
- * release and saves little: 0.93 to 0.96 of the time on two threads.
- */
-static int heap_lines_fit_in_cache(const struct lm_state *s)
-{
-    return (uint64_t)s->nlocs * sizeof(struct lm_heap_side) < s->direct_bytes;
-}
-
 /* Applies records in order, with the heap map planned `ahead` records
  * ahead (0: each record planned as it comes). */
 static HOT int apply_simple(struct lm_state *s, const struct lm_record *recs,
@@ -1065,80 +1054,127 @@ void lm_state_lend_sides(struct lm_state *part, struct lm_heap_side *sides,
     part->locs_lent = 1;
 }
 
+/*
+ * A released block's owner, whose heap side changes: its live counts fall
+ * and the releasing site is credited in its pending overrides.  The side
+ * is known only once the block's slot is read, and with thousands of
+ * sites it has left the cache by then (the heap map's traffic evicts it:
+ * 15% of the worker's samples were that one miss), so the change waits
+ * OWNER_LAG releases, with the side prefetched in the meantime.  The
+ * changes add up whatever their order; the totals, whose peak depends on
+ * it, change at once.
+ */
+struct owner_change {
+    uint32_t primary, site, allocated, freed;
+    uint8_t kind;
+};
+
+enum { OWNER_LAG = 8 }; /* a power of two */
+
+struct owner_lag {
+    struct owner_change c[OWNER_LAG];
+    uint32_t queued, applied;
+};
+
+static HOT int change_owner(struct lm_state *s, const struct owner_change *c,
+                            const char **err)
+{
+    struct lm_heap_side *owner = &s->sides[c->primary];
+
+    owner->live_bytes -= c->freed;
+    owner->live_blocks--;
+    if (note_override(s, c->kind, c->site, c->primary, c->allocated,
+                      c->freed) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies the changes still waiting: 0, or -1 when out of memory. */
+static int settle_owners(struct lm_state *s, struct owner_lag *lag,
+                         const char **err)
+{
+    while (lag->applied != lag->queued)
+        if (change_owner(s, &lag->c[lag->applied++ % OWNER_LAG], err) != 0)
+            return -1;
+    return 0;
+}
+
+/* release_block for an operation: the owner's change lags (see struct
+ * owner_change). */
+static HOT int release_lagged(struct lm_state *s, uint8_t kind, uint32_t site,
+                              uint64_t h, uint32_t allocated,
+                              struct owner_lag *lag, const char **err)
+{
+    struct lm_block blk;
+
+    if (!lm_heap_take_hashed(&s->heap, h, UINT32_MAX, &blk)) {
+        s->totals.unknown_frees++; /* allocated before profiling started */
+        return 0;
+    }
+    s->totals.live_bytes -= blk.size;
+    s->totals.live_blocks--;
+    prefetch_heap_side(&s->sides[blk.loc]);
+    if (lag->queued - lag->applied == OWNER_LAG &&
+        change_owner(s, &lag->c[lag->applied++ % OWNER_LAG], err) != 0)
+        return -1;
+    lag->c[lag->queued++ % OWNER_LAG] =
+        (struct owner_change){blk.loc, site, allocated, blk.size, kind};
+    return 0;
+}
+
 /* An operation's effect on blocks, live counts and overrides: the rest
  * of apply_event's, the event being counted by lm_state_split. */
 static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
-                        uint32_t oslot, const char **err)
+                        struct owner_lag *lag, const char **err)
 {
-    struct plan p = {.o = op->hash, .oslot = oslot};
-
     switch (lm_op_kind(op)) {
     case LM_OP_FREE:
-        return release_block(s, LM_EV_FREE, lm_op_loc(op), &p, 0, err);
+        return release_lagged(s, LM_EV_FREE, lm_op_loc(op), op->hash, 0, lag,
+                              err);
     case LM_OP_REALLOC_OLD:
-        return release_block(s, LM_EV_REALLOC, lm_op_loc(op), &p, op->size,
-                             err);
+        return release_lagged(s, LM_EV_REALLOC, lm_op_loc(op), op->hash,
+                              op->size, lag, err);
     default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW: the site counted */
         return put_block(s, lm_op_loc(op), op->hash, op->size, 0, err);
     }
 }
 
-/* plan_near for an operation: a released block's owner, whose live
- * counts fall (a new block's site was counted by lm_state_split); returns
- * where that block was seen. */
-static HOT uint32_t plan_op(struct lm_state *s, const struct lm_op *op)
-{
-    uint32_t slot = UINT32_MAX;
-    struct lm_block blk;
-
-    if (lm_op_kind(op) == LM_OP_ALLOC || lm_op_kind(op) == LM_OP_REALLOC_NEW)
-        return slot;
-    if (lm_heap_peek_hashed(&s->heap, op->hash, &blk, &slot))
-        prefetch_heap_side(&s->sides[blk.loc]);
-    return slot;
-}
-
-/* The same pipeline as lm_state_apply's, with the hashes already made:
- * the heap map planned `far` ahead and owners `near` ahead (near < far,
- * or both 0).  Inlined with constants, so that the loop for all but the
- * last `far` has no test of them. */
+/*
+ * lm_state_apply's pipeline for operations, whose hashes are made: the
+ * heap map planned `far` ahead (0 when it fits in the cache), and owners
+ * found only as their blocks are taken (see struct owner_change): a
+ * stage that looked the released block up ahead, to prefetch its owner,
+ * cost a probe more per release, and 1.05 to 1.08 of the time.
+ * Inlined with far constant, so that the loop for all but the last `far`
+ * has no test of it.
+ */
 static HOT int apply_ops_with(struct lm_state *s, const struct lm_op *ops,
-                              size_t n, const char **err, const size_t far,
-                              const size_t near)
+                              size_t n, const char **err, const size_t far)
 {
-    uint32_t oslot[RING];
+    struct owner_lag lag = {.queued = 0, .applied = 0};
     size_t i;
 
     for (i = 0; i < n && i < far; i++)
         lm_heap_prefetch(&s->heap, ops[i].hash);
-    for (i = 0; i < n && i < near; i++)
-        oslot[i % RING] = plan_op(s, &ops[i]);
     for (i = 0; far != 0 && i + far < n; i++) {
         lm_heap_prefetch(&s->heap, ops[i + far].hash);
-        if (near != 0)
-            oslot[(i + near) % RING] = plan_op(s, &ops[i + near]);
-        if (apply_op(s, &ops[i], near != 0 ? oslot[i % RING] : UINT32_MAX,
-                     err) != 0)
+        if (apply_op(s, &ops[i], &lag, err) != 0)
             return -1;
     }
-    for (; i < n; i++) {
-        if (near != 0 && i + near < n)
-            oslot[(i + near) % RING] = plan_op(s, &ops[i + near]);
-        if (apply_op(s, &ops[i], near != 0 ? oslot[i % RING] : UINT32_MAX,
-                     err) != 0)
+    for (; i < n; i++)
+        if (apply_op(s, &ops[i], &lag, err) != 0)
             return -1;
-    }
-    return 0;
+    return settle_owners(s, &lag, err);
 }
 
 static int apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
                      const char **err)
 {
     if (fits_in_cache(s))
-        return apply_ops_with(s, ops, n, err, 0, 0);
-    if (heap_lines_fit_in_cache(s))
-        return apply_ops_with(s, ops, n, err, HEAP_FAR, 0);
-    return apply_ops_with(s, ops, n, err, FAR, NEAR);
+        return apply_ops_with(s, ops, n, err, 0);
+    return apply_ops_with(s, ops, n, err, HEAP_FAR);
 }
 
 int lm_state_apply_ops(struct lm_state *s, const struct lm_op *ops, size_t n,
