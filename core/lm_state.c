@@ -415,14 +415,13 @@ static HOT struct lm_ovr_pending *pending_entry(struct lm_state *s,
     return last;
 }
 
-/* Credits a realloc/free site with releasing a block of primary (sizes
- * below 4 GiB, as the heap map holds them). */
-static HOT int note_override(struct lm_state *s, uint8_t kind, uint32_t site,
-                             uint32_t primary, uint32_t allocated,
-                             uint32_t freed)
+/* Credits a realloc/free site, named by its pending_tag(), with
+ * releasing a block of primary (sizes below 4 GiB, as the heap map holds
+ * them). */
+static HOT int note_override(struct lm_state *s, uint32_t tag, uint32_t primary,
+                             uint32_t allocated, uint32_t freed)
 {
-    struct lm_ovr_pending *p =
-        pending_entry(s, primary, pending_tag(kind, site));
+    struct lm_ovr_pending *p = pending_entry(s, primary, tag);
 
     if (p == NULL)
         return -1;
@@ -595,7 +594,8 @@ static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
         return 0;
     }
     unlink_block(s, blk);
-    if (note_override(s, kind, site, blk.loc, (uint32_t)nsize, blk.size) != 0) {
+    if (note_override(s, pending_tag(kind, site), blk.loc, (uint32_t)nsize,
+                      blk.size) != 0) {
         *err = "out of memory";
         return -1;
     }
@@ -1065,8 +1065,9 @@ void lm_state_lend_sides(struct lm_state *part, struct lm_heap_side *sides,
  * it, change at once.
  */
 struct owner_change {
-    uint32_t primary, site, allocated, freed;
-    uint8_t kind;
+    uint32_t primary;
+    uint32_t tag; /* the releasing site's pending_tag() */
+    uint32_t allocated, freed;
 };
 
 enum { OWNER_LAG = 8 }; /* a power of two */
@@ -1083,8 +1084,7 @@ static HOT int change_owner(struct lm_state *s, const struct owner_change *c,
 
     owner->live_bytes -= c->freed;
     owner->live_blocks--;
-    if (note_override(s, c->kind, c->site, c->primary, c->allocated,
-                      c->freed) != 0) {
+    if (note_override(s, c->tag, c->primary, c->allocated, c->freed) != 0) {
         *err = "out of memory";
         return -1;
     }
@@ -1119,8 +1119,8 @@ static HOT int release_lagged(struct lm_state *s, uint8_t kind, uint32_t site,
     if (lag->queued - lag->applied == OWNER_LAG &&
         change_owner(s, &lag->c[lag->applied++ % OWNER_LAG], err) != 0)
         return -1;
-    lag->c[lag->queued++ % OWNER_LAG] =
-        (struct owner_change){blk.loc, site, allocated, blk.size, kind};
+    lag->c[lag->queued++ % OWNER_LAG] = (struct owner_change){
+        blk.loc, pending_tag(kind, site), allocated, blk.size};
     return 0;
 }
 
