@@ -736,7 +736,7 @@ static int is_event(const struct lm_record *r)
  * L3) waited for its misses, and 16 took 0.87 to 0.93 of the time, on one
  * thread and on two (bench/README.md, "Prefetch distance on Zen 5").
  */
-enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 16 };
+enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 16, SPLIT_NEAR = 16 };
 
 /*
  * Where a location is read (see struct lm_loc): a site's event reads the
@@ -986,8 +986,11 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
 {
     uint64_t hashes[RING];
     /* Planned only when the locations are many: with a few, the one-entry
-     * cache nearly always holds the site, and compares without a hash. */
-    size_t near = locs_fit_in_cache(s) ? 0 : NEAR;
+     * cache nearly always holds the site, and compares without a hash.
+     * SPLIT_NEAR ahead, not NEAR: this loop does less per record than
+     * lm_state_apply's (no heap map), so a site's miss needs more records
+     * to hide it (16 took 0.96 of 8's time on two threads, AMD Zen 5). */
+    size_t near = locs_fit_in_cache(s) ? 0 : SPLIT_NEAR;
     size_t i, k = 0; /* locals: stores into ops could alias *nops */
 
     for (i = 0; i < n && i < near; i++)
