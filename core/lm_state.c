@@ -1065,7 +1065,9 @@ void lm_state_lend_sides(struct lm_state *part, struct lm_heap_side *sides,
  * 15% of the worker's samples were that one miss), so the change waits
  * OWNER_LAG releases, with the side prefetched in the meantime.  The
  * changes add up whatever their order; the totals, whose peak depends on
- * it, change at once.
+ * it, change at once.  When memory runs out, the changes still waiting
+ * are dropped: the stream cannot be applied whole, and a reader of two
+ * threads gets no profile (lm_par_finish fails).
  */
 struct owner_change {
     uint32_t primary;

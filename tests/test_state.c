@@ -1025,8 +1025,10 @@ static void test_threads_agree(void)
 {
     check_threads_agree(UINT64_MAX, 0, 0); /* no prefetching */
     check_threads_agree(1, 4096, 0);       /* the full pipeline, in chunks */
-    /* The heap map planned ahead, not the owners: 2000 locations' heap
-     * lines take 125 KiB, their records 375 KiB. */
+    /* Both threads change paths midway: the split plans sites ahead once
+     * 266 locations pass a quarter of the budget, the worker pipelines
+     * once its heap map and the locations pass all of it (2000 locations
+     * take 375 KiB). */
     check_threads_agree(200 << 10, 0, 0);
     /* A cap on locations that the table's growth meets (1024 -> 1500). */
     check_threads_agree(1, 0, 1500);
