@@ -1077,9 +1077,11 @@ struct owner_change {
 
 enum { OWNER_LAG = 8 }; /* a power of two */
 
+/* The last OWNER_LAG changes queued, in c[k % OWNER_LAG] for the k-th:
+ * once full, a queued change pushes out the oldest, which is applied. */
 struct owner_lag {
     struct owner_change c[OWNER_LAG];
-    uint32_t queued, applied;
+    size_t queued; /* releases queued in this call */
 };
 
 static HOT int change_owner(struct lm_state *s, const struct owner_change *c,
@@ -1100,8 +1102,10 @@ static HOT int change_owner(struct lm_state *s, const struct owner_change *c,
 static int settle_owners(struct lm_state *s, struct owner_lag *lag,
                          const char **err)
 {
-    while (lag->applied != lag->queued)
-        if (change_owner(s, &lag->c[lag->applied++ % OWNER_LAG], err) != 0)
+    size_t k = lag->queued > OWNER_LAG ? lag->queued - OWNER_LAG : 0;
+
+    for (; k < lag->queued; k++)
+        if (change_owner(s, &lag->c[k % OWNER_LAG], err) != 0)
             return -1;
     return 0;
 }
@@ -1121,11 +1125,12 @@ static HOT int release_lagged(struct lm_state *s, uint8_t kind, uint32_t site,
     s->totals.live_bytes -= blk.size;
     s->totals.live_blocks--;
     prefetch_heap_side(&s->sides[blk.loc]);
-    if (lag->queued - lag->applied == OWNER_LAG &&
-        change_owner(s, &lag->c[lag->applied++ % OWNER_LAG], err) != 0)
+    struct owner_change *c = &lag->c[lag->queued % OWNER_LAG];
+    if (lag->queued >= OWNER_LAG && change_owner(s, c, err) != 0)
         return -1;
-    lag->c[lag->queued++ % OWNER_LAG] = (struct owner_change){
-        blk.loc, pending_tag(kind, site), allocated, blk.size};
+    *c = (struct owner_change){blk.loc, pending_tag(kind, site), allocated,
+                               blk.size};
+    lag->queued++;
     return 0;
 }
 
@@ -1158,7 +1163,7 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
 static HOT int apply_ops_with(struct lm_state *s, const struct lm_op *ops,
                               size_t n, const char **err, const size_t far)
 {
-    struct owner_lag lag = {.queued = 0, .applied = 0};
+    struct owner_lag lag = {.queued = 0};
     size_t i;
 
     for (i = 0; i < n && i < far; i++)
