@@ -509,15 +509,24 @@ struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n)
     return o;
 }
 
-static HOT void unlink_block(struct lm_state *s, struct lm_block blk)
+static HOT void lower_owner(struct lm_state *s, uint32_t loc, uint64_t size)
 {
-    struct lm_heap_side *owner = &s->sides[blk.loc];
-    uint64_t size = blk.size;
+    struct lm_heap_side *owner = &s->sides[loc];
 
     owner->live_bytes -= size;
     owner->live_blocks--;
+}
+
+static HOT void lower_totals(struct lm_state *s, uint64_t size)
+{
     s->totals.live_bytes -= size;
     s->totals.live_blocks--;
+}
+
+static HOT void unlink_block(struct lm_state *s, struct lm_block blk)
+{
+    lower_owner(s, blk.loc, blk.size);
+    lower_totals(s, blk.size);
 }
 
 /* Records a new live block, whose address hashes to h, for loc; the
@@ -581,6 +590,40 @@ static HOT int add_block_at(struct lm_state *s, uint32_t loc, uint64_t naddr,
     return alloc_failed(s, naddr) ? 0 : add_block(s, loc, h, nsize, err);
 }
 
+/* What a release changes in its block's owner's heap side: its live
+ * counts fall, and the releasing site is credited in its pending
+ * overrides. */
+struct owner_change {
+    uint32_t primary;
+    uint32_t tag; /* the releasing site's pending_tag() */
+    uint32_t allocated, freed;
+};
+
+/* Applies a release to its block's owner: live counts and overrides. */
+static HOT int change_owner(struct lm_state *s, const struct owner_change *c,
+                            const char **err)
+{
+    lower_owner(s, c->primary, c->freed);
+    if (note_override(s, c->tag, c->primary, c->allocated, c->freed) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* Takes a released block out of the heap map and the totals: 1, or 0 for
+ * a block allocated before profiling started (no site to credit). */
+static HOT int take_released(struct lm_state *s, uint64_t h, uint32_t hint,
+                             struct lm_block *blk)
+{
+    if (!lm_heap_take_hashed(&s->heap, h, hint, blk)) {
+        s->totals.unknown_frees++;
+        return 0;
+    }
+    lower_totals(s, blk->size);
+    return 1;
+}
+
 /* Releases the old block of p for a realloc/free site. */
 static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
                              const struct plan *p, uint64_t nsize,
@@ -588,18 +631,12 @@ static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
 {
     struct lm_block blk;
 
-    if (!lm_heap_take_hashed(&s->heap, p->o, p->oslot, &blk)) {
-        /* Allocated before profiling started: no site to credit. */
-        s->totals.unknown_frees++;
+    if (!take_released(s, p->o, p->oslot, &blk))
         return 0;
-    }
-    unlink_block(s, blk);
-    if (note_override(s, pending_tag(kind, site), blk.loc, (uint32_t)nsize,
-                      blk.size) != 0) {
-        *err = "out of memory";
-        return -1;
-    }
-    return 0;
+    return change_owner(s,
+                        &(struct owner_change){blk.loc, pending_tag(kind, site),
+                                               (uint32_t)nsize, blk.size},
+                        err);
 }
 
 /* An event counted at its site and in the totals. */
@@ -1058,23 +1095,16 @@ void lm_state_lend_sides(struct lm_state *part, struct lm_heap_side *sides,
 }
 
 /*
- * A released block's owner, whose heap side changes: its live counts fall
- * and the releasing site is credited in its pending overrides.  The side
- * is known only once the block's slot is read, and with thousands of
- * sites it has left the cache by then (the heap map's traffic evicts it:
- * 15% of the worker's samples were that one miss), so the change waits
- * OWNER_LAG releases, with the side prefetched in the meantime.  The
- * changes add up whatever their order; the totals, whose peak depends on
- * it, change at once.  When memory runs out, the changes still waiting
- * are dropped: the stream cannot be applied whole, and a reader of two
- * threads gets no profile (lm_par_finish fails).
+ * The owner of a block an operation releases is known only once the
+ * block's slot is read, and with thousands of sites its heap side has
+ * left the cache by then (the heap map's traffic evicts it: 15% of the
+ * worker's samples were that one miss), so its change (struct
+ * owner_change) waits OWNER_LAG releases, with the side prefetched in the
+ * meantime.  The changes add up whatever their order; the totals, whose
+ * peak depends on it, change at once.  When memory runs out, the changes
+ * still waiting are dropped: the stream cannot be applied whole, and a
+ * reader of two threads gets no profile (lm_par_finish fails).
  */
-struct owner_change {
-    uint32_t primary;
-    uint32_t tag; /* the releasing site's pending_tag() */
-    uint32_t allocated, freed;
-};
-
 enum { OWNER_LAG = 8 }; /* a power of two */
 
 /* The last OWNER_LAG changes queued, in c[k % OWNER_LAG] for the k-th:
@@ -1083,20 +1113,6 @@ struct owner_lag {
     struct owner_change c[OWNER_LAG];
     size_t queued; /* releases queued in this call */
 };
-
-static HOT int change_owner(struct lm_state *s, const struct owner_change *c,
-                            const char **err)
-{
-    struct lm_heap_side *owner = &s->sides[c->primary];
-
-    owner->live_bytes -= c->freed;
-    owner->live_blocks--;
-    if (note_override(s, c->tag, c->primary, c->allocated, c->freed) != 0) {
-        *err = "out of memory";
-        return -1;
-    }
-    return 0;
-}
 
 /* Applies the changes still waiting: 0, or -1 when out of memory. */
 static int settle_owners(struct lm_state *s, struct owner_lag *lag,
@@ -1110,20 +1126,16 @@ static int settle_owners(struct lm_state *s, struct owner_lag *lag,
     return 0;
 }
 
-/* release_block for an operation: the owner's change lags (see struct
- * owner_change). */
+/* release_block for an operation: the owner's change lags (see
+ * OWNER_LAG). */
 static HOT int release_lagged(struct lm_state *s, uint8_t kind, uint32_t site,
                               uint64_t h, uint32_t allocated,
                               struct owner_lag *lag, const char **err)
 {
     struct lm_block blk;
 
-    if (!lm_heap_take_hashed(&s->heap, h, UINT32_MAX, &blk)) {
-        s->totals.unknown_frees++; /* allocated before profiling started */
+    if (!take_released(s, h, UINT32_MAX, &blk))
         return 0;
-    }
-    s->totals.live_bytes -= blk.size;
-    s->totals.live_blocks--;
     prefetch_heap_side(&s->sides[blk.loc]);
     struct owner_change *c = &lag->c[lag->queued % OWNER_LAG];
     if (lag->queued >= OWNER_LAG && change_owner(s, c, err) != 0)
@@ -1154,7 +1166,7 @@ static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
 /*
  * lm_state_apply's pipeline for operations, whose hashes are made: the
  * heap map planned `far` ahead (0 when it fits in the cache), and owners
- * found only as their blocks are taken (see struct owner_change): a
+ * found only as their blocks are taken (see OWNER_LAG): a
  * stage that looked the released block up ahead, to prefetch its owner,
  * cost a probe more per release, and 1.05 to 1.08 of the time.
  * Inlined with far constant, so that the loop for all but the last `far`
