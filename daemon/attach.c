@@ -10,7 +10,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "ljmpd.h"
+#include "attach.h"
+#include "clock.h"
+#include "peer.h"
+#include "session.h"
 #include "log.h"
 #include "snapshot.h"
 
@@ -378,7 +381,7 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
                         "out of memory");
 }
 
-void detach_request(struct peer *p, const Ljmp__Request *req)
+void attach_detach_request(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__DetachRequest *r = req->detach;
     pid_t pid = r->has_pid ? (pid_t)r->pid : 0;

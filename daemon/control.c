@@ -9,7 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ljmpd.h"
+#include "attach.h"
+#include "clock.h"
+#include "control.h"
+#include "peer.h"
+#include "recorder.h"
+#include "session.h"
 #include "log.h"
 #include "lm_report.h"
 #include "mounts.h"
@@ -79,7 +84,7 @@ static int send_snapshot_in_turn(struct peer *p, uint64_t id,
                                  struct snapshot_bases *bases, uint64_t seq,
                                  double interval_s, uint64_t dropped)
 {
-    uint64_t now = now_ms();
+    uint64_t now = clock_now_ms();
     char note[96] = "";
 
     for (;;) {
@@ -211,7 +216,7 @@ void control_subscription_free(struct subscription *sub)
 static void subscription_send(struct subscription *sub)
 {
     struct peer *p = sub->peer;
-    uint64_t now = now_ms();
+    uint64_t now = clock_now_ms();
 
     if (evbuffer_get_length(p->out) > p->srv->cfg.peer_queue) {
         sub->dropped++;
@@ -294,7 +299,7 @@ static void do_subscribe(struct peer *p, const Ljmp__Request *req)
     sub->peer = p;
     sub->request_id = req->id;
     sub->interval_ms = r->interval_ms;
-    sub->last_ms = now_ms();
+    sub->last_ms = clock_now_ms();
     tv.tv_sec = r->interval_ms / 1000;
     tv.tv_usec = (r->interval_ms % 1000) * 1000;
     event_add(sub->timer, &tv);
@@ -447,8 +452,8 @@ static int mount_of(int fd, pid_t pid, struct mount_desc *m)
             mnt = -1;
     fclose(f);
     snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
-    return mnt >= 0 && (mount_by_id("/proc/self/mountinfo", mnt, m) ||
-                        mount_by_id(path, mnt, m));
+    return mnt >= 0 && (mounts_by_id("/proc/self/mountinfo", mnt, m) ||
+                        mounts_by_id(path, mnt, m));
 }
 
 /*
@@ -528,7 +533,7 @@ static int wait_for_pid(struct peer *p, const Ljmp__RecordRequest *r,
     pr->pid = (pid_t)r->pid;
     pr->uid = p->uid;
     pr->deadline_ms =
-        now_ms() +
+        clock_now_ms() +
         (r->wait_ms < MAX_RECORD_WAIT_MS ? r->wait_ms : MAX_RECORD_WAIT_MS);
     pr->rec = rec;
     TAILQ_INSERT_TAIL(&srv->pending_records, pr, link);
@@ -568,7 +573,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     }
     rec->waiter = p;
     rec->request_id = req->id;
-    if (recording_open(p->srv, rec, p->passed_fd, p->uid, why, sizeof(why)) !=
+    if (recorder_open(p->srv, rec, p->passed_fd, p->uid, why, sizeof(why)) !=
         0) {
         free(rec);
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
@@ -584,10 +589,10 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
         if (session_record(s, rec) != 0) {
             peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED, "%s",
                             rec->error);
-            recording_drop(rec);
+            recorder_drop(rec);
             return;
         }
-        recording_begun(rec, s->id);
+        recorder_begun(rec, s->id);
         log_info("session %llu: recording %s for pid %d",
                  (unsigned long long)s->id,
                  rec->from_start ? "from the start" : "from now", (int)p->pid);
@@ -595,10 +600,10 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     }
     if ((code = wait_for_pid(p, r, rec, why, sizeof(why))) != 0) {
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
-        recording_drop(rec);
+        recorder_drop(rec);
         return;
     }
-    recording_begun(rec, 0);
+    recorder_begun(rec, 0);
 }
 
 /* Unlinks a waiting record request; the caller answers its client, then
@@ -624,7 +629,7 @@ void control_peer_gone(struct peer *p)
         struct recording *rec = pr->rec;
         rec->waiter = NULL;
         drop_pending(srv, pr);
-        recording_finish(rec, NULL);
+        recorder_finish(rec, NULL);
     }
 }
 
@@ -641,11 +646,11 @@ void control_session_started(struct server *srv, struct session *s)
         struct peer *waiter = rec->waiter;
         drop_pending(srv, pr);
         if (session_record(s, rec) == 0) {
-            recording_begun(rec, s->id);
+            recorder_begun(rec, s->id);
             log_info("session %llu: recording from the start",
                      (unsigned long long)s->id);
         } else {
-            recording_finish(rec, s);
+            recorder_finish(rec, s);
         }
         if (waiter != NULL)
             peer_idle_check(waiter);
@@ -667,7 +672,7 @@ void control_expire_records(struct server *srv, uint64_t now)
                  srv->stopping ? "before ljmpd stopped"
                                : "within the wait time");
         drop_pending(srv, pr);
-        recording_finish(rec, NULL);
+        recorder_finish(rec, NULL);
         if (waiter != NULL)
             peer_idle_check(waiter);
     }
@@ -709,7 +714,7 @@ void control_dispatch(struct peer *p, const Ljmp__Request *req)
         attach_request(p, req);
         break;
     case LJMP__REQUEST__BODY_DETACH:
-        detach_request(p, req);
+        attach_detach_request(p, req);
         break;
     default:
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,

@@ -194,7 +194,7 @@ static int mount_readable(pid_t pid, struct file_dev d, struct file_dev *last,
     if (d.major != last->major || d.minor != last->minor) {
         snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
         d.user_fuse =
-            mount_by_dev(path, d.major, d.minor, &m) && m.fuse && m.owner != 0
+            mounts_by_dev(path, d.major, d.minor, &m) && m.fuse && m.owner != 0
                 ? m.owner
                 : -1;
         *last = d;

@@ -6,7 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ljmpd.h"
+#include "bell.h"
+#include "feed.h"
+#include "helper.h"
+#include "session.h"
 #include "log.h"
 
 /*
@@ -96,7 +99,7 @@ static void *feed_thread(void *arg)
 {
     struct feed *f = arg;
 
-    lower_own_priority();
+    helper_lower_priority();
     pthread_mutex_lock(&f->mu);
     for (;;) {
         while (f->todo == NULL && !f->stopping)
@@ -273,10 +276,11 @@ int feed_start(struct server *srv)
         log_error("feed threads: out of memory");
         return -1;
     }
-    if (bell_init(&f->bell, srv, on_done, srv, "feed threads") != 0)
+    if (bell_init(&f->bell, srv->base, PRIO_DEFAULT, on_done, srv,
+                  "feed threads") != 0)
         return -1;
     for (unsigned i = 0; i < srv->cfg.feed_threads; i++) {
-        int rc = start_helper_thread(&f->threads[i], feed_thread, f);
+        int rc = helper_start(&f->threads[i], feed_thread, f);
         if (rc != 0) {
             log_error("feed thread %u: %s", i, strerror(rc));
             break;

@@ -1,409 +1,31 @@
-/* ljmpd: the daemon's entry point: options, sockets, the event loop,
- * retention, and a clean shutdown. */
+/* ljmpd: the daemon's entry point: start-up (sockets, modules), the event
+ * loop and its tick, and a clean shutdown. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
-#include "ljmpd.h"
+#include "clock.h"
+#include "control.h"
+#include "feed.h"
+#include "options.h"
+#include "peer.h"
+#include "peerfd.h"
+#include "recorder.h"
+#include "retention.h"
+#include "server.h"
+#include "session.h"
+#include "symload.h"
 #include "log.h"
-
-static uint64_t clock_ms(clockid_t clock)
-{
-    struct timespec ts;
-
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Durations (retention, rates, deadlines) run on the monotonic clock: a
- * wall clock stepped back must not evict every session at once. */
-uint64_t now_ms(void)
-{
-    return clock_ms(CLOCK_MONOTONIC);
-}
-
-int uid_has_quota(uid_t uid)
-{
-    return uid != 0 && uid != geteuid();
-}
-
-int uid_may_take_slot(uid_t uid, unsigned held, unsigned slots)
-{
-    return !uid_has_quota(uid) || held < slots / 2;
-}
-
-/* Unix time of a monotonic instant, for people: offset fixed at start. */
-uint64_t wall_ms(uint64_t mono)
-{
-    static int64_t offset;
-    static int known;
-
-    if (!known) {
-        offset = (int64_t)clock_ms(CLOCK_REALTIME) -
-                 (int64_t)clock_ms(CLOCK_MONOTONIC);
-        known = 1;
-    }
-    return mono != 0 ? (uint64_t)((int64_t)mono + offset) : 0;
-}
-
-/*
- * The loop's helpers (feed and symbol threads) run THREAD_NICE below its
- * priority: the loop serves snapshots and requests, and must not queue
- * for the CPU behind the work it hands out.  With 32 VMs and 100
- * subscribers on two CPUs, feed threads at the loop's priority delayed
- * snapshots by 60 to 200 ms.  A thread that cannot lower itself runs at
- * the loop's priority.
- */
-#define THREAD_NICE 5
-
-void lower_own_priority(void)
-{
-    errno = 0;
-    int nice = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0)
-        setpriority(PRIO_PROCESS, 0, nice + THREAD_NICE);
-}
-
-int start_helper_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
-unsigned join_helper_threads(pthread_t *t, unsigned n, int seconds)
-{
-    struct timespec until;
-    unsigned left = 0;
-
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += seconds;
-    for (unsigned i = 0; i < n; i++)
-        if (pthread_timedjoin_np(t[i], NULL, &until) != 0) {
-            pthread_detach(t[i]);
-            left++;
-        }
-    return left;
-}
-
-int bell_init(struct bell *b, struct server *srv, event_callback_fn cb,
-              void *arg, const char *who)
-{
-    b->ev = NULL;
-    b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (b->efd < 0 ||
-        (b->ev = event_new(srv->base, b->efd, EV_READ | EV_PERSIST, cb, arg)) ==
-            NULL ||
-        event_priority_set(b->ev, PRIO_DEFAULT) != 0 ||
-        event_add(b->ev, NULL) != 0) {
-        log_error("%s: %s", who, strerror(errno ? errno : ENOMEM));
-        return -1;
-    }
-    return 0;
-}
-
-void bell_ring(struct bell *b)
-{
-    uint64_t one = 1;
-
-    /* Fails only when the counter is full: then it is readable. */
-    (void)!write(b->efd, &one, sizeof(one));
-}
-
-void bell_answer(struct bell *b)
-{
-    uint64_t n;
-
-    (void)!read(b->efd, &n, sizeof(n));
-}
-
-void bell_free(struct bell *b)
-{
-    if (b->ev != NULL)
-        event_free(b->ev);
-    if (b->efd >= 0)
-        close(b->efd);
-    b->ev = NULL;
-    b->efd = -1;
-}
-
-static const char usage_text[] =
-    "usage: ljmpd [OPTIONS]\n"
-    "\n"
-    "Live memory profiler for LuaJIT: the daemon.  Patched VMs stream their\n"
-    "memprof events to the ingest socket; clients (ljmpctl) query sessions,\n"
-    "subscribe to snapshots, and record streams on the control socket.\n"
-    "\n"
-    "Options:\n"
-    "  -i, --ingest PATH        ingest socket (default /run/ljmp/ingest.sock\n"
-    "                           for root, $XDG_RUNTIME_DIR/ljmp/ otherwise)\n"
-    "  -c, --control PATH       control socket (default control.sock there)\n"
-    "      --ingest-mode MODE   permissions of the ingest socket (0666)\n"
-    "      --control-mode MODE  permissions of the control socket (0660 for\n"
-    "                           root, 0600 otherwise)\n"
-    "      --retain SECONDS     keep finished sessions this long (600)\n"
-    "      --retain-count N     and at most this many (64; past it, the\n"
-    "                           user who keeps the most loses the oldest)\n"
-    "      --max-sessions N     VMs streaming at once (256; half of them\n"
-    "                           for any user but root and ljmpd's)\n"
-    "      --max-clients N      control connections at once (256; half of\n"
-    "                           them for any user but root and ljmpd's)\n"
-    "      --read-budget BYTES  ingest bytes per session per loop turn\n"
-    "                           (262144): fairness between busy VMs\n"
-    "      --feed-threads N     threads that decode streams (default: the\n"
-    "                           CPUs ljmpd may use, at most 8; 0: decode on\n"
-    "                           the event loop's thread)\n"
-    "      --inline-bytes N     reads under N bytes are decoded on the event\n"
-    "                           loop's thread (4096; 0: all on the threads)\n"
-    "      --hello-timeout MS   a new VM connection's hello must come within\n"
-    "                           this time (5000)\n"
-    "      --symbols-wait MS    a VM streams without names for C functions\n"
-    "                           if its process's symbols take longer to read\n"
-    "                           (2000)\n"
-    "      --client-idle SECONDS  close a client that asked for nothing\n"
-    "                           in this time and waits for nothing (300)\n"
-    "      --record-stall SECONDS  a recording whose file takes no bytes\n"
-    "                           this long is stopped (10); until then a file\n"
-    "                           that falls behind slows its own VM\n"
-    "      --queue BYTES        a client's unsent output before its snapshots\n"
-    "                           are coalesced and its requests wait (1048576)\n"
-    "      --max-locations N    allocation sites per session (1048576)\n"
-    "      --max-string BYTES   longest symbol name accepted (1048576)\n"
-    "  -v, --verbose            more log (repeat for debug)\n"
-    "  -q, --quiet              errors and warnings only\n"
-    "  -h, --help               this text\n"
-    "\n"
-    "Logs go to stderr.  SIGTERM or SIGINT stop the daemon cleanly: clients\n"
-    "are told, recordings are closed.\n";
-
-enum {
-    OPT_INGEST_MODE = 256,
-    OPT_CONTROL_MODE,
-    OPT_RETAIN,
-    OPT_RETAIN_COUNT,
-    OPT_MAX_SESSIONS,
-    OPT_MAX_CLIENTS,
-    OPT_READ_BUDGET,
-    OPT_QUEUE,
-    OPT_HELLO_TIMEOUT,
-    OPT_CLIENT_IDLE,
-    OPT_RECORD_STALL,
-    OPT_MAX_LOCATIONS,
-    OPT_MAX_STRING,
-    OPT_FEED_THREADS,
-    OPT_INLINE_BYTES,
-    OPT_SYMBOLS_WAIT,
-};
-
-static const struct option long_options[] = {
-    {"ingest", required_argument, NULL, 'i'},
-    {"control", required_argument, NULL, 'c'},
-    {"ingest-mode", required_argument, NULL, OPT_INGEST_MODE},
-    {"control-mode", required_argument, NULL, OPT_CONTROL_MODE},
-    {"retain", required_argument, NULL, OPT_RETAIN},
-    {"retain-count", required_argument, NULL, OPT_RETAIN_COUNT},
-    {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
-    {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
-    {"read-budget", required_argument, NULL, OPT_READ_BUDGET},
-    {"queue", required_argument, NULL, OPT_QUEUE},
-    {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
-    {"client-idle", required_argument, NULL, OPT_CLIENT_IDLE},
-    {"record-stall", required_argument, NULL, OPT_RECORD_STALL},
-    {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
-    {"max-string", required_argument, NULL, OPT_MAX_STRING},
-    {"feed-threads", required_argument, NULL, OPT_FEED_THREADS},
-    {"inline-bytes", required_argument, NULL, OPT_INLINE_BYTES},
-    {"symbols-wait", required_argument, NULL, OPT_SYMBOLS_WAIT},
-    {"verbose", no_argument, NULL, 'v'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-/* A number option within [min, max]; exits with a message otherwise. */
-static unsigned long long number_arg(const char *name, const char *arg,
-                                     int base, unsigned long long min,
-                                     unsigned long long max)
-{
-    char *end;
-    unsigned long long v;
-
-    errno = 0;
-    v = strtoull(arg, &end, base);
-    if (errno != 0 || end == arg || *end != '\0' || v < min || v > max) {
-        fprintf(stderr,
-                "ljmpd: --%s wants a number in [%llu, %llu], not '%s'\n", name,
-                min, max, arg);
-        exit(2);
-    }
-    return v;
-}
-
-static void path_arg(char *out, size_t len, const char *name, const char *arg)
-{
-    if (strlen(arg) >= len || *arg == '\0') {
-        fprintf(stderr, "ljmpd: --%s path is empty or longer than %zu bytes\n",
-                name, len - 1);
-        exit(2);
-    }
-    strcpy(out, arg);
-}
-
-/*
- * As many feed threads as CPUs ljmpd may run on (its affinity, as set by
- * taskset or systemd's CPUAffinity=), at most 8; none on one CPU, where a
- * thread would only add hand-overs to the loop's work.
- */
-static unsigned default_feed_threads(void)
-{
-    cpu_set_t set;
-    int n = 1;
-
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        n = CPU_COUNT(&set);
-    if (n < 2)
-        return 0;
-    return n < 8 ? (unsigned)n : 8;
-}
-
-static void parse_options(struct config *cfg, int argc, char **argv)
-{
-    int c, level = LOG_INFO;
-
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->ingest_mode = 0666;
-    cfg->control_mode = getuid() == 0 ? 0660 : 0600;
-    cfg->retain_s = 600;
-    cfg->retain_count = 64;
-    cfg->max_sessions = 256;
-    cfg->max_peers = 256;
-    cfg->read_budget = 256 << 10;
-    cfg->peer_queue = 1 << 20;
-    cfg->hello_timeout_ms = 5000;
-    cfg->client_idle_s = 300;
-    cfg->record_stall_s = 10;
-    cfg->max_locations = 1u << 20;
-    cfg->max_string = LM_DEFAULT_MAX_STRING;
-    cfg->feed_threads = default_feed_threads();
-    cfg->inline_bytes = 4096;
-    cfg->symbols_wait_ms = 2000;
-    while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
-        switch (c) {
-        case 'i':
-            path_arg(cfg->ingest_path, sizeof(cfg->ingest_path), "ingest",
-                     optarg);
-            break;
-        case 'c':
-            path_arg(cfg->control_path, sizeof(cfg->control_path), "control",
-                     optarg);
-            break;
-        case OPT_INGEST_MODE:
-            cfg->ingest_mode = number_arg("ingest-mode", optarg, 8, 0, 0777);
-            break;
-        case OPT_CONTROL_MODE:
-            cfg->control_mode = number_arg("control-mode", optarg, 8, 0, 0777);
-            break;
-        case OPT_RETAIN:
-            cfg->retain_s = number_arg("retain", optarg, 10, 0, 1u << 30);
-            break;
-        case OPT_RETAIN_COUNT:
-            cfg->retain_count =
-                number_arg("retain-count", optarg, 10, 0, 1u << 20);
-            break;
-        case OPT_MAX_SESSIONS:
-            cfg->max_sessions =
-                number_arg("max-sessions", optarg, 10, 1, 1u << 16);
-            break;
-        case OPT_MAX_CLIENTS:
-            cfg->max_peers = number_arg("max-clients", optarg, 10, 1, 1u << 16);
-            break;
-        case OPT_READ_BUDGET:
-            cfg->read_budget =
-                number_arg("read-budget", optarg, 10, 4096, 64u << 20);
-            break;
-        case OPT_HELLO_TIMEOUT:
-            cfg->hello_timeout_ms =
-                number_arg("hello-timeout", optarg, 10, 10, 3600000);
-            break;
-        case OPT_CLIENT_IDLE:
-            cfg->client_idle_s =
-                number_arg("client-idle", optarg, 10, 1, 86400 * 365);
-            break;
-        case OPT_RECORD_STALL:
-            cfg->record_stall_s =
-                number_arg("record-stall", optarg, 10, 1, 86400);
-            break;
-        case OPT_QUEUE:
-            cfg->peer_queue = number_arg("queue", optarg, 10, 0, 1u << 30);
-            break;
-        case OPT_MAX_LOCATIONS:
-            cfg->max_locations =
-                number_arg("max-locations", optarg, 10, 1, LM_MAX_LOCATIONS);
-            break;
-        case OPT_MAX_STRING:
-            cfg->max_string =
-                number_arg("max-string", optarg, 10, 64, LM_MAX_STRING_LIMIT);
-            break;
-        case OPT_FEED_THREADS:
-            cfg->feed_threads = number_arg("feed-threads", optarg, 10, 0, 64);
-            break;
-        case OPT_SYMBOLS_WAIT:
-            cfg->symbols_wait_ms =
-                number_arg("symbols-wait", optarg, 10, 1, 3600000);
-            break;
-        case OPT_INLINE_BYTES:
-            cfg->inline_bytes =
-                number_arg("inline-bytes", optarg, 10, 0, 64u << 20);
-            break;
-        case 'v':
-            level = level < LOG_DEBUG ? level + 1 : level;
-            break;
-        case 'q':
-            level = LOG_WARN;
-            break;
-        case 'h':
-            fputs(usage_text, stdout);
-            exit(0);
-        default:
-            fputs(usage_text, stderr);
-            exit(2);
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "ljmpd: unexpected argument '%s'; see ljmpd --help\n",
-                argv[optind]);
-        exit(2);
-    }
-    if ((cfg->ingest_path[0] == '\0' &&
-         ljmp_wire_default_path(cfg->ingest_path, sizeof(cfg->ingest_path),
-                                LJMP_INGEST_SOCKET) != 0) ||
-        (cfg->control_path[0] == '\0' &&
-         ljmp_wire_default_path(cfg->control_path, sizeof(cfg->control_path),
-                                LJMP_CONTROL_SOCKET) != 0)) {
-        fprintf(stderr, "ljmpd: default socket path too long; use -i and -c\n");
-        exit(2);
-    }
-    cfg->verbose = level;
-}
 
 /* The socket's directory, made if missing (the parent must exist). */
 static int make_socket_dir(const char *path)
@@ -516,92 +138,6 @@ static void on_backoff_over(evutil_socket_t fd, short what, void *arg)
     evconnlistener_enable(srv->control);
 }
 
-/* A finished session that may be freed now: no feed thread holds it
- * (jobs out come back in one batch with the end). */
-static int evictable(const struct session *s)
-{
-    return s->phase == SESSION_ENDED && s->jobs_out == 0;
-}
-
-static void forget_session(struct server *srv, struct session *s)
-{
-    log_debug("session %llu: forgotten", (unsigned long long)s->id);
-    TAILQ_REMOVE(&srv->sessions, s, link);
-    srv->nended--;
-    srv->counters.sessions_evicted++;
-    session_free(s);
-}
-
-/* The user who keeps the most finished sessions (ties: the first seen),
- * counted in one pass over the sessions and the users seen so far. */
-static uid_t top_keeper(const struct server *srv)
-{
-    struct {
-        uid_t uid;
-        unsigned n;
-    } seen[64];
-    unsigned nseen = 0, best = 0;
-    const struct session *s;
-
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    {
-        if (s->phase != SESSION_ENDED)
-            continue;
-        unsigned i = 0;
-        while (i < nseen && seen[i].uid != s->uid)
-            i++;
-        if (i == nseen) {
-            if (nseen == sizeof(seen) / sizeof(seen[0]))
-                continue; /* more users than that: the first ones decide */
-            seen[nseen].uid = s->uid;
-            seen[nseen++].n = 0;
-        }
-        if (++seen[i].n > seen[best].n)
-            best = i;
-    }
-    return nseen > 0 ? seen[best].uid : 0;
-}
-
-/* The oldest evictable session of the user who keeps the most finished
- * ones, else the oldest evictable one, or NULL. */
-static struct session *next_to_forget(const struct server *srv)
-{
-    struct session *s, *any = NULL;
-    uid_t top = top_keeper(srv);
-
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    {
-        if (!evictable(s))
-            continue;
-        if (s->uid == top)
-            return s;
-        if (any == NULL)
-            any = s;
-    }
-    return any;
-}
-
-/*
- * Forgets finished sessions past the retention time; then, while more are
- * kept than the count allows, the oldest of the user who keeps the most,
- * so that one user's many short sessions push out their own, not other
- * users' (any local user may connect and hang up at will).
- */
-static void evict_sessions(struct server *srv, uint64_t now)
-{
-    struct session *s, *next;
-
-    for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
-        next = TAILQ_NEXT(s, link);
-        if (evictable(s) &&
-            now - s->end_ms >= (uint64_t)srv->cfg.retain_s * 1000)
-            forget_session(srv, s);
-    }
-    while (srv->nended > srv->cfg.retain_count &&
-           (s = next_to_forget(srv)) != NULL)
-        forget_session(srv, s);
-}
-
 /* What systemctl status shows (a no-op without a service manager). */
 static void notify_status(const struct server *srv)
 {
@@ -616,12 +152,12 @@ static void notify_status(const struct server *srv)
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct server *srv = arg;
-    uint64_t now = now_ms();
+    uint64_t now = clock_now_ms();
 
     (void)fd;
     (void)what;
     feed_collect(srv);
-    evict_sessions(srv, now);
+    retention_evict(srv, now);
     control_expire_records(srv, now);
     recorder_check_stalls(srv, now);
     peer_close_idle(srv, now);
@@ -650,7 +186,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     log_info("signal %d: stopping", (int)sig);
     sd_notify(0, "STOPPING=1");
     srv->stopping = 1;
-    control_expire_records(srv, now_ms());
+    control_expire_records(srv, clock_now_ms());
     /* What the feed threads hold goes into the state and the recordings. */
     feed_settle(srv);
     TAILQ_FOREACH(s, &srv->sessions, link)
@@ -658,7 +194,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
         struct recording *rec = s->rec;
         s->rec = NULL;
         snprintf(rec->error, sizeof(rec->error), "ljmpd stopped");
-        recording_finish(rec, s);
+        recorder_finish(rec, s);
     }
     recorder_stop(srv);
     TAILQ_FOREACH(p, &srv->peers, link)
@@ -759,11 +295,10 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->recordings);
     TAILQ_INIT(&srv->due);
     srv->rec_bell = (struct bell){.efd = -1};
-    srv->start_ms = now_ms();
-    wall_ms(srv->start_ms);
+    srv->start_ms = clock_now_ms();
+    clock_wall_ms(srv->start_ms);
     if ((srv->base = new_event_base()) == NULL || recorder_start(srv) != 0 ||
-        feed_start(srv) != 0 || symload_start(srv) != 0 ||
-        peer_fds_start() != 0)
+        feed_start(srv) != 0 || symload_start(srv) != 0 || peerfd_start() != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -830,7 +365,7 @@ static void server_free(struct server *srv)
         session_free(s);
     }
     recorder_free(srv); /* after the sessions that finish theirs */
-    peer_fds_stop();    /* after the peers and sessions that close theirs */
+    peerfd_stop();      /* after the peers and sessions that close theirs */
     if (srv->ingest != NULL)
         evconnlistener_free(srv->ingest);
     if (srv->control != NULL)
@@ -860,7 +395,7 @@ int main(int argc, char **argv)
     static struct server srv;
     int rc;
 
-    parse_options(&srv.cfg, argc, argv);
+    options_parse(&srv.cfg, argc, argv);
     log_init((enum log_level)srv.cfg.verbose);
     /* A client that hangs up mid-write is an EPIPE, not a death. */
     signal(SIGPIPE, SIG_IGN);

@@ -58,13 +58,13 @@ static int find_mount(const char *path, int want_id, int by_dev,
     return found;
 }
 
-int mount_by_id(const char *path, int mnt, struct mount_desc *m)
+int mounts_by_id(const char *path, int mnt, struct mount_desc *m)
 {
     return find_mount(path, mnt, 0, 0, 0, m);
 }
 
-int mount_by_dev(const char *path, unsigned major, unsigned minor,
-                 struct mount_desc *m)
+int mounts_by_dev(const char *path, unsigned major, unsigned minor,
+                  struct mount_desc *m)
 {
     return find_mount(path, 0, 1, major, minor, m);
 }

@@ -10,11 +10,11 @@ struct mount_desc {
 
 /* The mount whose id is mnt in the mountinfo file at path: 1 and *m, or
  * 0 when it is not listed (or the file cannot be read). */
-int mount_by_id(const char *path, int mnt, struct mount_desc *m);
+int mounts_by_id(const char *path, int mnt, struct mount_desc *m);
 
 /* The mount of device major:minor (the first listed: bind mounts share
  * their file system's): the same. */
-int mount_by_dev(const char *path, unsigned major, unsigned minor,
-                 struct mount_desc *m);
+int mounts_by_dev(const char *path, unsigned major, unsigned minor,
+                  struct mount_desc *m);
 
 #endif

@@ -10,7 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ljmpd.h"
+#include "attach.h"
+#include "clock.h"
+#include "control.h"
+#include "peer.h"
+#include "peerfd.h"
+#include "quota.h"
+#include "recorder.h"
 #include "log.h"
 
 #define PEER_READ_SIZE 65536
@@ -32,7 +38,7 @@ static uint64_t close_grace_ms(const struct server *srv)
     return idle < CLOSE_GRACE_MS ? idle : CLOSE_GRACE_MS;
 }
 
-/* Control connections uid has open (see uid_may_take_slot). */
+/* Control connections uid has open (see quota_may_take_slot). */
 static unsigned peers_of(const struct server *srv, uid_t uid)
 {
     const struct peer *p;
@@ -61,7 +67,7 @@ static void refuse(struct server *srv, int fd, const char *why)
         (void)!send(fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     free(frame);
     srv->counters.control_rejected++;
-    peer_socket_close(fd);
+    peerfd_close_socket(fd);
 }
 
 void peer_accept(struct server *srv, int fd)
@@ -70,11 +76,11 @@ void peer_accept(struct server *srv, int fd)
     socklen_t len = sizeof(cred);
     struct peer *p;
 
-    peer_socket_options(fd);
+    peerfd_socket_options(fd);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         log_warn("control: no peer credentials: %s", strerror(errno));
         srv->counters.control_rejected++;
-        peer_socket_close(fd);
+        peerfd_close_socket(fd);
         return;
     }
     if (srv->npeers >= srv->cfg.max_peers) {
@@ -86,8 +92,8 @@ void peer_accept(struct server *srv, int fd)
                "(--max-clients): try again later");
         return;
     }
-    if (!uid_may_take_slot(cred.uid, peers_of(srv, cred.uid),
-                           srv->cfg.max_peers)) {
+    if (!quota_may_take_slot(cred.uid, peers_of(srv, cred.uid),
+                             srv->cfg.max_peers)) {
         log_warn("control: pid %d refused: uid %u has half of the %u "
                  "client slots already (--max-clients)",
                  (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_peers);
@@ -125,7 +131,7 @@ void peer_accept(struct server *srv, int fd)
         goto fail;
     }
     p->id = ++srv->next_peer_id;
-    p->active_ms = now_ms();
+    p->active_ms = clock_now_ms();
     TAILQ_INSERT_TAIL(&srv->peers, p, link);
     srv->npeers++;
     srv->counters.control_accepted++;
@@ -137,7 +143,7 @@ fail:
     log_error("control: out of memory for pid %d; connection closed",
               (int)cred.pid);
     srv->counters.control_rejected++;
-    peer_socket_close(fd);
+    peerfd_close_socket(fd);
 }
 
 void peer_free(struct peer *p)
@@ -157,8 +163,8 @@ void peer_free(struct peer *p)
     event_free(p->wev);
     evbuffer_free(p->in);
     evbuffer_free(p->out);
-    peer_fd_close(p->passed_fd);
-    peer_socket_close(p->fd);
+    peerfd_close(p->passed_fd);
+    peerfd_close_socket(p->fd);
     log_debug("control %llu: closed", (unsigned long long)p->id);
     free(p);
 }
@@ -167,7 +173,7 @@ void peer_free(struct peer *p)
 static void peer_close_after_flush(struct peer *p)
 {
     p->closing = 1;
-    p->closing_ms = now_ms();
+    p->closing_ms = clock_now_ms();
     event_del(p->rev);
     if (p->sub != NULL)
         control_subscription_free(p->sub);
@@ -268,7 +274,7 @@ static void peer_reject(struct peer *p, const char *why)
 /* Keeps the descriptor passed with a request; more than one (which would
  * let a client queue any number of them for closing) is noted, and the
  * client rejected (peer_read). */
-static void take_passed_fds(struct peer *p, const struct peer_fds *in)
+static void take_passed_fds(struct peer *p, const struct peerfd_set *in)
 {
     if (in->cut || in->n > 1 || (in->n == 1 && p->passed_fd >= 0))
         p->fds_over = 1;
@@ -276,7 +282,7 @@ static void take_passed_fds(struct peer *p, const struct peer_fds *in)
         if (p->passed_fd < 0 && !p->fds_over)
             p->passed_fd = in->fd[i];
         else
-            peer_fd_close(in->fd[i]);
+            peerfd_close(in->fd[i]);
     }
 }
 
@@ -315,11 +321,11 @@ static int peer_frames(struct peer *p, int max)
             peer_reject(p, why);
             return -1;
         }
-        p->active_ms = now_ms();
+        p->active_ms = clock_now_ms();
         control_dispatch(p, req);
         ljmp__request__free_unpacked(req, NULL);
         /* A descriptor belongs to the request it came with. */
-        peer_fd_close(p->passed_fd);
+        peerfd_close(p->passed_fd);
         p->passed_fd = -1;
     }
     return 0;
@@ -330,13 +336,13 @@ static int peer_frames(struct peer *p, int max)
 static ssize_t peer_recv(struct peer *p)
 {
     struct evbuffer_iovec v;
-    struct peer_fds in;
+    struct peerfd_set in;
 
     if (evbuffer_reserve_space(p->in, PEER_READ_SIZE, &v, 1) < 1) {
         errno = ENOMEM;
         return -1;
     }
-    ssize_t n = recv_from_peer(p->fd, v.iov_base, PEER_READ_SIZE, &in);
+    ssize_t n = peerfd_recv(p->fd, v.iov_base, PEER_READ_SIZE, &in);
     if (n >= 0)
         take_passed_fds(p, &in);
     if (n > 0) {

@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ljmpd.h"
+#include "helper.h"
+#include "peerfd.h"
 #include "log.h"
 
 /*
@@ -29,7 +31,7 @@
  * Nor may the kernel close them for us on the loop: a read without room
  * for descriptors drops those that came, and a socket's close those still
  * queued, in the calling thread.  So every read from a peer's socket is
- * recv_from_peer's, and a peer's socket is closed by peer_socket_close.
+ * peerfd_recv's, and a peer's socket is closed by peerfd_close_socket.
  */
 enum { CLOSER_THREADS = 4 };
 
@@ -49,12 +51,12 @@ static struct {
 static void drain_queue(int fd, int stream)
 {
     static __thread uint8_t scratch[16 << 10];
-    struct peer_fds in;
+    struct peerfd_set in;
 
     for (;;) {
-        ssize_t r = recv_from_peer(fd, scratch, sizeof(scratch), &in);
+        ssize_t r = peerfd_recv(fd, scratch, sizeof(scratch), &in);
         for (unsigned k = 0; k < in.n; k++)
-            peer_fd_close(in.fd[k]);
+            peerfd_close(in.fd[k]);
         if (r < 0 || (r == 0 && stream))
             break;
     }
@@ -68,7 +70,7 @@ static void take_pending(int fd)
 
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     while ((c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
-        peer_fd_close(c);
+        peerfd_close(c);
 }
 
 /* Closes fd without waiting for its peer, if it is a socket: one that
@@ -86,7 +88,7 @@ static void close_now(int fd)
         if (domain == AF_UNIX && listening) {
             take_pending(fd);
         } else if (domain == AF_UNIX) {
-            peer_socket_options(fd);
+            peerfd_socket_options(fd);
             shutdown(fd, SHUT_RDWR);
             drain_queue(fd, type == SOCK_STREAM);
         } else {
@@ -124,8 +126,7 @@ static void closer_thread_for_one(void)
 {
     if (closer.idle > 0 || closer.nthreads == CLOSER_THREADS || closer.quit)
         return;
-    int rc = start_helper_thread(&closer.thread[closer.nthreads], close_queued,
-                                 NULL);
+    int rc = helper_start(&closer.thread[closer.nthreads], close_queued, NULL);
     if (rc != 0) {
         log_warn("starting a thread to close peers' descriptors: %s",
                  strerror(rc));
@@ -138,7 +139,7 @@ static void closer_thread_for_one(void)
                  closer.nthreads);
 }
 
-int peer_fds_start(void)
+int peerfd_start(void)
 {
     pthread_mutex_lock(&closer.mu);
     closer_thread_for_one();
@@ -147,7 +148,7 @@ int peer_fds_start(void)
     return ok ? 0 : -1;
 }
 
-void peer_fd_close(int fd)
+void peerfd_close(int fd)
 {
     if (fd < 0)
         return;
@@ -171,7 +172,7 @@ void peer_fd_close(int fd)
     pthread_mutex_unlock(&closer.mu);
 }
 
-void peer_socket_options(int fd)
+void peerfd_socket_options(int fd)
 {
     int one = 1;
 
@@ -180,7 +181,7 @@ void peer_socket_options(int fd)
     setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 }
 
-void peer_socket_close(int fd)
+void peerfd_close_socket(int fd)
 {
     if (fd < 0)
         return;
@@ -192,14 +193,14 @@ void peer_socket_close(int fd)
 
 /* Closes what is queued, waiting a second at most for closes that do not
  * return: the process is ending anyway. */
-void peer_fds_stop(void)
+void peerfd_stop(void)
 {
     pthread_mutex_lock(&closer.mu);
     closer.quit = 1;
     pthread_cond_broadcast(&closer.cv);
     unsigned n = closer.nthreads;
     pthread_mutex_unlock(&closer.mu);
-    unsigned left = join_helper_threads(closer.thread, n, 1);
+    unsigned left = helper_join(closer.thread, n, 1);
     if (left > 0) {
         log_warn("%u descriptors peers passed are still closing; not "
                  "waited for",
@@ -212,10 +213,10 @@ void peer_fds_stop(void)
     closer.n = closer.cap = 0;
 }
 
-ssize_t recv_from_peer(int sock, void *buf, size_t len, struct peer_fds *in)
+ssize_t peerfd_recv(int sock, void *buf, size_t len, struct peerfd_set *in)
 {
     union {
-        char buf[CMSG_SPACE(PEER_MAX_FDS * sizeof(int))];
+        char buf[CMSG_SPACE(PEERFD_MAX * sizeof(int))];
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {buf, len};
@@ -234,7 +235,7 @@ ssize_t recv_from_peer(int sock, void *buf, size_t len, struct peer_fds *in)
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < nfd && in->n < PEER_MAX_FDS; i++)
+        for (size_t i = 0; i < nfd && in->n < PEERFD_MAX; i++)
             memcpy(&in->fd[in->n++], CMSG_DATA(c) + i * sizeof(int),
                    sizeof(int));
     }

@@ -5,7 +5,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ljmpd.h"
+#include "bell.h"
+#include "clock.h"
+#include "helper.h"
+#include "peer.h"
+#include "quota.h"
+#include "recorder.h"
+#include "session.h"
 #include "log.h"
 
 /*
@@ -117,7 +123,7 @@ static int write_chunk(struct rec_writer *w, const struct chunk *c)
         n -= (size_t)r;
         pthread_mutex_lock(&w->mu);
         w->written += (uint64_t)r;
-        w->progress_ms = now_ms();
+        w->progress_ms = clock_now_ms();
         pthread_mutex_unlock(&w->mu);
     }
     return 0;
@@ -144,7 +150,7 @@ static void *write_file(void *arg)
 {
     struct rec_writer *w = arg;
 
-    lower_own_priority();
+    helper_lower_priority();
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (w->head == NULL && !w->closing && !w->given_up)
@@ -192,7 +198,7 @@ static int writer_slot(uid_t uid, char *why, size_t len)
     unsigned all = writers.n;
     pthread_mutex_unlock(&writers.mu);
     if (all >= RECORD_WRITERS ||
-        (uid_has_quota(uid) && mine >= RECORD_WRITERS_UID)) {
+        (quota_applies(uid) && mine >= RECORD_WRITERS_UID)) {
         snprintf(why, len,
                  "too many record files still being written (%u of yours, "
                  "%u in all; a file that stopped taking writes counts "
@@ -203,8 +209,8 @@ static int writer_slot(uid_t uid, char *why, size_t len)
     return 0;
 }
 
-int recording_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
-                   char *why, size_t len)
+int recorder_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
+                  char *why, size_t len)
 {
     struct rec_writer *w;
     int err;
@@ -222,7 +228,7 @@ int recording_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
     w->bell = &srv->rec_bell;
     w->refs = 2;
     pthread_mutex_lock(&writers.mu);
-    if ((err = start_helper_thread(&w->thread, write_file, w)) == 0) {
+    if ((err = helper_start(&w->thread, write_file, w)) == 0) {
         w->next_alive = writers.alive;
         writers.alive = w;
         writers.n++;
@@ -244,7 +250,7 @@ int recording_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
     return 0;
 }
 
-int recording_write(struct recording *rec, const uint8_t *p, size_t n)
+int recorder_write(struct recording *rec, const uint8_t *p, size_t n)
 {
     struct rec_writer *w = rec->w;
     struct chunk *c;
@@ -268,7 +274,7 @@ int recording_write(struct recording *rec, const uint8_t *p, size_t n)
     }
     if (w->head == NULL) {
         w->head = c;
-        w->progress_ms = now_ms(); /* the wait for the file starts now */
+        w->progress_ms = clock_now_ms(); /* the wait for the file starts now */
         pthread_cond_signal(&w->cv);
     } else {
         w->tail->next = c;
@@ -279,7 +285,7 @@ int recording_write(struct recording *rec, const uint8_t *p, size_t n)
     return 0;
 }
 
-int recording_full(struct recording *rec)
+int recorder_full(struct recording *rec)
 {
     struct rec_writer *w = rec->w;
 
@@ -321,7 +327,7 @@ static void recording_tell(const struct recording *rec, uint64_t session_id,
     peer_send(rec->waiter, &resp);
 }
 
-void recording_begun(const struct recording *rec, uint64_t session_id)
+void recorder_begun(const struct recording *rec, uint64_t session_id)
 {
     recording_tell(rec, session_id, 0, 0);
 }
@@ -348,7 +354,7 @@ static void recording_of(struct recording *rec, const struct session *s)
     rec->state = s->state;
 }
 
-void recording_finish(struct recording *rec, const struct session *s)
+void recorder_finish(struct recording *rec, const struct session *s)
 {
     struct rec_writer *w = rec->w;
 
@@ -358,17 +364,17 @@ void recording_finish(struct recording *rec, const struct session *s)
     pthread_mutex_lock(&w->mu);
     w->closing = 1;
     if (w->head == NULL) /* else a stuck write's wait goes on */
-        w->progress_ms = now_ms();
+        w->progress_ms = clock_now_ms();
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
-void recording_drop(struct recording *rec)
+void recorder_drop(struct recording *rec)
 {
     if (rec->waiter != NULL)
         rec->waiter->nrecordings--;
     rec->waiter = NULL;
-    recording_finish(rec, NULL);
+    recorder_finish(rec, NULL);
 }
 
 /* Stops recording s (the session goes on), its writer having failed. */
@@ -379,7 +385,7 @@ static void recording_stop(struct recording *rec)
     log_warn("session %llu: %s; recording stopped", (unsigned long long)s->id,
              rec->error);
     s->rec = NULL;
-    recording_finish(rec, s);
+    recorder_finish(rec, s);
     (void)session_resume_reading(s);
 }
 
@@ -494,7 +500,8 @@ void recorder_forget_peer(struct server *srv, const struct peer *p)
 
 int recorder_start(struct server *srv)
 {
-    return bell_init(&srv->rec_bell, srv, take_news, srv, "recordings");
+    return bell_init(&srv->rec_bell, srv->base, PRIO_DEFAULT, take_news, srv,
+                     "recordings");
 }
 
 /*
@@ -515,7 +522,7 @@ void recorder_stop(struct server *srv)
         n = 0;
         TAILQ_FOREACH(rec, &srv->recordings, link)
         t[n++] = rec->w->thread;
-        unsigned left = join_helper_threads(t, n, HELPER_STOP_WAIT_S);
+        unsigned left = helper_join(t, n, HELPER_STOP_WAIT_S);
         if (left > 0)
             log_warn("%u record files still being written after %d s; left "
                      "behind",

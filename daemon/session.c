@@ -11,68 +11,18 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "ljmpd.h"
+#include "attach.h"
+#include "clock.h"
+#include "control.h"
+#include "peerfd.h"
+#include "procinfo.h"
+#include "quota.h"
+#include "recorder.h"
+#include "session.h"
+#include "symload.h"
 #include "snapshot.h"
 #include "lm_encoder.h"
 #include "log.h"
-
-/* The process's command line, NULs turned into spaces ("" if unreadable:
- * the process may already be gone, or live in another namespace). */
-static char *read_cmdline(pid_t pid)
-{
-    char path[64], buf[4096];
-    ssize_t n = -1;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-        n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-    }
-    if (n < 0)
-        n = 0;
-    while (n > 0 && buf[n - 1] == '\0')
-        n--;
-    for (ssize_t i = 0; i < n; i++)
-        if (buf[i] == '\0')
-            buf[i] = ' ';
-    buf[n] = '\0';
-    return strdup(buf);
-}
-
-/* When the process started, in Unix milliseconds (0 if unknown): field 22
- * of /proc/PID/stat, in clock ticks after boot, plus the boot time. */
-uint64_t read_process_start_ms(pid_t pid)
-{
-    char path[64], buf[1024];
-    unsigned long long btime = 0, ticks = 0;
-    FILE *f;
-
-    if ((f = fopen("/proc/stat", "re")) == NULL)
-        return 0;
-    while (fgets(buf, sizeof(buf), f) != NULL)
-        if (sscanf(buf, "btime %llu", &btime) == 1)
-            break;
-    fclose(f);
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((f = fopen(path, "re")) == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: skip past the
-     * last ')', then fields 3.. follow. */
-    char *p = strrchr(buf, ')');
-    if (p == NULL ||
-        sscanf(p + 1,
-               " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-               "%*d %*d %*d %*d %*d %*d %llu",
-               &ticks) != 1)
-        return 0;
-    long hz = sysconf(_SC_CLK_TCK);
-    return btime * 1000 +
-           ticks * 1000 / (unsigned long long)(hz > 0 ? hz : 100);
-}
 
 static void session_read(evutil_socket_t fd, short what, void *arg);
 
@@ -112,7 +62,7 @@ static void give_back_buffer(struct session *s, struct feed_job *j)
     j->buf = NULL;
 }
 
-/* Sessions of uid not ended yet (see uid_may_take_slot). */
+/* Sessions of uid not ended yet (see quota_may_take_slot). */
 static unsigned live_sessions_of(const struct server *srv, uid_t uid)
 {
     const struct session *s;
@@ -129,12 +79,12 @@ void session_accept(struct server *srv, int fd)
     socklen_t len = sizeof(cred);
     struct session *s;
 
-    peer_socket_options(fd);
+    peerfd_socket_options(fd);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         log_warn("ingest: no peer credentials: %s; connection closed",
                  strerror(errno));
         srv->counters.sessions_rejected++;
-        peer_socket_close(fd);
+        peerfd_close_socket(fd);
         return;
     }
     if (srv->nlive >= srv->cfg.max_sessions) {
@@ -142,16 +92,16 @@ void session_accept(struct server *srv, int fd)
                  "(--max-sessions)",
                  (int)cred.pid, srv->nlive);
         srv->counters.sessions_rejected++;
-        peer_socket_close(fd);
+        peerfd_close_socket(fd);
         return;
     }
-    if (!uid_may_take_slot(cred.uid, live_sessions_of(srv, cred.uid),
-                           srv->cfg.max_sessions)) {
+    if (!quota_may_take_slot(cred.uid, live_sessions_of(srv, cred.uid),
+                             srv->cfg.max_sessions)) {
         log_warn("ingest: pid %d refused: uid %u streams half of the %u "
                  "sessions already (--max-sessions)",
                  (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_sessions);
         srv->counters.sessions_rejected++;
-        peer_socket_close(fd);
+        peerfd_close_socket(fd);
         return;
     }
     if ((s = calloc(1, sizeof(*s))) == NULL)
@@ -162,7 +112,7 @@ void session_accept(struct server *srv, int fd)
     s->pid = cred.pid;
     s->uid = cred.uid;
     s->gid = cred.gid;
-    s->start_ms = now_ms();
+    s->start_ms = clock_now_ms();
     s->state = LJMP__SESSION_STATE__STREAMING;
     struct lm_limits limits = {srv->cfg.max_string, srv->cfg.max_string + 64};
     struct lm_state_limits state_limits = {srv->cfg.max_locations, 0};
@@ -176,8 +126,8 @@ void session_accept(struct server *srv, int fd)
         goto oom;
     }
     pthread_mutex_init(&s->mu, NULL);
-    s->cmdline = read_cmdline(s->pid);
-    s->process_start_ms = read_process_start_ms(s->pid);
+    s->cmdline = procinfo_cmdline(s->pid);
+    s->process_start_ms = procinfo_start_ms(s->pid);
     s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
     if (s->ev != NULL)
         event_priority_set(s->ev, PRIO_INGEST);
@@ -203,7 +153,7 @@ oom:
     log_error("ingest: out of memory for pid %d; connection closed",
               (int)cred.pid);
     srv->counters.sessions_rejected++;
-    peer_socket_close(fd);
+    peerfd_close_socket(fd);
 }
 
 static void symbols_timer_free(struct session *s)
@@ -228,7 +178,7 @@ static void close_pipe(struct session *s)
     if (s->pipe_taken)
         close(s->pipe_fd);
     else
-        peer_fd_close(s->pipe_fd);
+        peerfd_close(s->pipe_fd);
     s->pipe_fd = -1;
     s->pipe_taken = 0;
 }
@@ -240,10 +190,10 @@ void session_free(struct session *s)
         event_free(s->ev);
     if (s->wake_ev != NULL)
         event_free(s->wake_ev);
-    peer_socket_close(s->fd);
+    peerfd_close_socket(s->fd);
     close_pipe(s);
     if (s->rec != NULL)
-        recording_finish(s->rec, s);
+        recorder_finish(s->rec, s);
     s->rec = NULL;
     snapshot_view_free(s);
     lm_groups_free(&s->groups);
@@ -281,7 +231,7 @@ session_reject(struct session *s, const char *fmt, ...)
                  why);
         struct recording *rec = s->rec;
         s->rec = NULL;
-        recording_finish(rec, NULL);
+        recorder_finish(rec, NULL);
     }
     session_free(s);
 }
@@ -315,19 +265,19 @@ static void record_bytes(struct session *s, uint64_t at, const uint8_t *p,
     }
     if (rec->from_start && !rec->spliced && at + n >= LM_PROLOGUE_SIZE) {
         size_t head = at < LM_PROLOGUE_SIZE ? LM_PROLOGUE_SIZE - at : 0;
-        rc = recording_write(rec, p, head);
+        rc = recorder_write(rec, p, head);
         if (rc == 0 && s->prof.dec.ljs_version == 3)
-            rc = recording_write(rec, s->csyms.entries.data,
-                                 s->csyms.entries.len);
+            rc = recorder_write(rec, s->csyms.entries.data,
+                                s->csyms.entries.len);
         rec->spliced = 1;
         p += head;
         n -= head;
     }
-    if (rc != 0 || recording_write(rec, p, n) != 0) {
+    if (rc != 0 || recorder_write(rec, p, n) != 0) {
         log_warn("session %llu: %s; recording stopped",
                  (unsigned long long)s->id, rec->error);
         s->rec = NULL;
-        recording_finish(rec, s);
+        recorder_finish(rec, s);
     }
 }
 
@@ -343,7 +293,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     s->state = state;
     symbols_wait_over(s);
     s->held_len = 0;
-    s->end_ms = now_ms();
+    s->end_ms = clock_now_ms();
     va_start(ap, fmt);
     vsnprintf(s->reason, sizeof(s->reason), fmt, ap);
     va_end(ap);
@@ -352,7 +302,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     if (s->wake_ev != NULL)
         event_free(s->wake_ev);
     s->wake_ev = NULL;
-    peer_socket_close(s->fd);
+    peerfd_close_socket(s->fd);
     s->fd = -1;
     close_pipe(s);
     /* The decoder's and the reads' buffers go (those of jobs still out,
@@ -383,7 +333,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     if (s->rec != NULL) {
         struct recording *rec = s->rec;
         s->rec = NULL;
-        recording_finish(rec, s);
+        recorder_finish(rec, s);
     }
     attach_session_ended(srv, s);
 }
@@ -414,7 +364,7 @@ static size_t csyms_budget(const struct session *s)
     const struct session *o;
     size_t used = 0;
 
-    if (!uid_has_quota(s->uid))
+    if (!quota_applies(s->uid))
         return CSYMS_PROCESS_BUDGET;
     TAILQ_FOREACH(o, &s->srv->sessions, link)
     if (o->uid == s->uid)
@@ -596,7 +546,7 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
             s->hello[4], LJMP_INGEST_MIN_VERSION, LJMP_INGEST_VERSION);
         return -1;
     }
-    if (now_ms() - s->start_ms > s->srv->cfg.hello_timeout_ms) {
+    if (clock_now_ms() - s->start_ms > s->srv->cfg.hello_timeout_ms) {
         session_reject(s, "no whole hello within %u ms",
                        s->srv->cfg.hello_timeout_ms);
         return -1;
@@ -711,7 +661,7 @@ void session_pause_reading(struct session *s)
 static int may_read(struct session *s)
 {
     return s->hangup[0] == '\0' && s->jobs_out < session_jobs_max(s->srv) &&
-           (s->rec == NULL || !recording_full(s->rec));
+           (s->rec == NULL || !recorder_full(s->rec));
 }
 
 int session_resume_reading(struct session *s)
@@ -964,7 +914,7 @@ static void session_fail_on_socket(struct session *s, const char *why)
 /* Keeps what came with the hello: one pipe's read end; more is noted
  * (take_pipe refuses it).  0, or -1 if descriptors came after the hello
  * (which would let a peer queue any number of them for closing). */
-static int take_passed_fds(struct session *s, const struct peer_fds *in)
+static int take_passed_fds(struct session *s, const struct peerfd_set *in)
 {
     int after_hello = s->phase != SESSION_HELLO && (in->n > 0 || in->cut);
 
@@ -976,18 +926,18 @@ static int take_passed_fds(struct session *s, const struct peer_fds *in)
             continue;
         }
         s->bad_fds = 1;
-        peer_fd_close(in->fd[i]);
+        peerfd_close(in->fd[i]);
     }
     return after_hello ? -1 : 0;
 }
 
 /* Reads from the VM's socket, taking what descriptors come with the bytes
- * (recv_from_peer); -1 with errno EPROTO once the session ended for
+ * (peerfd_recv); -1 with errno EPROTO once the session ended for
  * them. */
 static ssize_t read_socket(struct session *s, uint8_t *buf, size_t n)
 {
-    struct peer_fds in;
-    ssize_t r = recv_from_peer(s->fd, buf, n, &in);
+    struct peerfd_set in;
+    ssize_t r = peerfd_recv(s->fd, buf, n, &in);
 
     if (r >= 0 && take_passed_fds(s, &in) != 0) {
         session_fail_on_socket(
@@ -1035,7 +985,7 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         session_pause_reading(s);
         return;
     }
-    if (s->rec != NULL && recording_full(s->rec)) {
+    if (s->rec != NULL && recorder_full(s->rec)) {
         /* Until the file took most of it (see recorder.c). */
         session_pause_reading(s);
         return;
@@ -1108,7 +1058,7 @@ static int record_from_now(struct session *s, struct recording *rec)
         snprintf(rec->error, sizeof(rec->error), "out of memory");
         return -1;
     }
-    int rc = recording_write(rec, b.data, b.len);
+    int rc = recorder_write(rec, b.data, b.len);
     lm_buf_free(&b);
     rec->from_offset = s->stream_bytes;
     if (rc == 0) {

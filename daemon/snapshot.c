@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "snapshot.h"
 
@@ -67,9 +68,9 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
     i->cmdline = s->cmdline;
     i->has_process_start_ms = i->has_session_start_ms = 1;
     i->process_start_ms = s->process_start_ms;
-    i->session_start_ms = wall_ms(s->start_ms);
+    i->session_start_ms = clock_wall_ms(s->start_ms);
     i->has_session_end_ms = s->end_ms != 0;
-    i->session_end_ms = wall_ms(s->end_ms);
+    i->session_end_ms = clock_wall_ms(s->end_ms);
     i->has_state = 1;
     i->state = s->state;
     if (s->reason[0] != '\0')
@@ -148,7 +149,7 @@ Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv)
     d->sessions_live = srv->nlive;
     d->sessions_kept = srv->nended;
     d->has_uptime_ms = 1;
-    d->uptime_ms = now_ms() - srv->start_ms;
+    d->uptime_ms = clock_now_ms() - srv->start_ms;
     return d;
 }
 
@@ -688,7 +689,7 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
     snap->base.n_unknown_fields = (unsigned)i;
     snap->base.unknown_fields = parts;
     snap->has_time_ms = 1;
-    snap->time_ms = wall_ms(oldest);
+    snap->time_ms = clock_wall_ms(oldest);
     if ((snap->daemon = snapshot_daemon(a, srv)) == NULL)
         return NULL;
     return snap;

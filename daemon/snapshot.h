@@ -3,7 +3,8 @@
 #ifndef LJMPD_SNAPSHOT_H
 #define LJMPD_SNAPSHOT_H
 
-#include "ljmpd.h"
+#include "server.h"
+#include "session.h"
 
 /* Messages are built in an arena and freed at once after packing. */
 struct arena {

@@ -4,7 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ljmpd.h"
+#include "bell.h"
+#include "clock.h"
+#include "helper.h"
+#include "procinfo.h"
+#include "quota.h"
+#include "session.h"
+#include "symload.h"
 #include "log.h"
 
 /*
@@ -49,14 +55,14 @@ static void job_free(struct symload_job *j)
 
 static void job_read(struct symload_job *j)
 {
-    uint64_t t0 = now_ms();
+    uint64_t t0 = clock_now_ms();
 
     csyms_load(j->pid, &j->symtab, j->budget, &j->out);
-    j->ms = now_ms() - t0;
+    j->ms = clock_now_ms() - t0;
     /* Read after the hello, the files may be those of another process
      * that took the pid meanwhile (while the VM lives, its pid is its;
      * with no process now, what was read was read before it went). */
-    uint64_t now_start = read_process_start_ms(j->pid);
+    uint64_t now_start = procinfo_start_ms(j->pid);
     j->gone = j->start_ms != 0 && now_start != 0 && now_start != j->start_ms;
 }
 
@@ -127,7 +133,7 @@ static void *symload_thread(void *arg)
     struct reader *r = arg;
     struct symload *l = r->l;
 
-    lower_own_priority();
+    helper_lower_priority();
     pthread_mutex_lock(&l->mu);
     for (;;) {
         struct symload_job *j = NULL;
@@ -160,7 +166,7 @@ static int start_reader(struct symload *l)
 
     r->l = l;
     r->busy = 0;
-    int rc = start_helper_thread(&l->threads[l->nreaders], symload_thread, r);
+    int rc = helper_start(&l->threads[l->nreaders], symload_thread, r);
     if (rc != 0) {
         log_warn("starting another thread to read C symbols: %s", strerror(rc));
         return -1;
@@ -218,7 +224,8 @@ int symload_start(struct server *srv)
     pthread_cond_init(&l->work, NULL);
     l->done_tail = &l->done;
     srv->symload = l;
-    if (bell_init(&l->bell, srv, on_done, l, "symbol thread") != 0)
+    if (bell_init(&l->bell, srv->base, PRIO_DEFAULT, on_done, l,
+                  "symbol thread") != 0)
         return -1;
     pthread_mutex_lock(&l->mu);
     more_readers(l);
@@ -314,7 +321,7 @@ void symload_stop(struct server *srv)
      * uses (l, and its bell's descriptor).  The kernel may still hold the
      * process's exit until the read ends (a FUSE request its daemon has
      * taken waits for the answer even when killed). */
-    unsigned left = join_helper_threads(l->threads, n, HELPER_STOP_WAIT_S);
+    unsigned left = helper_join(l->threads, n, HELPER_STOP_WAIT_S);
     if (left > 0)
         log_warn("%u threads are still reading processes' files after %d "
                  "s; ljmpd stops without waiting for them (a read that "

@@ -1,0 +1,19 @@
+/* Attach and detach by pid: checks, the signal to the VM's agent, and the
+ * bounded wait for its stream to begin or end. */
+#ifndef LJMPD_ATTACH_H
+#define LJMPD_ATTACH_H
+
+#include "ljmp_wire.h"
+
+struct peer;
+struct server;
+struct session;
+
+/* attach.c */
+void attach_request(struct peer *p, const Ljmp__Request *req);
+void attach_detach_request(struct peer *p, const Ljmp__Request *req);
+void attach_session_started(struct server *srv, struct session *s);
+void attach_session_ended(struct server *srv, const struct session *s);
+void attach_peer_gone(struct peer *p);
+
+#endif

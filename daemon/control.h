@@ -1,0 +1,39 @@
+/* Control requests: list, snapshot, subscribe, report, record; and the
+ * subscriptions' timers with their bounded, coalescing queues. */
+#ifndef LJMPD_CONTROL_H
+#define LJMPD_CONTROL_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+
+#include "ljmp_wire.h"
+
+struct peer;
+struct recording;
+struct server;
+struct session;
+struct subscription;
+
+/* A record request for a process that has not streamed yet. */
+struct pending_record {
+    TAILQ_ENTRY(pending_record) link;
+    pid_t pid;
+    uid_t uid; /* who asked: checked again when the session comes */
+    uint64_t deadline_ms;
+    struct recording *rec;
+};
+
+/* control.c */
+void control_dispatch(struct peer *p, const Ljmp__Request *req);
+void control_subscription_free(struct subscription *sub);
+/* srv->snapshots_due's callback: builds the snapshots that are due. */
+void control_snapshots_due(evutil_socket_t fd, short what, void *arg);
+void control_expire_records(struct server *srv, uint64_t now);
+void control_session_started(struct server *srv, struct session *s);
+/* Drops what the peer left waiting (record requests). */
+void control_peer_gone(struct peer *p);
+
+#endif

@@ -1,0 +1,84 @@
+/* The daemon as a whole: its options, counters, listeners, event loop and
+ * the lists of what it serves; each module keeps its own state beside. */
+#ifndef LJMPD_SERVER_H
+#define LJMPD_SERVER_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "bell.h"
+#include "options.h"
+
+/* The daemon's counters (X-macro: the struct and the wire from one list). */
+#define SERVER_COUNTERS(_)                                                     \
+    _(sessions_accepted)                                                       \
+    _(sessions_rejected)                                                       \
+    _(sessions_malformed)                                                      \
+    _(sessions_truncated)                                                      \
+    _(sessions_complete)                                                       \
+    _(sessions_evicted)                                                        \
+    _(ingest_bytes)                                                            \
+    _(ingest_events)                                                           \
+    _(control_accepted)                                                        \
+    _(control_rejected)                                                        \
+    _(snapshots_sent)                                                          \
+    _(snapshots_dropped)                                                       \
+    _(accept_backoffs)
+
+struct server_counters {
+#define SERVER_COUNTER_FIELD(name) uint64_t name;
+    SERVER_COUNTERS(SERVER_COUNTER_FIELD)
+#undef SERVER_COUNTER_FIELD
+};
+
+TAILQ_HEAD(session_list, session);
+TAILQ_HEAD(peer_list, peer);
+TAILQ_HEAD(pending_record_list, pending_record);
+TAILQ_HEAD(recording_list, recording);
+struct op_wait;
+TAILQ_HEAD(op_list, op_wait);
+TAILQ_HEAD(subscription_list, subscription);
+
+struct server {
+    struct event_base *base;
+    struct config cfg;
+    struct evconnlistener *ingest, *control;
+    int own_ingest_path, own_control_path; /* unlink at exit */
+    struct event *tick, *backoff, *sigterm, *sigint, *watchdog;
+    struct session_list sessions; /* oldest first */
+    struct peer_list peers;
+    struct pending_record_list pending_records;
+    struct op_list ops; /* attach and detach requests waiting for a VM */
+    unsigned nlive, nended, npeers, nsubscribers, npending;
+    uint64_t next_session_id, next_peer_id;
+    /* Snapshots built together share sessions' views (snapshot.h): the
+     * subscriptions whose snapshots are due, built by one callback. */
+    struct subscription_list due;
+    struct event *snapshots_due;
+    uint64_t snapshot_turn, views_taken;
+    int snapshot_turn_open;
+    uint64_t start_ms;
+    struct server_counters counters;
+    struct feed *feed;
+    struct symload *symload;
+    struct recording_list recordings; /* writing, or telling they ended */
+    struct bell rec_bell;
+    int stopping;
+};
+
+/*
+ * Event priorities: clients (requests, snapshots, timers) before ingest,
+ * and the loop looks up from ingest every few callbacks, so that a busy
+ * stream never delays a snapshot by more than that (see server_start).
+ */
+enum {
+    PRIO_CONTROL = 0,
+    PRIO_DEFAULT = 1, /* listeners, signals */
+    PRIO_INGEST = 2,
+    PRIO_LEVELS = 3,
+};
+
+#endif

@@ -1,0 +1,136 @@
+/* Ingest sessions: one per VM connection, from hello to trailer, fed to the
+ * core's decoder and state as bytes arrive. */
+#ifndef LJMPD_SESSION_H
+#define LJMPD_SESSION_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+
+#include "csyms.h"
+#include "feed.h"
+#include "ljmp_ingest.h"
+#include "ljmp_wire.h"
+#include "lm_groups.h"
+#include "lm_state.h"
+#include "server.h"
+
+struct recording;
+struct symload_job;
+
+enum session_phase {
+    SESSION_HELLO,   /* reading the hello */
+    SESSION_STREAM,  /* feeding the decoder */
+    SESSION_TRAILER, /* epilogue read; reading the trailer */
+    SESSION_CLOSING, /* trailer read; waiting for the VM to hang up */
+    SESSION_ENDED,   /* connection closed; state kept for queries */
+};
+
+struct session {
+    TAILQ_ENTRY(session) link;
+    struct server *srv;
+    uint64_t id;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    char *cmdline;
+    uint64_t process_start_ms, start_ms, end_ms;
+
+    int fd;           /* the ingest socket */
+    int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */
+    int pipe_taken;   /* pipe_fd is an anonymous pipe's read end, ours */
+    int bad_fds;      /* file descriptors that came beside the hello's pipe */
+    struct event *ev; /* reading the stream: from the pipe, if any */
+    struct event *wake_ev; /* with a pipe: the VM's wake-asks (socket) */
+    struct ljmp_wake wake;
+    enum session_phase phase;
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hello_len;
+    char vm_version[256];
+    uint8_t vm_flavour;
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    size_t trailer_len;
+    uint64_t trailer_events, trailer_bytes;
+
+    /* A feed thread changes prof and stream_bytes while jobs are out:
+     * the loop reads them under mu (session_lock). */
+    pthread_mutex_t mu;
+    struct lm_profile prof;
+    uint64_t stream_bytes;     /* fed to the decoder */
+    struct lm_groups groups;   /* its locations by name, for views */
+    struct session_view *view; /* what this turn's snapshots see (snapshot.c) */
+
+    /* The loop's: jobs out from job_head on, oldest first; with as many
+     * out as session_jobs_max() allows, the socket is not read. */
+    struct feed_job jobs[SESSION_BUFS];
+    unsigned job_head, jobs_out;
+    int read_paused; /* its event taken off until a job comes back */
+    uint8_t *spare[SESSION_BUFS]; /* read buffers no job holds */
+    unsigned nspare;
+    uint64_t post_offset; /* stream offset after the bytes posted */
+    char hangup[128];     /* the VM hung up while jobs were out: why */
+    int hangup_failed;    /* ... or broke the protocol (the end: FAILED) */
+    /* The feed's, under its lock. */
+    struct session *feed_next; /* in its to-do list */
+    unsigned feed_run;         /* the job a thread takes next */
+    unsigned feed_queued;      /* jobs posted and not taken */
+    int feed_listed;           /* in the to-do list, or being fed */
+    int feed_ended;            /* a job ended the stream: no more are run */
+    int feed_waited;           /* the loop waits for a job back */
+
+    Ljmp__SessionState state;
+    char reason[256];
+    uint64_t error_offset;
+
+    struct recording *rec;
+    struct csyms csyms; /* C symbols read from the process's files */
+    /* While they are being read (no stream byte is decoded before: a
+     * location's name is fixed at birth), the socket is not read, and
+     * what came after the hello waits in the next read buffer. */
+    struct symload_job *symload;
+    struct event *symload_timer; /* how long the session waits for them */
+    const uint8_t *held;
+    size_t held_len;
+};
+
+/* session.c */
+/* When pid started, in Unix milliseconds (0 if unknown). */
+uint64_t procinfo_start_ms(pid_t pid);
+void session_accept(struct server *srv, int fd);
+/* Takes back a feed job's results: counts, records, ends or reads on. */
+void session_fed(struct feed_job *j);
+/* The jobs a session may have out now (2 to SESSION_BUFS). */
+unsigned session_jobs_max(const struct server *srv);
+/* Stops reading s until one of its jobs comes back. */
+void session_pause_reading(struct session *s);
+static inline void session_lock(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+}
+/* 0 when taken, or nonzero while a feed thread holds it. */
+static inline int session_trylock(struct session *s)
+{
+    return pthread_mutex_trylock(&s->mu);
+}
+static inline void session_unlock(struct session *s)
+{
+    pthread_mutex_unlock(&s->mu);
+}
+void session_free(struct session *s);
+/* Ends a streaming session: closes its connection, keeps its state. */
+void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
+                 ...) __attribute__((format(printf, 3, 4)));
+int session_record(struct session *s, struct recording *rec);
+/* Reads paused s again if nothing else holds it (symbols awaited, jobs
+ * out, a full recording): 1 if it did. */
+int session_resume_reading(struct session *s);
+
+int session_visible(const struct session *s, uid_t uid);
+
+/* The C symbols of s, read by symload.c (j NULL: none, out of memory). */
+void session_symbols_loaded(struct session *s, struct symload_job *j);
+
+#endif
