@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ljmp_ingest.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 
 static double now(void)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ljmp_wire.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 
 struct opts {

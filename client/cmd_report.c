@@ -12,6 +12,7 @@
 #include "ljmpctl.h"
 #include "lm_par.h"
 #include "lm_report.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 
 enum { READ_CHUNK = 1 << 20 };

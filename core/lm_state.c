@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "lm_hash.h"
-#include "lm_par.h"
 
 /* The per-event path: inlined into the loops that apply records, where
  * GCC would otherwise keep calls whose register saves and restores cost
@@ -1345,43 +1344,4 @@ uint64_t lm_state_memory(const struct lm_state *s)
            (uint64_t)t->protos_cap * sizeof(*t->protos) +
            (uint64_t)t->traces_cap * sizeof(*t->traces) +
            (uint64_t)t->cfuncs_cap * (sizeof(*t->cfuncs) + sizeof(uint32_t));
-}
-
-int lm_profile_init(struct lm_profile *p, const struct lm_limits *limits,
-                    const struct lm_state_limits *state_limits)
-{
-    p->par = NULL;
-    if (lm_state_init(&p->state, state_limits) != 0)
-        return -1;
-    lm_decoder_init(&p->dec, limits, lm_state_apply, &p->state);
-    return 0;
-}
-
-int lm_profile_threads(struct lm_profile *p, int threads)
-{
-    if (threads < 2 || p->par != NULL)
-        return 0;
-    p->par = lm_par_new(&p->state);
-    if (p->par == NULL)
-        return -1;
-    p->dec.sink = lm_par_apply;
-    p->dec.sink_ctx = p->par;
-    return 0;
-}
-
-int lm_profile_settle(struct lm_profile *p, char *errbuf, size_t errlen)
-{
-    return p->par != NULL ? lm_par_finish(p->par, errbuf, errlen) : 0;
-}
-
-/* The state goes before the worker thread (see lm_par_free). */
-void lm_profile_free(struct lm_profile *p)
-{
-    char err[64];
-
-    if (p->par != NULL)
-        (void)lm_par_finish(p->par, err, sizeof(err));
-    lm_decoder_free(&p->dec);
-    lm_state_free(&p->state);
-    lm_par_free(p->par);
 }

@@ -15,6 +15,7 @@
 #include "ljmp_ingest.h"
 #include "ljmp_wire.h"
 #include "lm_groups.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 #include "server.h"
 

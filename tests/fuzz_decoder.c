@@ -8,6 +8,7 @@
 #include "lm_groups.h"
 #include "lm_par.h"
 #include "lm_report.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -21,6 +21,7 @@
 
 #include "ljmp_ingest.h"
 #include "lm_encoder.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 #include "test_support.h"
 

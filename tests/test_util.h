@@ -8,6 +8,7 @@
 
 #include "lm_decoder.h"
 #include "lm_encoder.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 
 /* A record as the sink saw it, with its string copied. */

@@ -17,6 +17,7 @@
 
 #include "ljmp_ingest.h"
 #include "lm_report.h"
+#include "lm_profile.h"
 #include "lm_state.h"
 #include "test_support.h"
 
