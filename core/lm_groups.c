@@ -1,11 +1,11 @@
-/* Name groups of a state's locations, updated as locations and symbols
- * arrive. */
+/* Name groups of a state's locations, updated as locations arrive. */
 #include "lm_groups.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_array.h"
 #include "lm_hash.h"
 
 int lm_groups_init(struct lm_groups *g)

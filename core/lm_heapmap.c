@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_table.h"
+
 enum { SHARD_MIN_CAP = 16 };
 
 void lm_heap_count_overflow(struct lm_heap_shard *s, uint32_t home,

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "lm_hash.h"
+#include "lm_table.h"
 
 enum { MIN_CAP = 16 };
 

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_array.h"
 #include "lm_hash.h"
+#include "lm_table.h"
 
 /* The per-event path: inlined into the loops that apply records, where
  * GCC would otherwise keep calls whose register saves and restores cost

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_array.h"
 #include "lm_hash.h"
 
 int lm_symtab_init(struct lm_symtab *t)

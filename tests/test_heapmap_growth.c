@@ -61,7 +61,7 @@ static void *failing_mremap(void *p, size_t old, size_t n, int flags)
 #define aligned_alloc failing_aligned_alloc
 #define mmap          failing_mmap
 #define mremap        failing_mremap
-#include "lm_hash.c"
+#include "lm_table.c"
 #include "lm_heapmap.c"
 #undef malloc
 #undef realloc

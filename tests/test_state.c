@@ -5,6 +5,7 @@
 #include "lm_groups.h"
 #include "lm_par.h"
 #include "lm_report.h"
+#include "lm_table.h"
 #include "test_util.h"
 
 static void run(struct lm_profile *p, struct lm_buf *b, enum lm_status want)
