@@ -1,5 +1,6 @@
-/* Whether BMI2's PEXT and PDEP are fast here: shared by the core's ULEB
- * decoder and the VM's encoder (luajit-patch copies this file). */
+/* Whether this CPU's BMI2 (PEXT, PDEP) and AVX2 are there and fast. */
+/* Shared by the core's ULEB decoder and the VM's encoder (luajit-patch
+ * copies this file). */
 #ifndef LM_CPU_H
 #define LM_CPU_H
 

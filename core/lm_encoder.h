@@ -1,5 +1,5 @@
-/* Writes memprof streams of any revision into a growable buffer (tests,
- * benchmark generator, recorded files). */
+/* Writes memprof streams of any revision into a growable buffer. */
+/* Used by tests, the benchmark generator and recorded files. */
 #ifndef LM_ENCODER_H
 #define LM_ENCODER_H
 

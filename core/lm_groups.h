@@ -1,5 +1,5 @@
-/* Locations gathered by the name they print as: one row per source line
- * (or trace, or C function) in live views, kept up to date incrementally. */
+/* Locations gathered by the name they print as, kept up to date. */
+/* One row per source line (or trace, or C function) in live views. */
 #ifndef LM_GROUPS_H
 #define LM_GROUPS_H
 

@@ -1,5 +1,6 @@
-/* An index of ids by hash: the one open-addressing map behind the symtab,
- * string interning, locations and overrides. */
+/* An index of ids by hash, for keys that their owners keep and compare. */
+/* The one open-addressing map behind the symtab, string interning,
+ * locations and overrides. */
 #ifndef LM_HINDEX_H
 #define LM_HINDEX_H
 

@@ -1,5 +1,4 @@
-/* Profile state: locations with their counters, the live heap and the
- * "Overrides" relation, built from decoded records. */
+/* Profile state: locations, live heap and overrides, from decoded records. */
 #ifndef LM_STATE_H
 #define LM_STATE_H
 
