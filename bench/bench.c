@@ -215,8 +215,8 @@ static int bench_core(int argc, char **argv)
     printf("decode+aggregate   median of %d: %.3f s = %.1f M events/s, "
            "%.0f MB/s (target >= 30 M events/s)\n",
            runs, m, (double)events / m / 1e6, (double)len / m / 1e6);
-    /* This machine's noise only ever adds time: the best run is the
-     * figure least moved by it (see bench/README.md). */
+    /* A busy host's noise only ever adds time: the best run is the
+     * figure least moved by it (see "Method" in bench/README.md). */
     printf("best run           %.3f s = %.1f M events/s\n", best,
            (double)events / best / 1e6);
     fflush(stdout);

@@ -611,8 +611,8 @@ static void ingest_phase(const struct opts *o, const double *drain_t,
 /*
  * The parity phase: rounds of the VMs streaming to the drain and to ljmpd
  * (both kept running, with the subscribers), in a random order each
- * round.  One drain run against one ljmpd run moved by 10-30% from try
- * to try on this machine, more than ljmpd's effect: the median of the
+ * round.  On a shared host, one drain run against one ljmpd run moves
+ * from try to try by more than ljmpd's effect: the median of the
  * rounds' ratios is the figure to compare with parity.
  */
 static void parity_phase(const struct opts *o)

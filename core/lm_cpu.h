@@ -9,9 +9,9 @@
 
 /*
  * BMI1 and BMI2 (BLSMSK, PEXT, PDEP), and fast: Intel's CPUs and AMD's
- * since Zen 3.  On AMD's families 15h and 17h (Zen 1 and 2) and Hygon's
- * (Zen 1) PEXT and PDEP are microcoded and slower than shifts, so those
- * and other vendors keep the portable paths.
+ * from family 19h on.  AMD's families 15h and 17h, and Hygon's (17h's
+ * design), run PEXT and PDEP as microcode, slower than the shifts they
+ * replace, so those and other vendors keep the portable paths.
  */
 static inline int lm_bmi2_is_fast(void)
 {

@@ -545,9 +545,8 @@ static inline __attribute__((always_inline)) int uleb8(const uint8_t **pp,
 
 /* v[words + k], for words of 0 to 2, by selects: an indexed load would
  * read v from memory just after its ULEBs were stored there, and GCC
- * merges two such loads into one of 16 bytes, which no store can forward
- * (a stall of some 15 cycles an event, 40% of the decoder's samples on
- * AMD Zen 3). */
+ * merges two such loads into one of 16 bytes, which no store can forward:
+ * every event would wait for its stores to reach the cache. */
 static inline __attribute__((always_inline)) uint64_t
 block_word(const uint64_t *v, unsigned int words, unsigned int k)
 {

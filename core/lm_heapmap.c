@@ -35,10 +35,10 @@ static size_t ctrl_bytes(uint32_t cap)
 /*
  * A shard's slots and control words share one table (the slots first):
  * one allocation, big enough to be mapped pages once the shard holds a
- * few thousand blocks.  Separate control tables stayed small enough for
- * malloc, and the ones a growing heap left behind were holes it never
- * gave back: 3.7 bytes of peak RSS per live block in s20m.bin.  Growing,
- * the new control words lie past the old table's end (see grow).
+ * few thousand blocks.  Separate control tables would stay small enough
+ * for malloc, and those a growing heap left behind would be holes that
+ * malloc keeps resident, on top of the peak.  Growing, the new control
+ * words lie past the old table's end (see grow).
  */
 static size_t table_bytes(uint32_t cap)
 {
@@ -211,10 +211,10 @@ static uint8_t *scratch(struct lm_heapmap *m, size_t n)
  * Grows a shard of m to cap slots, in place: a table's room is reserved
  * ahead (see lm_table_grow), so that growing costs no page faults for
  * the blocks it holds and no unmapping, and its blocks move within it.
- * Copied into a new table, s20m.bin's blocks took 74 ms of the two-thread
- * worker's 700, half of them in page faults and munmap; moved in place,
- * 30 ms.  Everything that can fail is done before a block moves.  The
- * scratch: the old control words, the fill counts, the late blocks.
+ * A copy into a new table would spend about half its time faulting the
+ * new pages in and unmapping the old ones.  Everything that can fail is
+ * done before a block moves.  The scratch: the old control words, the
+ * fill counts, the late blocks.
  */
 static int grow(struct lm_heapmap *m, struct lm_heap_shard *s, uint32_t cap)
 {

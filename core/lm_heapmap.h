@@ -196,8 +196,8 @@ static inline lm_heap_group_t lm_heap_group(const uint8_t *ctrl)
 
 /* The tag is spread over the low 8 bytes by a multiply, not by
  * _mm_set1_epi8: GCC spills that one's byte and reloads it as a dword,
- * a store that cannot forward to the load (a stall of some 15 cycles on
- * every probe, measured on AMD Zen 3). */
+ * a store that cannot forward to the load, which would make every probe
+ * wait for the store to reach the cache. */
 static inline uint32_t lm_heap_match_tag(lm_heap_group_t g, uint8_t tag)
 {
     __m128i tags = _mm_cvtsi64_si128((long long)(0x0101010101010101ULL * tag));

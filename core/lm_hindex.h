@@ -12,7 +12,8 @@
  * every key type.  Power-of-two capacity, linear probing, load <= 3/4,
  * backward-shift deletion.  A slot keeps the hash's low 32 bits: they
  * place it (the capacity's bits) and filter matches with the rest, and a
- * slot is 8 bytes (s20m.bin's 35 k overrides: a 512 KiB index, not 1 MiB).
+ * slot is 8 bytes: a big index (a stream's overrides) takes half the
+ * cache that one of whole 64-bit hashes would.
  */
 
 #define LM_NONE UINT32_MAX

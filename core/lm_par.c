@@ -13,11 +13,12 @@
  * (32 KiB) through a ring of NBATCH, so that it can run ahead while the
  * worker is slowed down (a shard of its heap map growing) and the other
  * way round.  A batch has room for one chunk of records more than the
- * mark.  Since the threads spin before they sleep, batches of 2048 ran
- * as fast as batches of 4096, with half the memory; 1024 were slower on
- * a binary_trees recording.  Eight batches hid a shard's growth, when it
- * copied the shard; grown in place, four run as fast (160 KiB, 0.3 bytes
- * per live block of s20m.bin).
+ * mark.  The threads spin before they sleep, so a hand-over is cheap:
+ * smaller batches cost time, and larger or more batches cost memory at
+ * the profile's peak (the ring is part of it), since a shard's growth in
+ * place leaves little to hide.  HANDOVER_OPS and NBATCH were chosen by
+ * measurement (THREADS=2 bench/compare.sh for the time, bench/run.sh for
+ * the peak RSS; see "Tuned values" in bench/README.md).
  */
 enum {
     CHUNK = LM_BATCH,
@@ -70,8 +71,8 @@ static int apply_batch(struct lm_par *p, const struct batch *b)
  * (its next batch, or the end of one): drops mu and spins while *x stays
  * as it was, for a while, then takes mu again.  The move usually comes
  * within microseconds, and a sleep and a wake-up cost a system call each,
- * and on a virtual machine an interrupt between the CPUs (13% of the
- * reading thread's time when the worker slept between batches).
+ * and on a virtual machine an interrupt between the CPUs, a large part
+ * of the reading thread's time if the worker slept between batches.
  */
 static void spin_unlocked(struct lm_par *p, const _Atomic uint64_t *x)
 {
@@ -261,8 +262,9 @@ int lm_par_apply(void *par, const struct lm_record *recs, size_t n,
  * Waits until the worker has applied everything and gives its part to
  * the state: 0, or -1 when out of memory.  The worker stays, idle, until
  * lm_par_free(): a thread's exit runs glibc's clean-ups, whose code pages
- * (140 KiB mapped around the faults) would land on the profile's peak,
- * where a caller frees its state first (as lm_profile_free does).
+ * (the kernel maps them in by the dozen around each fault) would land on
+ * the profile's peak, where a caller frees its state first (as
+ * lm_profile_free does).
  */
 static int wait_and_merge(struct lm_par *p)
 {

@@ -12,8 +12,8 @@
 #include "lm_table.h"
 
 /* The per-event path: inlined into the loops that apply records, where
- * GCC would otherwise keep calls whose register saves and restores cost
- * a tenth of the instructions (binary_trees: 480 -> 428 per event). */
+ * GCC would otherwise keep calls whose register saves and restores are
+ * a tenth of an event's instructions. */
 #define HOT inline __attribute__((always_inline))
 
 int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
@@ -60,7 +60,7 @@ static uint64_t ref_hash(const struct lm_loc_ref *r)
 {
     /* Odd multipliers spread each word upwards, and the high half folded
      * onto the low brings every bit to the low ones, which the tables
-     * index by (lm_mix64 cost ten instructions more an event). */
+     * index by, in fewer instructions than lm_mix64 on every event. */
     uint64_t x = (r->addr * 0x9e3779b97f4a7c15ULL) ^
                  (r->line * 0xc2b2ae3d27d4eb4fULL) ^
                  ((uint64_t)r->source << 59);
@@ -765,14 +765,13 @@ static int is_event(const struct lm_record *r)
  * hashed, the heap control groups with their home slots and the location
  * index slots prefetched; NEAR ahead, the site's and the owner's location
  * records.  What the stages read is only a hint: the records in between
- * may change it.  (A middle stage that found the slot in the group before
- * prefetching it cost more instructions than the line it saved: s20m.bin
- * went from 2.66 to 2.38 s without it.)  The heap-only pipeline (see
- * locs_fit_in_cache) and the worker's (see apply_ops) look HEAP_FAR
- * ahead: with 24, an AMD Zen 3 ran out of miss buffers, and its prefetches
- * waited for them; with 8, an AMD Zen 5 (1 MiB of L2, the heap map in its
- * L3) waited for its misses, and 16 took 0.87 to 0.93 of the time, on one
- * thread and on two (bench/README.md, "Prefetch distance on Zen 5").
+ * may change it.  No stage finds the slot in the group before prefetching
+ * it: that costs more instructions than the line it would save.  The
+ * heap-only pipeline (see locs_fit_in_cache) and the worker's (see
+ * apply_ops) look HEAP_FAR ahead: far enough to hide a miss to the shared
+ * cache or memory, near enough that the core's miss buffers do not run
+ * out and stall the prefetches.  All four distances were chosen by
+ * measurement (bench/compare.sh; see "Tuned values" in bench/README.md).
  */
 enum { FAR = 24, NEAR = 8, RING = 32, HEAP_FAR = 16, SPLIT_NEAR = 16 };
 
@@ -865,8 +864,8 @@ static HOT void plan_heap(struct lm_state *s, const struct lm_record *r,
 
 /*
  * While the heap map and the locations fit in the caches, the pipeline's
- * lookups ahead cost more than the misses they hide (about a fifth of the
- * instructions): records are applied directly.  The size counted is the
+ * lookups ahead cost more instructions than the misses they hide cost
+ * time: records are applied directly.  The size counted is the
  * heap map's live blocks (16 bytes a slot) and the locations.
  */
 #define LOC_BYTES (sizeof(struct lm_loc) + sizeof(struct lm_heap_side))
@@ -878,13 +877,14 @@ static int fits_in_cache(const struct lm_state *s)
 }
 
 /*
- * A big heap with few locations (a real VM's stream: binary_trees has
- * 780 k live blocks at a few hundred sites) needs only the heap map
- * prefetched: finding the site's and the owner's records ahead costs a
- * heap look-up more per release and saves no miss (a binary_trees
- * recording: 1.43 -> 1.29 s).  With thousands of sites (s20m.bin: 5000)
- * their records are evicted by the heap map's traffic, and the full
- * pipeline wins again, hence a quarter of the direct budget.
+ * A big heap with few locations (a real VM's stream: hundreds of
+ * thousands of live blocks at a few hundred sites) needs only the heap
+ * map prefetched: finding the site's and the owner's records ahead costs
+ * a heap look-up more per release and saves no miss, as those records
+ * stay in the cache.  With thousands of sites their records are evicted
+ * by the heap map's traffic, and the full pipeline wins again, hence a
+ * quarter of the direct budget (chosen by bench/compare.sh on a VM's
+ * recording and a synthetic stream; see bench/README.md).
  */
 static int locs_fit_in_cache(const struct lm_state *s)
 {
@@ -926,7 +926,7 @@ static HOT int apply_simple(struct lm_state *s, const struct lm_record *recs,
 }
 
 /* The two uses of apply_simple, each compiled for its distance (and not
- * inlined into apply_records: a binary_trees recording ran 4% slower). */
+ * inlined into apply_records, which measured slower). */
 static __attribute__((noinline)) int apply_direct(struct lm_state *s,
                                                   const struct lm_record *recs,
                                                   size_t n, size_t *failed_at,
@@ -1027,7 +1027,8 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
      * cache nearly always holds the site, and compares without a hash.
      * SPLIT_NEAR ahead, not NEAR: this loop does less per record than
      * lm_state_apply's (no heap map), so a site's miss needs more records
-     * to hide it (16 took 0.96 of 8's time on two threads, AMD Zen 5). */
+     * to hide it (chosen by THREADS=2 bench/compare.sh; see "Tuned
+     * values" in bench/README.md). */
     size_t near = locs_fit_in_cache(s) ? 0 : SPLIT_NEAR;
     size_t i, k = 0; /* locals: stores into ops could alias *nops */
 
@@ -1098,13 +1099,14 @@ void lm_state_lend_sides(struct lm_state *part, struct lm_heap_side *sides,
 /*
  * The owner of a block an operation releases is known only once the
  * block's slot is read, and with thousands of sites its heap side has
- * left the cache by then (the heap map's traffic evicts it: 15% of the
- * worker's samples were that one miss), so its change (struct
- * owner_change) waits OWNER_LAG releases, with the side prefetched in the
- * meantime.  The changes add up whatever their order; the totals, whose
- * peak depends on it, change at once.  When memory runs out, the changes
- * still waiting are dropped: the stream cannot be applied whole, and a
- * reader of two threads gets no profile (lm_par_finish fails).
+ * left the cache by then (the heap map's traffic evicts it), so its
+ * change (struct owner_change) waits OWNER_LAG releases, with the side
+ * prefetched in the meantime (the lag chosen by THREADS=2
+ * bench/compare.sh; see bench/README.md).  The changes add up whatever
+ * their order; the totals, whose peak depends on it, change at once.
+ * When memory runs out, the changes still waiting are dropped: the
+ * stream cannot be applied whole, and a reader of two threads gets no
+ * profile (lm_par_finish fails).
  */
 enum { OWNER_LAG = 8 }; /* a power of two */
 

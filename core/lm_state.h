@@ -84,9 +84,9 @@ struct lm_event_counters {
  * writes only location records and the worker only heap sides, so that
  * no line one of them writes shares a pair with a line of the other's
  * (but for a new location's heap side, zeroed by the reader before the
- * worker can name it).
- * With both in one 192-byte record, the two threads took 4% more time
- * (bench/README.md, "Heap sides in a table of their own").
+ * worker can name it): lines of one pair that two cores write slow both
+ * down, which THREADS=2 bench/compare.sh measured against a single
+ * 192-byte record.
  */
 struct lm_loc {
     struct lm_event_counters ev;

@@ -29,10 +29,9 @@ void lm_table_free(void *p, size_t size);
  */
 void *lm_table_grow(void *p, size_t *room, size_t used, size_t size);
 
-/* Grown tables under this size come from malloc: as mapped pages, a
- * heap map of a few thousand blocks took 64 pages, one a shard (ljmpd's
- * RSS with 30 small sessions: 641 KiB a session, 798 with tables mapped
- * from 1 KiB). */
+/* Grown tables under this size come from malloc: mapped, every shard of
+ * a small heap map would take a whole page, which adds up over the many
+ * small sessions that ljmpd keeps. */
 #define LM_TABLE_GROW_MAPPED 4096
 
 /* The resident bytes of a grown table whose first `size` are written. */

@@ -28,19 +28,22 @@
  * Since version 3, the stream and trailer may come through a pipe
  * instead: the VM makes it, and sends its read end with the hello
  * (SCM_RIGHTS, attached to the hello's bytes), which then says version
- * 3; the socket then carries only wake-ups (below).  The VM splices
- * its buffers into the pipe (vmsplice) rather than copying them into a
- * socket: binary_trees streamed at 1.14x to 1.17x the profiler off's
- * time instead of 1.20x to 1.22x (bench/README.md).  For now a VM does
- * so only with LJMP_PIPE=1 (beside 32 busy VMs, ljmpd ingested less
- * through pipes); else it sends a version 2 hello and streams on the
- * socket.  A version 3 hello without a pipe's read end, or an fd with a
- * lower version, is refused.
+ * 3; after the hello's answer the socket carries only wake-ups (below).
+ * The VM lends its buffers to the pipe (vmsplice) and copies only short
+ * writes: one copy fewer than into a socket, which makes a lone VM's
+ * streaming a little cheaper.  But ljmpd's reads out of lent pages
+ * cost it more than its reads out of socket buffers, so beside many
+ * busy VMs it ingests less through pipes.  A VM therefore uses a pipe
+ * only with LJMP_PIPE=1, and only when the kernel lets the pipe hold a
+ * whole buffer; else it sends a version 2 hello and streams on the
+ * socket (bench/vm.sh and bench/daemon.sh compare the two).  A version 3
+ * hello without a pipe's read end, or an fd with a lower version, is
+ * refused.
  *
- * A pipe wakes its writer for every page read, and nothing tells it
- * when half the pipe was: beside 32 busy VMs, writers woken that often
- * took the CPU from ljmpd.  So a VM that needs the pipe emptier asks on
- * the socket, and sleeps until ljmpd answers:
+ * A pipe wakes its writer for every page read, and nothing wakes it only
+ * once most of the pipe was read: beside many busy VMs, writers woken
+ * that often took the CPU from ljmpd.  So a VM that needs the pipe
+ * emptier asks on the socket, and sleeps until ljmpd answers:
  *
  *   wake-ask := LJMP_WAKE_ASK level(u32)   VM: wake me once the pipe
  *                                          holds at most level bytes

@@ -1,6 +1,7 @@
 /*
-** ljmp: where memprof streams go (a file, or ljmpd's ingest socket), and
-** LJMP_SOCKET, which profiles a VM from its start.
+** ljmp: where memprof streams go (a file, or ljmpd: its ingest socket, or
+** a pipe passed over it), and LJMP_SOCKET, which profiles a VM from its
+** start.
 ** New VM file of ljmp's luajit-patch (not part of LuaJIT).
 */
 
@@ -38,9 +39,10 @@ static int env_err;
 /*
 ** The pipe to ljmpd holds up to SINK_PIPE_BUFS of memprof's buffers
 ** while the VM fills one more: ljmpd reads them meanwhile.  2 MiB where
-** allowed, else pipe-max-size (1 MiB by default for users): beside 32
+** allowed, else pipe-max-size (1 MiB by default for users): beside many
 ** busy VMs, ljmpd takes a while to come back to each, and the deeper
-** pipe makes a VM wait for it less often (see wait_room).  Buffers are
+** pipe makes a VM wait for it less often (see wait_room; the depth was
+** chosen with VMS=32 LJMP_PIPE=1 bench/daemon.sh).  Buffers are
 ** filled lowest free first, so a VM that ljmpd keeps up with touches
 ** two of them, not all.
 */
@@ -124,10 +126,9 @@ static uint64_t pipe_unread(Sink *sk)
 /*
 ** Waits until the pipe holds at most level unread bytes, asking ljmpd to
 ** say when (LJMP_WAKE_ASK, see ljmp_ingest.h): a pipe wakes its writer
-** for every page read, and beside 32 busy VMs writers woken that often,
-** or napping to look, took the CPU from ljmpd's threads (8 to 14 M
-** events/s of ingest, bench/README.md).  0 once it does, or why not:
-** EPIPE once ljmpd is gone, EAGAIN at the deadline.
+** for every page read, and beside many busy VMs writers woken that
+** often, or napping to look, take the CPU from ljmpd's threads.  0 once
+** it does, or why not: EPIPE once ljmpd is gone, EAGAIN at the deadline.
 */
 static int wait_for_reader(Sink *sk, int64_t deadline, uint64_t level)
 {
@@ -309,10 +310,10 @@ static int sink_is_ljmpd(const Sink *sk)
 }
 
 /*
-** To ljmpd's pipe, memprof's buffers are lent, not copied: vmsplice
-** hands the pipe their pages, and ljmpd reads them from there (one copy
-** fewer, and no socket buffers to allocate: binary_trees streamed at
-** 1.16x the profiler off's time instead of 1.22x, bench/README.md).
+** To ljmpd's pipe, memprof's writes of SINK_LEND_MIN bytes or more are
+** lent, not copied: vmsplice hands the pipe their buffer's pages, and
+** ljmpd reads them from there (one copy fewer, and no socket buffers to
+** allocate).
 */
 static int sink_write(void *ctx, const void *buf, size_t len)
 {
@@ -438,12 +439,10 @@ int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
 /*
 ** The pipe the stream goes through (see ljmp_ingest.h), its write end in
 ** sk->fd from now on, the socket in sk->conn; 0, or -1 if none is to be
-** used.  Only with LJMP_PIPE=1, for now: a lone VM streams a little
-** faster so (binary_trees 1.12x to 1.14x the profiler off's time in
-** bench/vm.sh, against 1.13x to 1.16x on the socket), but beside 32 busy
-** VMs ljmpd took 13.3 to 15.4 M events/s through pipes, against 14.5 to
-** 16.1 M through sockets, and its snapshots came later (p99 1062 and
-** 1072 ms at a 1 s interval, against 965 to 1002 ms; bench/README.md).
+** used.  Only with LJMP_PIPE=1 (see ljmp_ingest.h): a lone VM streams a
+** little cheaper through a pipe, but beside many busy VMs ljmpd ingests
+** less through pipes than through sockets, and its snapshots come later
+** (bench/vm.sh and bench/daemon.sh measure both ways).
 */
 static int open_pipe(Sink *sk, int *read_end)
 {

@@ -47,8 +47,8 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 ** few ns through the vDSO), and what waited longer than MEMPROF_STALE_NS
 ** is flushed.  A VM that does not allocate at all has nothing to show.
 ** The bound is a part of what a subscriber waits for an allocation to
-** show (ljmpd's snapshot latency target is its interval + 50 ms); a busy
-** VM fills the buffer in a few ms, so only light VMs write more often. */
+** show (see ljmpd's latency target in bench/README.md); a busy VM fills
+** the buffer much sooner, so only light VMs write more often. */
 #define MEMPROF_CLOCK_EVERY 64
 #define MEMPROF_STALE_NS (20 * 1000000ull)
 #ifdef CLOCK_MONOTONIC_COARSE
@@ -534,8 +534,7 @@ static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
 
 /* The VM's allocator.  LuaJIT's own, the usual one, is called directly
 ** by wrappers made for it (direct): built as one unit, its dispatch
-** merges into ours (binary_trees at depth 12: 412 -> 406 M instructions,
-** 330 M unprofiled). */
+** merges into ours, and an event saves a call through a pointer. */
 static LJ_AINLINE void *memprof_call(Memprof *mp, int direct, void *ud,
 				     void *ptr, size_t osize, size_t nsize)
 {
@@ -593,9 +592,8 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
 ** written behind one check (fast_left) for everything that needs the
 ** general path.  A collector's free, the commonest, is written here,
 ** before the block is freed, and every call this function makes is its
-** last: it keeps nothing across one, so it saves no registers (the
-** prologue and epilogue were 11 of the wrapper's 57 instructions an
-** event on binary_trees at depth 12).
+** last: it keeps nothing across one, so it saves no registers (a
+** prologue and an epilogue would be a fifth of its instructions).
 */
 static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
 				       size_t nsize, int pdep, int direct,
