@@ -48,7 +48,7 @@ enum lm_source {
     LM_SRC_TRACE = 4,
 };
 
-/* The stream revisions ljmp reads (memprof-format.md). */
+/* The stream revisions ljmp reads (docs/format.md). */
 enum lm_revision {
     LM_REV_UNKNOWN = 0,
     LM_REV_R1,      /* ljs 1, ljm 1 */

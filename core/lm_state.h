@@ -314,7 +314,7 @@ void lm_state_counters(const struct lm_state *s, uint32_t loc,
 
 /*
  * Formats the location's name as Tarantool's parser prints it (see
- * memprof-format.md); returns snprintf's result.
+ * docs/format.md); returns snprintf's result.
  */
 int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
                       size_t len);

@@ -14,7 +14,7 @@
  * A VM connects to the ingest socket and writes, in order:
  *
  *   hello   := "LJMP" version(u8) flavour(u8) vmlen(u8) vm-version[vmlen]
- *   stream  := a memprof stream, revision R3 (memprof-format.md)
+ *   stream  := a memprof stream, revision R3 (docs/format.md)
  *   trailer := "LJMT" events(u64) stream-bytes(u64)      (little endian)
  *
  * Since version 2, ljmpd answers a whole, valid hello with one byte,

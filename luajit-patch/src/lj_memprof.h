@@ -9,7 +9,7 @@
 #include "lj_obj.h"
 
 /*
-** The stream (see ljmp's memprof-format.md, revision R3):
+** The stream (see ljmp's docs/format.md, revision R3):
 **
 **   stream  := symtab memprof
 **   symtab  := 'l' 'j' 's' 0x03 0x00 0x00 0x00 sym* 0x80
