@@ -1,72 +1,59 @@
-/* Feed threads: sessions' stream bytes decoded and applied off the event
- * loop, so that ljmpd ingests on every CPU it may use. */
+/* The feed: streams' bytes decoded and applied on threads off the event
+ * loop, each stream's jobs in order and one at a time, streams in turn. */
 #define _GNU_SOURCE
-#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bell.h"
 #include "feed.h"
 #include "helper.h"
-#include "session.h"
 #include "log.h"
 
 /*
- * A session's jobs run one at a time, in order, and it has at most
- * session_jobs_max() out: then its socket is not read, and a busy VM
- * waits in its socket as before.  Sessions with jobs take turns (one job
- * each, then to the back of the line), so one busy VM cannot starve the
- * others.
+ * Streams with jobs queued wait in one line; a thread takes the first
+ * stream's next job, and the stream goes to the back of the line if it
+ * has more, so one busy VM cannot starve the others.  A stream's jobs
+ * run one at a time: its decoder and state are one thread's at a time.
  */
 struct feed {
     pthread_mutex_t mu;
-    pthread_cond_t work; /* a session queued, or stopping */
+    pthread_cond_t work; /* a stream in line, or stopping */
     pthread_cond_t idle; /* a job done */
-    struct session *todo, **todo_tail;
+    struct feed_queue *line, **line_tail;
     struct feed_job *done, **done_tail;
     unsigned running; /* jobs a thread has taken and not finished */
     int stopping;
     int woken; /* the bell rung since the loop last took the list */
+    size_t inline_bytes;
     struct bell bell;
     pthread_t *threads;
     unsigned nthreads;
 };
 
-/* Decodes and applies a job's bytes; the loop reads the state meanwhile
- * only under the session's lock. */
-static void feed_run(struct feed_job *j)
+static void run_job(struct feed_job *j)
 {
-    struct session *s = j->s;
-
     j->ran = 1;
-    session_lock(s);
-    s->prof.state.direct_bytes = j->direct_bytes;
-    uint64_t before = lm_totals_events(&s->prof.state.totals);
-    j->used = 0;
-    j->st = lm_profile_feed(&s->prof, j->p, j->n, &j->used);
-    s->stream_bytes += j->used;
-    j->events = lm_totals_events(&s->prof.state.totals) - before;
-    session_unlock(s);
+    j->q->ops->run(j, j->q->owner);
 }
 
 /* Under f->mu; wakes a thread if wake. */
-static void list_session(struct feed *f, struct session *s, int wake)
+static void get_in_line(struct feed *f, struct feed_queue *q, int wake)
 {
-    s->feed_next = NULL;
-    *f->todo_tail = s;
-    f->todo_tail = &s->feed_next;
+    q->next_in_line = NULL;
+    *f->line_tail = q;
+    f->line_tail = &q->next_in_line;
     if (wake)
         pthread_cond_signal(&f->work);
 }
 
-/* The session's next job, taken off its queue (under f->mu). */
-static struct feed_job *take_job(struct session *s)
+/* The stream's next job, taken off its queue (under f->mu). */
+static struct feed_job *take_job(struct feed_queue *q)
 {
-    struct feed_job *j = &s->jobs[s->feed_run];
+    struct feed_job *j = &q->jobs[q->run];
 
-    s->feed_run = (s->feed_run + 1) % SESSION_BUFS;
-    s->feed_queued--;
+    q->run = (q->run + 1) % FEED_JOBS;
+    q->queued--;
     return j;
 }
 
@@ -82,9 +69,8 @@ static void wake_loop(struct feed *f)
 /*
  * Under f->mu.  The loop is woken for a job done only when it waits for
  * one (see feed_wait_for) or the job ended its stream; else the job
- * waits in the list until the loop has to wake, or its next tick.  A
- * wake-up for every job had the loop take the VM's CPU once a read
- * (a binary_trees run: 1100 times).
+ * waits in the list until the loop has to wake, or calls feed_collect.
+ * A wake-up for every job had the loop take a lone VM's CPU once a read.
  */
 static void add_done(struct feed *f, struct feed_job *j, int wake)
 {
@@ -95,6 +81,27 @@ static void add_done(struct feed *f, struct feed_job *j, int wake)
         wake_loop(f);
 }
 
+/* Under f->mu: the stream's job j ran. */
+static void job_ran(struct feed *f, struct feed_queue *q, struct feed_job *j)
+{
+    /* Bytes after the end of a stream are the owner's (a trailer), and
+     * it may free the decoder once it sees the end. */
+    if (j->st == LM_DONE || j->st == LM_ERROR)
+        q->ended = 1;
+    add_done(f, j, q->waited || q->ended);
+    q->waited = 0;
+    while (q->queued > 0 && q->ended)
+        add_done(f, take_job(q), 1);
+    /* Back in line; with none before it, this thread takes it on (its
+     * caches hold the state), and another one woken for it would only
+     * find the line empty. */
+    if (q->queued > 0)
+        get_in_line(f, q, f->line != NULL);
+    else
+        q->listed = 0;
+    pthread_cond_broadcast(&f->idle);
+}
+
 static void *feed_thread(void *arg)
 {
     struct feed *f = arg;
@@ -102,38 +109,22 @@ static void *feed_thread(void *arg)
     helper_lower_priority();
     pthread_mutex_lock(&f->mu);
     for (;;) {
-        while (f->todo == NULL && !f->stopping)
+        while (f->line == NULL && !f->stopping)
             pthread_cond_wait(&f->work, &f->mu);
         if (f->stopping)
             break;
-        struct session *s = f->todo;
-        if ((f->todo = s->feed_next) == NULL)
-            f->todo_tail = &f->todo;
-        struct feed_job *j = take_job(s);
+        struct feed_queue *q = f->line;
+        if ((f->line = q->next_in_line) == NULL)
+            f->line_tail = &f->line;
+        struct feed_job *j = take_job(q);
         f->running++;
         pthread_mutex_unlock(&f->mu);
 
-        feed_run(j);
+        run_job(j);
 
         pthread_mutex_lock(&f->mu);
         f->running--;
-        /* Bytes after the end of a stream are the loop's (a trailer), and
-         * the loop may free the decoder once it sees the end. */
-        if (j->st == LM_DONE || j->st == LM_ERROR)
-            s->feed_ended = 1;
-        add_done(f, j, s->feed_waited || s->feed_ended);
-        s->feed_waited = 0;
-        while (s->feed_queued > 0 && s->feed_ended)
-            add_done(f, take_job(s), 1);
-        /* Back in line; with none before it, this thread takes it on (its
-         * caches hold the state), and another one woken for it would only
-         * find the line empty: with one VM streaming, such wake-ups took
-         * the VM's CPU from it a thousand times in a binary_trees run. */
-        if (s->feed_queued > 0)
-            list_session(f, s, f->todo != NULL);
-        else
-            s->feed_listed = 0;
-        pthread_cond_broadcast(&f->idle);
+        job_ran(f, q, j);
     }
     pthread_mutex_unlock(&f->mu);
     return NULL;
@@ -151,149 +142,173 @@ static struct feed_job *take_done(struct feed *f)
     return list;
 }
 
-static void give_back(struct feed_job *list)
+/* On the loop: j is no longer out; its owner takes it back. */
+static void give_back(struct feed_job *j)
+{
+    struct feed_queue *q = j->q;
+
+    q->head = (q->head + 1) % FEED_JOBS;
+    q->out--;
+    q->ops->done(j, q->owner);
+}
+
+static void give_back_all(struct feed_job *list)
 {
     while (list != NULL) {
         struct feed_job *j = list;
         list = j->next;
-        session_fed(j);
+        give_back(j);
     }
 }
 
-static void on_done(evutil_socket_t fd, short what, void *arg)
+static void on_bell(evutil_socket_t fd, short what, void *arg)
 {
-    struct server *srv = arg;
+    struct feed *f = arg;
 
     (void)fd;
     (void)what;
-    bell_answer(&srv->feed->bell);
-    give_back(take_done(srv->feed));
+    bell_answer(&f->bell);
+    give_back_all(take_done(f));
 }
 
-void feed_collect(struct server *srv)
+void feed_collect(struct feed *f)
 {
-    if (srv->feed != NULL && srv->feed->nthreads > 0)
-        give_back(take_done(srv->feed));
+    if (f != NULL && f->nthreads > 0)
+        give_back_all(take_done(f));
 }
 
-void feed_wait_for(struct session *s)
+void feed_wait_for(struct feed_queue *q)
 {
-    struct feed *f = s->srv->feed;
+    struct feed *f = q->f;
 
-    if (f == NULL || f->nthreads == 0)
+    if (f->nthreads == 0)
         return;
     pthread_mutex_lock(&f->mu);
-    s->feed_waited = 1;
-    /* Jobs done before may be s's. */
+    q->waited = 1;
+    /* Jobs done before may be q's. */
     if (f->done != NULL)
         wake_loop(f);
     pthread_mutex_unlock(&f->mu);
 }
 
-/*
- * Whether the loop decodes s's new job of n bytes itself: a read under
- * cfg.inline_bytes costs less to decode than to hand over (two context
- * switches, and an idle VM sends a few bytes now and then).  Only with
- * no job of s out: they must run in order.  Larger reads go to the
- * threads even for a lone VM, since the loop then reads ahead into the
- * session's other buffers while a thread applies: on Debian's default
- * socket buffer (net.core.wmem_max: 416 KiB for the VM's socket) a
- * binary_trees VM waited on its socket 133 times a run (median of 8)
- * with the loop applying its reads itself, and 22 times with 2 MiB read
- * ahead (bench/README.md).
- */
-static int fed_on_loop(const struct session *s, size_t n)
+void feed_queue_init(struct feed_queue *q, struct feed *f,
+                     const struct feed_ops *ops, void *owner)
 {
-    return s->jobs_out == 1 && n < s->srv->cfg.inline_bytes;
+    memset(q, 0, sizeof(*q));
+    q->f = f;
+    q->ops = ops;
+    q->owner = owner;
+    for (int i = 0; i < FEED_JOBS; i++)
+        q->jobs[i].q = q;
 }
 
-void feed_post(struct session *s, const uint8_t *p, size_t n,
+struct feed_job *feed_next_job(struct feed_queue *q)
+{
+    return &q->jobs[(q->head + q->out) % FEED_JOBS];
+}
+
+/*
+ * Whether the loop runs q's new job of n bytes itself: a small read costs
+ * less to decode than to hand over (two context switches, and an idle VM
+ * sends a few bytes now and then).  Only with no other job of q out: they
+ * must run in order.  Larger reads go to the threads even for a lone VM,
+ * since the loop then reads ahead into the owner's other buffers while a
+ * thread applies, and a VM's bursts wait there rather than in its socket.
+ */
+static int runs_on_loop(const struct feed_queue *q, size_t n)
+{
+    return q->f->nthreads == 0 || (q->out == 1 && n < q->f->inline_bytes);
+}
+
+void feed_post(struct feed_queue *q, const uint8_t *p, size_t n,
                uint64_t direct_bytes)
 {
-    struct feed *f = s->srv->feed;
-    struct feed_job *j = &s->jobs[(s->job_head + s->jobs_out) % SESSION_BUFS];
+    struct feed *f = q->f;
+    struct feed_job *j = feed_next_job(q);
 
     j->p = p;
     j->n = n;
-    j->at = s->post_offset;
+    j->at = q->post_offset;
     j->direct_bytes = direct_bytes;
     j->ran = 0;
-    s->post_offset += n;
-    s->jobs_out++;
-    if (f->nthreads == 0 || fed_on_loop(s, n)) {
-        /* No job of s is out, so no thread holds it; the threads' next
+    q->post_offset += n;
+    q->out++;
+    if (runs_on_loop(q, n)) {
+        /* No job of q is out, so no thread holds it; the threads' next
          * job must stay in step with the loop's. */
         pthread_mutex_lock(&f->mu);
-        s->feed_run = (s->feed_run + 1) % SESSION_BUFS;
+        q->run = (q->run + 1) % FEED_JOBS;
         pthread_mutex_unlock(&f->mu);
-        feed_run(j);
-        session_fed(j);
+        run_job(j);
+        give_back(j);
         return;
     }
-    if (s->jobs_out >= session_jobs_max(s->srv))
-        session_pause_reading(s);
     pthread_mutex_lock(&f->mu);
-    s->feed_queued++;
-    if (s->feed_ended) {
-        add_done(f, take_job(s), 1);
-    } else if (!s->feed_listed) {
-        s->feed_listed = 1;
-        list_session(f, s, 1);
+    q->queued++;
+    if (q->ended) {
+        add_done(f, take_job(q), 1);
+    } else if (!q->listed) {
+        q->listed = 1;
+        get_in_line(f, q, 1);
     }
     pthread_mutex_unlock(&f->mu);
 }
 
-void feed_settle(struct server *srv)
+void feed_settle(struct feed *f)
 {
-    struct feed *f = srv->feed;
-
     if (f == NULL)
         return;
     pthread_mutex_lock(&f->mu);
-    while (f->todo != NULL || f->running > 0)
+    while (f->line != NULL || f->running > 0)
         pthread_cond_wait(&f->idle, &f->mu);
     pthread_mutex_unlock(&f->mu);
-    give_back(take_done(f));
+    give_back_all(take_done(f));
 }
 
-int feed_start(struct server *srv)
+static int start_threads(struct feed *f, unsigned n)
 {
-    struct feed *f = calloc(1, sizeof(*f));
-
-    if (f == NULL)
-        return -1;
-    srv->feed = f;
-    pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->work, NULL);
-    pthread_cond_init(&f->idle, NULL);
-    f->todo_tail = &f->todo;
-    f->done_tail = &f->done;
-    f->bell.efd = -1;
-    if (srv->cfg.feed_threads == 0)
-        return 0;
-    f->threads = calloc(srv->cfg.feed_threads, sizeof(*f->threads));
-    if (f->threads == NULL) {
+    if ((f->threads = calloc(n, sizeof(*f->threads))) == NULL) {
         log_error("feed threads: out of memory");
         return -1;
     }
-    if (bell_init(&f->bell, srv->base, PRIO_DEFAULT, on_done, srv,
-                  "feed threads") != 0)
-        return -1;
-    for (unsigned i = 0; i < srv->cfg.feed_threads; i++) {
+    for (unsigned i = 0; i < n; i++) {
         int rc = helper_start(&f->threads[i], feed_thread, f);
         if (rc != 0) {
             log_error("feed thread %u: %s", i, strerror(rc));
-            break;
+            return -1;
         }
         f->nthreads++;
     }
-    return f->nthreads == srv->cfg.feed_threads ? 0 : -1;
+    return 0;
 }
 
-void feed_stop(struct server *srv)
+struct feed *feed_new(struct event_base *base, int prio, unsigned nthreads,
+                      size_t inline_bytes)
 {
-    struct feed *f = srv->feed;
+    struct feed *f = calloc(1, sizeof(*f));
 
+    if (f == NULL) {
+        log_error("feed: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->work, NULL);
+    pthread_cond_init(&f->idle, NULL);
+    f->line_tail = &f->line;
+    f->done_tail = &f->done;
+    f->inline_bytes = inline_bytes;
+    f->bell = BELL_NONE;
+    if (nthreads > 0 &&
+        (bell_init(&f->bell, base, prio, on_bell, f, "feed threads") != 0 ||
+         start_threads(f, nthreads) != 0)) {
+        feed_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void feed_free(struct feed *f)
+{
     if (f == NULL)
         return;
     pthread_mutex_lock(&f->mu);
@@ -308,5 +323,4 @@ void feed_stop(struct server *srv)
     pthread_mutex_destroy(&f->mu);
     free(f->threads);
     free(f);
-    srv->feed = NULL;
 }

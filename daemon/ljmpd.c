@@ -156,7 +156,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    feed_collect(srv);
+    feed_collect(srv->feed);
     retention_evict(srv, now);
     control_expire_records(srv, now);
     recorder_check_stalls(srv, now);
@@ -188,7 +188,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     srv->stopping = 1;
     control_expire_records(srv, clock_now_ms());
     /* What the feed threads hold goes into the state and the recordings. */
-    feed_settle(srv);
+    feed_settle(srv->feed);
     TAILQ_FOREACH(s, &srv->sessions, link)
     if (s->rec != NULL) {
         struct recording *rec = s->rec;
@@ -298,7 +298,9 @@ static int server_start(struct server *srv)
     srv->start_ms = clock_now_ms();
     clock_wall_ms(srv->start_ms);
     if ((srv->base = new_event_base()) == NULL || recorder_start(srv) != 0 ||
-        feed_start(srv) != 0 || symload_start(srv) != 0 || peerfd_start() != 0)
+        (srv->feed = feed_new(srv->base, PRIO_DEFAULT, srv->cfg.feed_threads,
+                              srv->cfg.inline_bytes)) == NULL ||
+        symload_start(srv) != 0 || peerfd_start() != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -356,7 +358,8 @@ static void server_free(struct server *srv)
     struct session *s;
     struct peer *p;
 
-    feed_stop(srv); /* before the sessions its threads may be feeding */
+    feed_free(srv->feed); /* before the sessions its threads may feed */
+    srv->feed = NULL;
     symload_stop(srv);
     while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
         peer_free(p);

@@ -9,7 +9,7 @@
  * (jobs out come back in one batch with the end). */
 static int evictable(const struct session *s)
 {
-    return s->phase == SESSION_ENDED && s->jobs_out == 0;
+    return s->phase == SESSION_ENDED && s->feed.out == 0;
 }
 
 static void forget_session(struct server *srv, struct session *s)

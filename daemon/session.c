@@ -28,9 +28,9 @@ static void session_read(evutil_socket_t fd, short what, void *arg);
 
 static void release_buffers(struct session *s)
 {
-    for (int i = 0; i < SESSION_BUFS; i++) {
-        free(s->jobs[i].buf);
-        s->jobs[i].buf = NULL;
+    for (int i = 0; i < FEED_JOBS; i++) {
+        free(s->feed.jobs[i].buf);
+        s->feed.jobs[i].buf = NULL;
     }
     while (s->nspare > 0)
         free(s->spare[--s->nspare]);
@@ -41,7 +41,7 @@ static void release_buffers(struct session *s)
  * it has had out at once.  A connection that sends nothing holds none. */
 static uint8_t *next_buffer(struct session *s)
 {
-    struct feed_job *j = &s->jobs[(s->job_head + s->jobs_out) % SESSION_BUFS];
+    struct feed_job *j = feed_next_job(&s->feed);
 
     if (j->buf == NULL)
         j->buf = s->nspare > 0 ? s->spare[--s->nspare]
@@ -55,7 +55,7 @@ static void give_back_buffer(struct session *s, struct feed_job *j)
 {
     if (j->buf == NULL)
         return;
-    if (s->jobs_out + s->nspare < session_jobs_max(s->srv))
+    if (s->feed.out + s->nspare < session_jobs_max(s->srv))
         s->spare[s->nspare++] = j->buf;
     else
         free(j->buf);
@@ -72,6 +72,29 @@ static unsigned live_sessions_of(const struct server *srv, uid_t uid)
     n += s->uid == uid && s->phase != SESSION_ENDED;
     return n;
 }
+
+/* Decodes and applies a job's bytes, on a feed thread; the loop reads the
+ * state meanwhile only under the session's lock. */
+static void session_feed_run(struct feed_job *j, void *owner)
+{
+    struct session *s = owner;
+
+    session_lock(s);
+    s->prof.state.direct_bytes = j->direct_bytes;
+    uint64_t before = lm_totals_events(&s->prof.state.totals);
+    j->used = 0;
+    j->st = lm_profile_feed(&s->prof, j->p, j->n, &j->used);
+    s->stream_bytes += j->used;
+    j->events = lm_totals_events(&s->prof.state.totals) - before;
+    session_unlock(s);
+}
+
+static void session_fed(struct feed_job *j, void *owner);
+
+static const struct feed_ops session_feed_ops = {
+    .run = session_feed_run,
+    .done = session_fed,
+};
 
 void session_accept(struct server *srv, int fd)
 {
@@ -133,8 +156,7 @@ void session_accept(struct server *srv, int fd)
         event_priority_set(s->ev, PRIO_INGEST);
     struct timeval hello_tv = {srv->cfg.hello_timeout_ms / 1000,
                                (srv->cfg.hello_timeout_ms % 1000) * 1000};
-    for (int i = 0; i < SESSION_BUFS; i++)
-        s->jobs[i].s = s;
+    feed_queue_init(&s->feed, srv->feed, &session_feed_ops, s);
     if (s->cmdline == NULL || s->ev == NULL ||
         event_add(s->ev, &hello_tv) != 0) {
         s->fd = -1; /* closed at oom */
@@ -309,7 +331,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
      * which an earlier job's end left unfed, when they come back); the
      * state stays for queries. */
     lm_decoder_free(&s->prof.dec);
-    if (s->jobs_out == 0)
+    if (s->feed.out == 0)
         release_buffers(s);
     srv->nlive--;
     srv->nended++;
@@ -603,7 +625,9 @@ static void session_take(struct session *s, const uint8_t *p, size_t n);
 /* Stream bytes go to the decoder, on a feed thread if there are any. */
 static void take_stream(struct session *s, const uint8_t *p, size_t n)
 {
-    feed_post(s, p, n, live_share(s->srv, DIRECT_BUDGET));
+    feed_post(&s->feed, p, n, live_share(s->srv, DIRECT_BUDGET));
+    if (s->feed.out >= session_jobs_max(s->srv))
+        session_pause_reading(s);
 }
 
 static void session_hangup(struct session *s, const char *why);
@@ -645,22 +669,22 @@ unsigned session_jobs_max(const struct server *srv)
 {
     size_t n = live_share(srv, READ_AHEAD) / read_size(srv);
 
-    return n < 2 ? 2 : n > SESSION_BUFS ? SESSION_BUFS : (unsigned)n;
+    return n < 2 ? 2 : n > FEED_JOBS ? FEED_JOBS : (unsigned)n;
 }
 
 void session_pause_reading(struct session *s)
 {
     event_del(s->ev);
     s->read_paused = 1;
-    if (s->jobs_out > 0)
-        feed_wait_for(s);
+    if (s->feed.out > 0)
+        feed_wait_for(&s->feed);
 }
 
 /* Whether paused s may be read again: a buffer is free, and its
  * recording's file has room (see recorder.c). */
 static int may_read(struct session *s)
 {
-    return s->hangup[0] == '\0' && s->jobs_out < session_jobs_max(s->srv) &&
+    return s->hangup[0] == '\0' && s->feed.out < session_jobs_max(s->srv) &&
            (s->rec == NULL || !recorder_full(s->rec));
 }
 
@@ -674,12 +698,12 @@ int session_resume_reading(struct session *s)
     return 1;
 }
 
-void session_fed(struct feed_job *j)
+/* A job's results, back on the loop: counted, recorded, the stream's end
+ * acted on; then the session reads on, or waits for its jobs out. */
+static void session_fed(struct feed_job *j, void *owner)
 {
-    struct session *s = j->s;
+    struct session *s = owner;
 
-    s->job_head = (s->job_head + 1) % SESSION_BUFS;
-    s->jobs_out--;
     if (s->phase != SESSION_ENDED) {
         if (j->ran)
             take_results(s, j);
@@ -688,15 +712,15 @@ void session_fed(struct feed_job *j)
     }
     give_back_buffer(s, j);
     if (s->phase == SESSION_ENDED) {
-        if (s->jobs_out == 0)
+        if (s->feed.out == 0)
             release_buffers(s);
         return;
     }
-    if (s->jobs_out == 0 && s->hangup[0] != '\0') {
+    if (s->feed.out == 0 && s->hangup[0] != '\0') {
         session_stop(s, s->hangup, s->hangup_failed);
-    } else if (!session_resume_reading(s) && s->jobs_out > 0 &&
+    } else if (!session_resume_reading(s) && s->feed.out > 0 &&
                (s->read_paused || s->hangup[0] != '\0')) {
-        feed_wait_for(s); /* still waiting */
+        feed_wait_for(&s->feed); /* still waiting */
     }
 }
 
@@ -752,7 +776,7 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
                 s->held_len = n;
                 return;
             }
-            take_stream(s, p, n); /* session_fed() goes on */
+            take_stream(s, p, n); /* session_fed goes on */
             return;
         case SESSION_TRAILER:
             used = take_trailer(s, p, n);
@@ -886,13 +910,13 @@ static size_t read_size(const struct server *srv)
  */
 static void session_stop(struct session *s, const char *why, int failed)
 {
-    if (s->jobs_out > 0) {
+    if (s->feed.out > 0) {
         snprintf(s->hangup, sizeof(s->hangup), "%s", why);
         s->hangup_failed = failed;
         event_del(s->ev);
         if (s->wake_ev != NULL)
             event_del(s->wake_ev);
-        feed_wait_for(s);
+        feed_wait_for(&s->feed);
     } else if (failed) {
         s->error_offset = s->stream_bytes;
         session_end(s, LJMP__SESSION_STATE__FAILED, "%s", why);
@@ -978,8 +1002,8 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
                            srv->cfg.hello_timeout_ms);
         return;
     }
-    if (s->jobs_out >= session_jobs_max(srv)) {
-        /* The limit fell (more live sessions) since feed_post checked:
+    if (s->feed.out >= session_jobs_max(srv)) {
+        /* The limit fell (more live sessions) since take_stream checked:
          * left armed, the event would spin the loop on the readable
          * socket.  session_fed re-arms it. */
         session_pause_reading(s);

@@ -64,23 +64,14 @@ struct session {
     struct lm_groups groups;   /* its locations by name, for views */
     struct session_view *view; /* what this turn's snapshots see (snapshot.c) */
 
-    /* The loop's: jobs out from job_head on, oldest first; with as many
+    /* Its reads, handed to the feed in its read buffers; with as many
      * out as session_jobs_max() allows, the socket is not read. */
-    struct feed_job jobs[SESSION_BUFS];
-    unsigned job_head, jobs_out;
-    int read_paused; /* its event taken off until a job comes back */
-    uint8_t *spare[SESSION_BUFS]; /* read buffers no job holds */
+    struct feed_queue feed;
+    int read_paused;           /* its event taken off until a job comes back */
+    uint8_t *spare[FEED_JOBS]; /* read buffers no job holds */
     unsigned nspare;
-    uint64_t post_offset; /* stream offset after the bytes posted */
-    char hangup[128];     /* the VM hung up while jobs were out: why */
-    int hangup_failed;    /* ... or broke the protocol (the end: FAILED) */
-    /* The feed's, under its lock. */
-    struct session *feed_next; /* in its to-do list */
-    unsigned feed_run;         /* the job a thread takes next */
-    unsigned feed_queued;      /* jobs posted and not taken */
-    int feed_listed;           /* in the to-do list, or being fed */
-    int feed_ended;            /* a job ended the stream: no more are run */
-    int feed_waited;           /* the loop waits for a job back */
+    char hangup[128];  /* the VM hung up while jobs were out: why */
+    int hangup_failed; /* ... or broke the protocol (the end: FAILED) */
 
     Ljmp__SessionState state;
     char reason[256];
@@ -98,12 +89,8 @@ struct session {
 };
 
 /* session.c */
-/* When pid started, in Unix milliseconds (0 if unknown). */
-uint64_t procinfo_start_ms(pid_t pid);
 void session_accept(struct server *srv, int fd);
-/* Takes back a feed job's results: counts, records, ends or reads on. */
-void session_fed(struct feed_job *j);
-/* The jobs a session may have out now (2 to SESSION_BUFS). */
+/* The jobs a session may have out now (2 to FEED_JOBS). */
 unsigned session_jobs_max(const struct server *srv);
 /* Stops reading s until one of its jobs comes back. */
 void session_pause_reading(struct session *s);

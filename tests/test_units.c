@@ -1,0 +1,13 @@
+/* Runs the CUnit suites of ljmpd's modules; the exit status counts failures. */
+#include <CUnit/Basic.h>
+
+#include "test_support.h"
+#include "test_units.h"
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    register_feed_tests();
+    return test_run_all();
+}

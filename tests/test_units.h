@@ -1,0 +1,7 @@
+/* The suites of ljmpd's modules, run without sockets or a daemon. */
+#ifndef TEST_UNITS_H
+#define TEST_UNITS_H
+
+void register_feed_tests(void);
+
+#endif
