@@ -418,10 +418,13 @@ void attach_detach_request(struct peer *p, const Ljmp__Request *req)
                         "out of memory");
 }
 
-void attach_session_started(struct server *srv, struct session *s)
+/* Attach requests for s's process are answered. */
+static void session_started(struct session *s, void *arg)
 {
+    struct server *srv = s->srv;
     struct op_wait *w, *next;
 
+    (void)arg;
     for (w = TAILQ_FIRST(&srv->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (!w->detach && w->pid == s->pid) {
@@ -431,10 +434,13 @@ void attach_session_started(struct server *srv, struct session *s)
     }
 }
 
-void attach_session_ended(struct server *srv, const struct session *s)
+/* Detach requests for s are answered. */
+static void session_ended(struct session *s, void *arg)
 {
+    struct server *srv = s->srv;
     struct op_wait *w, *next;
 
+    (void)arg;
     for (w = TAILQ_FIRST(&srv->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (w->detach && w->session_id == s->id) {
@@ -443,6 +449,11 @@ void attach_session_ended(struct server *srv, const struct session *s)
         }
     }
 }
+
+const struct session_observer attach_observer = {
+    .started = session_started,
+    .ended = session_ended,
+};
 
 void attach_peer_gone(struct peer *p)
 {

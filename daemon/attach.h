@@ -8,12 +8,13 @@
 struct peer;
 struct server;
 struct session;
+struct session_observer;
 
 /* attach.c */
 void attach_request(struct peer *p, const Ljmp__Request *req);
 void attach_detach_request(struct peer *p, const Ljmp__Request *req);
-void attach_session_started(struct server *srv, struct session *s);
-void attach_session_ended(struct server *srv, const struct session *s);
+/* Answers attach and detach requests as sessions start and end. */
+extern const struct session_observer attach_observer;
 void attach_peer_gone(struct peer *p);
 
 #endif

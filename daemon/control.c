@@ -633,10 +633,13 @@ void control_peer_gone(struct peer *p)
     }
 }
 
-void control_session_started(struct server *srv, struct session *s)
+/* Record requests that waited for s's process begin. */
+static void session_started(struct session *s, void *arg)
 {
+    struct server *srv = s->srv;
     struct pending_record *pr, *next;
 
+    (void)arg;
     for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
         next = TAILQ_NEXT(pr, link);
         /* The pid may have been reused by someone else's process. */
@@ -656,6 +659,10 @@ void control_session_started(struct server *srv, struct session *s)
             peer_idle_check(waiter);
     }
 }
+
+const struct session_observer control_observer = {
+    .started = session_started,
+};
 
 void control_expire_records(struct server *srv, uint64_t now)
 {

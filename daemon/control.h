@@ -15,6 +15,7 @@ struct peer;
 struct recording;
 struct server;
 struct session;
+struct session_observer;
 struct subscription;
 
 /* A record request for a process that has not streamed yet. */
@@ -32,7 +33,8 @@ void control_subscription_free(struct subscription *sub);
 /* srv->snapshots_due's callback: builds the snapshots that are due. */
 void control_snapshots_due(evutil_socket_t fd, short what, void *arg);
 void control_expire_records(struct server *srv, uint64_t now);
-void control_session_started(struct server *srv, struct session *s);
+/* Starts the record requests that wait for a session's process. */
+extern const struct session_observer control_observer;
 /* Drops what the peer left waiting (record requests). */
 void control_peer_gone(struct peer *p);
 

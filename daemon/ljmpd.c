@@ -22,6 +22,8 @@
 #include "peerfd.h"
 #include "recorder.h"
 #include "retention.h"
+#include "snapshot.h"
+#include "attach.h"
 #include "server.h"
 #include "session.h"
 #include "symload.h"
@@ -283,6 +285,25 @@ static struct event_base *new_event_base(void)
     return base;
 }
 
+/*
+ * Who watches sessions, in this order: a record request waiting for the
+ * process begins before anything is read (a recording from the start), an
+ * attach is answered when its stream starts, then the C symbols are read;
+ * a session's recording is finished before a detach is answered.
+ */
+static int watch_sessions(struct server *srv)
+{
+    static const struct session_observer *const order[] = {
+        &control_observer, &recorder_observer, &attach_observer,
+        &symload_observer, &snapshot_observer,
+    };
+
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+        if (session_observe(srv, order[i]) != 0)
+            return -1;
+    return 0;
+}
+
 static int server_start(struct server *srv)
 {
     struct timeval second = {1, 0};
@@ -300,7 +321,8 @@ static int server_start(struct server *srv)
     if ((srv->base = new_event_base()) == NULL || recorder_start(srv) != 0 ||
         (srv->feed = feed_new(srv->base, PRIO_DEFAULT, srv->cfg.feed_threads,
                               srv->cfg.inline_bytes)) == NULL ||
-        symload_start(srv) != 0 || peerfd_start() != 0)
+        symload_start(srv) != 0 || peerfd_start() != 0 ||
+        watch_sessions(srv) != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;

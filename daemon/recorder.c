@@ -489,6 +489,43 @@ void recorder_check_stalls(struct server *srv, uint64_t now)
     }
 }
 
+/* A recording of s stops with it: its file takes what is queued. */
+static void session_ended(struct session *s, void *arg)
+{
+    struct recording *rec = s->rec;
+
+    (void)arg;
+    if (rec == NULL)
+        return;
+    s->rec = NULL;
+    recorder_finish(rec, s);
+}
+
+/* A session that goes before it ended never sent a valid hello (or
+ * ljmpd is stopping). */
+static void session_freed(struct session *s, void *arg)
+{
+    struct recording *rec = s->rec;
+
+    (void)arg;
+    if (rec == NULL)
+        return;
+    s->rec = NULL;
+    if (s->phase != SESSION_HELLO) {
+        recorder_finish(rec, s);
+        return;
+    }
+    snprintf(rec->error, sizeof(rec->error),
+             "pid %d connected without a valid hello: %s", (int)s->pid,
+             s->reason);
+    recorder_finish(rec, NULL);
+}
+
+const struct session_observer recorder_observer = {
+    .ended = session_ended,
+    .freed = session_freed,
+};
+
 void recorder_forget_peer(struct server *srv, const struct peer *p)
 {
     struct recording *rec;

@@ -11,6 +11,7 @@
 struct peer;
 struct server;
 struct session;
+struct session_observer;
 
 /* Raw stream bytes of a session, copied into a client's file by a
  * writer thread (recorder.c). */
@@ -30,7 +31,9 @@ struct recording {
     char error[320];
 };
 
-/* recorder.c */
+/* Finishes a session's recording when the session ends or goes. */
+extern const struct session_observer recorder_observer;
+
 int recorder_start(struct server *srv);
 /* Waits a little for record files to take what is queued, and tells
  * every recording's client how it ended (all were finished). */

@@ -34,6 +34,7 @@ struct server_counters {
 #undef SERVER_COUNTER_FIELD
 };
 
+struct session_observer;
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
 TAILQ_HEAD(pending_record_list, pending_record);
@@ -66,6 +67,9 @@ struct server {
     struct symload *symload;
     struct recording_list recordings; /* writing, or telling they ended */
     struct bell rec_bell;
+    /* Who watches sessions (session.h), in the order they registered. */
+    const struct session_observer *observers[8];
+    unsigned nobservers;
     int stopping;
 };
 

@@ -11,20 +11,61 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "attach.h"
 #include "clock.h"
-#include "control.h"
 #include "peerfd.h"
 #include "procinfo.h"
 #include "quota.h"
 #include "recorder.h"
 #include "session.h"
-#include "symload.h"
-#include "snapshot.h"
 #include "lm_encoder.h"
 #include "log.h"
 
 static void session_read(evutil_socket_t fd, short what, void *arg);
+static void start_streaming(struct session *s);
+
+int session_observe(struct server *srv, const struct session_observer *o)
+{
+    if (srv->nobservers == sizeof(srv->observers) / sizeof(srv->observers[0]))
+        return -1;
+    srv->observers[srv->nobservers++] = o;
+    return 0;
+}
+
+enum session_news { STARTED, ENDED, FREED };
+
+/* Tells the observers; a session that ends while it starts tells no more
+ * of them that it started. */
+static void notify(struct session *s, enum session_news news)
+{
+    for (unsigned i = 0; i < s->srv->nobservers; i++) {
+        const struct session_observer *o = s->srv->observers[i];
+        void (*cb)(struct session *, void *) = news == STARTED ? o->started
+                                               : news == ENDED ? o->ended
+                                                               : o->freed;
+        if (cb != NULL)
+            cb(s, o->arg);
+        if (news == STARTED && s->phase != SESSION_STREAM)
+            return;
+    }
+}
+
+void session_set_phase(struct session *s, enum session_phase to)
+{
+    static const unsigned allowed[] = {
+        [SESSION_HELLO] = 1u << SESSION_STREAM | 1u << SESSION_ENDED,
+        [SESSION_STREAM] = 1u << SESSION_TRAILER | 1u << SESSION_ENDED,
+        [SESSION_TRAILER] = 1u << SESSION_CLOSING | 1u << SESSION_ENDED,
+        [SESSION_CLOSING] = 1u << SESSION_ENDED,
+        [SESSION_ENDED] = 0,
+    };
+
+    if (!(allowed[s->phase] & 1u << to)) {
+        log_error("session %llu: phase %d to %d is not a transition; a bug",
+                  (unsigned long long)s->id, (int)s->phase, (int)to);
+        abort();
+    }
+    s->phase = to;
+}
 
 static void release_buffers(struct session *s)
 {
@@ -178,21 +219,6 @@ oom:
     peerfd_close_socket(fd);
 }
 
-static void symbols_timer_free(struct session *s)
-{
-    if (s->symload_timer != NULL)
-        event_free(s->symload_timer);
-    s->symload_timer = NULL;
-}
-
-/* s no longer waits for its C symbols: their read, if under way, is
- * dropped when it ends. */
-static void symbols_wait_over(struct session *s)
-{
-    symbols_timer_free(s);
-    symload_cancel(s);
-}
-
 /* The pipe's read end: the peer's choice until take_pipe took it (then
  * an anonymous pipe, whose close never waits). */
 static void close_pipe(struct session *s)
@@ -207,17 +233,13 @@ static void close_pipe(struct session *s)
 
 void session_free(struct session *s)
 {
-    symbols_wait_over(s);
+    notify(s, FREED);
     if (s->ev != NULL)
         event_free(s->ev);
     if (s->wake_ev != NULL)
         event_free(s->wake_ev);
     peerfd_close_socket(s->fd);
     close_pipe(s);
-    if (s->rec != NULL)
-        recorder_finish(s->rec, s);
-    s->rec = NULL;
-    snapshot_view_free(s);
     lm_groups_free(&s->groups);
     lm_profile_free(&s->prof);
     csyms_free(&s->csyms);
@@ -244,17 +266,10 @@ session_reject(struct session *s, const char *fmt, ...)
     va_end(ap);
     log_warn("ingest: pid %d uid %d rejected: %s", (int)s->pid, (int)s->uid,
              why);
+    snprintf(s->reason, sizeof(s->reason), "%s", why);
     srv->counters.sessions_rejected++;
     srv->nlive--;
     TAILQ_REMOVE(&srv->sessions, s, link);
-    if (s->rec != NULL) {
-        snprintf(s->rec->error, sizeof(s->rec->error),
-                 "pid %d connected without a valid hello: %s", (int)s->pid,
-                 why);
-        struct recording *rec = s->rec;
-        s->rec = NULL;
-        recorder_finish(rec, NULL);
-    }
     session_free(s);
 }
 
@@ -311,9 +326,8 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
 
     if (s->phase == SESSION_ENDED)
         return;
-    s->phase = SESSION_ENDED;
+    session_set_phase(s, SESSION_ENDED);
     s->state = state;
-    symbols_wait_over(s);
     s->held_len = 0;
     s->end_ms = clock_now_ms();
     va_start(ap, fmt);
@@ -352,12 +366,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
             s->reason[0] ? ": " : "", s->reason,
             (unsigned long long)lm_totals_events(&s->prof.state.totals),
             (unsigned long long)s->stream_bytes);
-    if (s->rec != NULL) {
-        struct recording *rec = s->rec;
-        s->rec = NULL;
-        recorder_finish(rec, s);
-    }
-    attach_session_ended(srv, s);
+    notify(s, ENDED);
 }
 
 /* Tells a version 2 VM that it may stream: what ljmpd needed from the
@@ -372,62 +381,6 @@ static void ack_hello(struct session *s)
     if (send(s->fd, ack, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
         log_debug("session %llu: hello not acknowledged: %s",
                   (unsigned long long)s->id, strerror(errno));
-}
-
-/*
- * What a session's C symbols may cost: a process's share, and, for users
- * other than root and ljmpd's own, what is left of their share across
- * their sessions (kept ones too), since any local user may connect as
- * many processes as the limits allow, each mapping files made to be
- * costly.
- */
-static size_t csyms_budget(const struct session *s)
-{
-    const struct session *o;
-    size_t used = 0;
-
-    if (!quota_applies(s->uid))
-        return CSYMS_PROCESS_BUDGET;
-    TAILQ_FOREACH(o, &s->srv->sessions, link)
-    if (o->uid == s->uid)
-        used += o->symload != NULL ? o->symload->budget : o->csyms.cost;
-    if (used >= CSYMS_UID_BUDGET)
-        return 0;
-    return CSYMS_UID_BUDGET - used < CSYMS_PROCESS_BUDGET
-               ? CSYMS_UID_BUDGET - used
-               : CSYMS_PROCESS_BUDGET;
-}
-
-/*
- * A user's processes are read one at a time: one whose files are slow to
- * read (a FUSE mount that never answers, say) would hold the user's VMs
- * that connect after it, so a VM waits at most cfg.symbols_wait_ms for
- * its symbols, then streams without them.
- */
-static void symbols_late(evutil_socket_t fd, short what, void *arg)
-{
-    struct session *s = arg;
-
-    (void)fd;
-    (void)what;
-    log_warn("session %llu: pid %d: its C symbols were not read within %u "
-             "ms (the files of the process, or of those queued before it, "
-             "are slow to read): its C functions stay unnamed",
-             (unsigned long long)s->id, (int)s->pid,
-             s->srv->cfg.symbols_wait_ms);
-    symload_cancel(s); /* session_symbols_loaded frees this timer */
-    session_symbols_loaded(s, NULL);
-}
-
-static void wait_for_symbols(struct session *s)
-{
-    struct timeval tv = {(time_t)(s->srv->cfg.symbols_wait_ms / 1000),
-                         (suseconds_t)(s->srv->cfg.symbols_wait_ms % 1000) *
-                             1000};
-
-    s->symload_timer = evtimer_new(s->srv->base, symbols_late, s);
-    if (s->symload_timer != NULL)
-        evtimer_add(s->symload_timer, &tv);
 }
 
 /*
@@ -581,21 +534,15 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         s->vm_flavour = s->hello[5];
         memcpy(s->vm_version, s->hello + 7, s->hello[6]);
         s->vm_version[s->hello[6]] = '\0';
-        s->phase = SESSION_STREAM;
+        session_set_phase(s, SESSION_STREAM);
         event_add(s->ev, NULL); /* no more hello deadline */
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,
                   s->vm_version);
-        /* Waiters for the process are answered now (a recording from
-         * the start gets the C symbols with the first stream bytes). */
-        control_session_started(s->srv, s);
-        attach_session_started(s->srv, s);
-        if (s->phase != SESSION_STREAM)
-            return (ssize_t)take;
-        symload_post(s, csyms_budget(s));
-        if (s->symload != NULL) {
-            session_pause_reading(s);
-            wait_for_symbols(s);
-        }
+        /* Waiters for the process are answered now; features may hold
+         * the stream (C symbols are read before any byte is decoded). */
+        notify(s, STARTED);
+        if (s->phase == SESSION_STREAM && s->holds == 0)
+            start_streaming(s);
     }
     return (ssize_t)take;
 }
@@ -649,7 +596,7 @@ static void take_results(struct session *s, const struct feed_job *j)
         return;
     }
     if (j->st == LM_DONE)
-        s->phase = SESSION_TRAILER;
+        session_set_phase(s, SESSION_TRAILER);
     /* The trailer, if it came with the epilogue. */
     session_take(s, j->p + j->used, j->n - j->used);
 }
@@ -690,7 +637,7 @@ static int may_read(struct session *s)
 
 int session_resume_reading(struct session *s)
 {
-    if (!s->read_paused || s->phase == SESSION_ENDED || s->symload != NULL ||
+    if (!s->read_paused || s->phase == SESSION_ENDED || s->holds > 0 ||
         !may_read(s))
         return 0;
     s->read_paused = 0;
@@ -730,7 +677,7 @@ static void verify_trailer(struct session *s)
     uint64_t events = session_events(s);
 
     ljmp_trailer_decode(s->trailer, &s->trailer_events, &s->trailer_bytes);
-    s->phase = SESSION_CLOSING;
+    session_set_phase(s, SESSION_CLOSING);
     if (s->trailer_events != events || s->trailer_bytes != s->stream_bytes) {
         session_end(s, LJMP__SESSION_STATE__FAILED,
                     "the VM wrote %llu events in %llu bytes; ljmpd read "
@@ -771,7 +718,7 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
             used = take_hello(s, p, n);
             break;
         case SESSION_STREAM:
-            if (s->symload != NULL) {
+            if (s->holds > 0) {
                 s->held = p; /* in the next read buffer, which stays free */
                 s->held_len = n;
                 return;
@@ -795,50 +742,41 @@ static void session_take(struct session *s, const uint8_t *p, size_t n)
     }
 }
 
-/*
- * Names for C function addresses, read from the process's files at the
- * hello, before any location is made (a location's name is fixed at
- * birth); then the VM is told to stream, and what it sent meanwhile is
- * taken.
- */
-void session_symbols_loaded(struct session *s, struct symload_job *j)
+void session_adopt_symbols(struct session *s, struct lm_symtab *symtab,
+                           struct csyms *c)
 {
-    s->symload = NULL;
-    symbols_timer_free(s);
-    if (j != NULL && j->gone) {
-        log_debug("session %llu: pid %d was gone before its C symbols "
-                  "were read",
-                  (unsigned long long)s->id, (int)s->pid);
-    } else if (j != NULL) {
-        /* Nothing was decoded yet: the state's table is still empty. */
-        session_lock(s);
-        struct lm_symtab empty = s->prof.state.sym;
-        s->prof.state.sym = j->symtab;
-        j->symtab = empty;
-        session_unlock(s);
-        s->csyms = j->out;
-        s->csyms.symtab = &s->prof.state.sym;
-        memset(&j->out, 0, sizeof(j->out));
-        log_debug("session %llu: %u C symbols in %llu ms",
-                  (unsigned long long)s->id, s->csyms.n,
-                  (unsigned long long)j->ms);
-        if (s->csyms.fuse_skipped > 0)
-            log_warn("session %llu: pid %d: C symbols of %s%s not read: it "
-                     "is on a FUSE mount of uid %ld, whose daemon may never "
-                     "answer",
-                     (unsigned long long)s->id, (int)s->pid, s->csyms.fuse_file,
-                     s->csyms.fuse_skipped > 1 ? " and others" : "",
-                     s->csyms.fuse_owner);
-        if (s->csyms.over_budget)
-            log_warn("session %llu: pid %d uid %u: C functions past the "
-                     "first %u stay unnamed: %zu KiB of C symbols was all "
-                     "it could have (%zu MiB a process, %zu MiB a user)",
-                     (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
-                     s->csyms.n, s->csyms.budget >> 10,
-                     CSYMS_PROCESS_BUDGET >> 20, CSYMS_UID_BUDGET >> 20);
-    }
-    if (s->hello[4] >= LJMP_INGEST_ACK_VERSION)
+    /* Nothing was decoded yet: the state's table is still empty. */
+    session_lock(s);
+    struct lm_symtab empty = s->prof.state.sym;
+    s->prof.state.sym = *symtab;
+    *symtab = empty;
+    session_unlock(s);
+    s->csyms = *c;
+    s->csyms.symtab = &s->prof.state.sym;
+    memset(c, 0, sizeof(*c));
+}
+
+void session_hold(struct session *s)
+{
+    if (s->holds++ == 0)
+        session_pause_reading(s);
+}
+
+void session_release(struct session *s)
+{
+    if (--s->holds == 0 && s->phase == SESSION_STREAM)
+        start_streaming(s);
+}
+
+/*
+ * Nothing holds the stream any more: the VM is told it may stream, and
+ * what it sent meanwhile is taken.
+ */
+static void start_streaming(struct session *s)
+{
+    if (!s->acked && s->hello[4] >= LJMP_INGEST_ACK_VERSION)
         ack_hello(s);
+    s->acked = 1;
     (void)session_resume_reading(s);
     if (s->held_len > 0) {
         const uint8_t *p = s->held;

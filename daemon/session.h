@@ -20,7 +20,6 @@
 #include "server.h"
 
 struct recording;
-struct symload_job;
 
 enum session_phase {
     SESSION_HELLO,   /* reading the hello */
@@ -79,11 +78,11 @@ struct session {
 
     struct recording *rec;
     struct csyms csyms; /* C symbols read from the process's files */
-    /* While they are being read (no stream byte is decoded before: a
-     * location's name is fixed at birth), the socket is not read, and
-     * what came after the hello waits in the next read buffer. */
-    struct symload_job *symload;
-    struct event *symload_timer; /* how long the session waits for them */
+    /* Features holding the stream before it is decoded (session_hold):
+     * the socket is not read, and what came after the hello waits in the
+     * next read buffer, which stays free meanwhile. */
+    unsigned holds;
+    int acked; /* the VM was told it may stream */
     const uint8_t *held;
     size_t held_len;
 };
@@ -118,7 +117,37 @@ int session_resume_reading(struct session *s);
 
 int session_visible(const struct session *s, uid_t uid);
 
-/* The C symbols of s, read by symload.c (j NULL: none, out of memory). */
-void session_symbols_loaded(struct session *s, struct symload_job *j);
+/*
+ * What a session tells the features that watch it (control, attach,
+ * symbol loading, recording, snapshots), in the order they registered.
+ * A callback may end the session (started) or hold it (session_hold).
+ */
+struct session_observer {
+    /* The hello was taken: the session streams. */
+    void (*started)(struct session *s, void *arg);
+    /* The session ended: its connection is closed, its state kept. */
+    void (*ended)(struct session *s, void *arg);
+    /* The session is about to be freed (ended or not): drop it. */
+    void (*freed)(struct session *s, void *arg);
+    void *arg;
+};
+
+/* Registers o (which must outlive srv's sessions): 0, or -1 when full. */
+int session_observe(struct server *srv, const struct session_observer *o);
+
+/* Phase changes go through here, which checks the transition. */
+void session_set_phase(struct session *s, enum session_phase to);
+
+/* Holds s's stream before its first byte is decoded (e.g. for its C
+ * symbols): the VM is told to stream, and its socket read, only once
+ * every hold is released. */
+void session_hold(struct session *s);
+void session_release(struct session *s);
+
+/* Gives s the C symbols read for it (before any byte was decoded: a
+ * location's name is fixed at birth): symtab's contents move into the
+ * state, and *c into the session; both are left empty. */
+void session_adopt_symbols(struct session *s, struct lm_symtab *symtab,
+                           struct csyms *c);
 
 #endif

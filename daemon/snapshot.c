@@ -388,7 +388,7 @@ static void view_drop_parts(struct session_view *v)
     v->nparts = 0;
 }
 
-void snapshot_view_free(struct session *s)
+static void snapshot_view_free(struct session *s)
 {
     if (s->view == NULL)
         return;
@@ -397,6 +397,16 @@ void snapshot_view_free(struct session *s)
     free(s->view);
     s->view = NULL;
 }
+
+static void session_freed(struct session *s, void *arg)
+{
+    (void)arg;
+    snapshot_view_free(s);
+}
+
+const struct session_observer snapshot_observer = {
+    .freed = session_freed,
+};
 
 int snapshot_turn_begin(struct server *srv)
 {

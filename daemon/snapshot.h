@@ -82,8 +82,8 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
 int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
                            struct snapshot_bases *bases);
 
-/* Frees a session's view (with the session). */
-void snapshot_view_free(struct session *s);
+/* Frees a session's view when the session goes. */
+extern const struct session_observer snapshot_observer;
 
 /* Whether a session matches the selector parts of opts. */
 int snapshot_matches(const struct session *s, const struct snapshot_opts *o);

@@ -27,6 +27,23 @@
  */
 enum { SYMLOAD_READERS = 4 };
 
+/* A session's C symbols, read on a reader thread into a table of the
+ * job's own, then moved into the session's state on the loop. */
+struct symload_job {
+    struct symload_job *next;      /* in the to-do or the done list */
+    struct symload_job *next_wait; /* the loop's: in the waiting list */
+    struct session *s;   /* the loop's: NULL once the session is gone */
+    struct event *timer; /* the loop's: how long the session waits */
+    pid_t pid;
+    uid_t uid;
+    size_t budget;
+    uint64_t start_ms; /* when the process started, to tell a reused pid */
+    struct lm_symtab symtab;
+    struct csyms out;
+    uint64_t ms; /* the read took */
+    int gone;    /* the pid was another process's by the end of the read */
+};
+
 struct reader {
     struct symload *l;
     int busy; /* under l->mu: reading a process of uid */
@@ -40,7 +57,8 @@ struct symload {
     struct symload_job *done, **done_tail;
     uid_t last_uid; /* whose load was taken last */
     int stopping;
-    struct bell bell; /* rung when the done list was empty */
+    struct bell bell;            /* rung when the done list was empty */
+    struct symload_job *waiting; /* the loop's: jobs sessions wait for */
     struct reader readers[SYMLOAD_READERS];
     pthread_t threads[SYMLOAD_READERS]; /* readers[i]'s */
     unsigned nreaders, idle;
@@ -192,6 +210,9 @@ static void more_readers(struct symload *l)
             return;
 }
 
+static void stop_waiting(struct symload *l, struct symload_job *j);
+static void give_symbols(struct session *s, struct symload_job *j);
+
 /* Loads done: each to its session, if it is still there. */
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
@@ -208,8 +229,12 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     while (list != NULL) {
         struct symload_job *j = list;
         list = j->next;
-        if (j->s != NULL)
-            session_symbols_loaded(j->s, j);
+        struct session *s = j->s;
+        if (s != NULL) {
+            stop_waiting(l, j);
+            give_symbols(s, j);
+            session_release(s);
+        }
         job_free(j);
     }
 }
@@ -238,50 +263,29 @@ int symload_start(struct server *srv)
     return 0;
 }
 
-void symload_post(struct session *s, size_t budget)
+/* s waits no longer for j (its symbols came, or not in time, or it is
+ * going): j is read, if it is, for no session. */
+static void stop_waiting(struct symload *l, struct symload_job *j)
 {
-    struct symload *l = s->srv->symload;
-    struct symload_job *j = calloc(1, sizeof(*j));
+    struct symload_job **at = &l->waiting;
 
-    if (j == NULL || lm_symtab_init(&j->symtab) != 0) {
-        free(j);
-        log_warn("session %llu: out of memory to read C symbols",
-                 (unsigned long long)s->id);
-        session_symbols_loaded(s, NULL);
-        return;
-    }
-    j->s = s;
-    j->pid = s->pid;
-    j->uid = s->uid;
-    j->budget = budget;
-    j->start_ms = s->process_start_ms;
-    s->symload = j;
-    pthread_mutex_lock(&l->mu);
-    struct symload_job **tail = &l->todo;
-    while (*tail != NULL)
-        tail = &(*tail)->next;
-    *tail = j;
-    more_readers(l);
-    pthread_cond_broadcast(&l->work);
-    pthread_mutex_unlock(&l->mu);
+    while (*at != j)
+        at = &(*at)->next_wait;
+    *at = j->next_wait;
+    if (j->timer != NULL)
+        event_free(j->timer);
+    j->timer = NULL;
+    j->s = NULL;
 }
 
-void symload_cancel(struct session *s)
+/* Drops j, which s waited for: at once if no reader took it (every reader
+ * may be held by a read that never ends), else when its read is done. */
+static void cancel(struct symload *l, struct symload_job *j)
 {
-    struct symload_job *j = s->symload, **at;
-    struct symload *l = s->srv->symload;
+    struct symload_job **at;
     int queued = 0;
 
-    if (j == NULL)
-        return;
-    s->symload = NULL;
-    /* Only the loop reads j->s: a reader reads into j's own fields, and
-     * on_done frees a job read for no session. */
-    j->s = NULL;
-    if (l == NULL)
-        return;
-    /* One no reader took goes now: every reader may be held by a read
-     * that never ends. */
+    stop_waiting(l, j);
     pthread_mutex_lock(&l->mu);
     for (at = &l->todo; *at != NULL; at = &(*at)->next)
         if (*at == j) {
@@ -294,13 +298,154 @@ void symload_cancel(struct session *s)
         job_free(j);
 }
 
+static struct symload_job *waited_by(const struct symload *l,
+                                     const struct session *s)
+{
+    struct symload_job *j = l->waiting;
+
+    while (j != NULL && j->s != s)
+        j = j->next_wait;
+    return j;
+}
+
+/*
+ * What a session's C symbols may cost: a process's share, and, for users
+ * other than root and ljmpd's own, what is left of their share across
+ * their sessions (kept ones too), since any local user may connect as
+ * many processes as the limits allow, each mapping files made to be
+ * costly.
+ */
+static size_t budget_of(const struct symload *l, const struct session *s)
+{
+    const struct session *o;
+    size_t used = 0;
+
+    if (!quota_applies(s->uid))
+        return CSYMS_PROCESS_BUDGET;
+    TAILQ_FOREACH(o, &s->srv->sessions, link)
+    if (o->uid == s->uid) {
+        const struct symload_job *j = waited_by(l, o);
+        used += j != NULL ? j->budget : o->csyms.cost;
+    }
+    if (used >= CSYMS_UID_BUDGET)
+        return 0;
+    return CSYMS_UID_BUDGET - used < CSYMS_PROCESS_BUDGET
+               ? CSYMS_UID_BUDGET - used
+               : CSYMS_PROCESS_BUDGET;
+}
+
+/*
+ * A user's processes are read one at a time: one whose files are slow to
+ * read (a FUSE mount that never answers, say) would hold the user's VMs
+ * that connect after it, so a VM waits at most cfg.symbols_wait_ms for
+ * its symbols, then streams without them.
+ */
+static void symbols_late(evutil_socket_t fd, short what, void *arg)
+{
+    struct symload_job *j = arg;
+    struct session *s = j->s;
+
+    (void)fd;
+    (void)what;
+    log_warn("session %llu: pid %d: its C symbols were not read within %u "
+             "ms (the files of the process, or of those queued before it, "
+             "are slow to read): its C functions stay unnamed",
+             (unsigned long long)s->id, (int)s->pid,
+             s->srv->cfg.symbols_wait_ms);
+    cancel(s->srv->symload, j);
+    session_release(s);
+}
+
+/* The symbols read into j, given to s (unless its pid was reused). */
+static void give_symbols(struct session *s, struct symload_job *j)
+{
+    if (j->gone) {
+        log_debug("session %llu: pid %d was gone before its C symbols "
+                  "were read",
+                  (unsigned long long)s->id, (int)s->pid);
+        return;
+    }
+    session_adopt_symbols(s, &j->symtab, &j->out);
+    log_debug("session %llu: %u C symbols in %llu ms",
+              (unsigned long long)s->id, s->csyms.n, (unsigned long long)j->ms);
+    if (s->csyms.fuse_skipped > 0)
+        log_warn("session %llu: pid %d: C symbols of %s%s not read: it "
+                 "is on a FUSE mount of uid %ld, whose daemon may never "
+                 "answer",
+                 (unsigned long long)s->id, (int)s->pid, s->csyms.fuse_file,
+                 s->csyms.fuse_skipped > 1 ? " and others" : "",
+                 s->csyms.fuse_owner);
+    if (s->csyms.over_budget)
+        log_warn("session %llu: pid %d uid %u: C functions past the "
+                 "first %u stay unnamed: %zu KiB of C symbols was all "
+                 "it could have (%zu MiB a process, %zu MiB a user)",
+                 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+                 s->csyms.n, s->csyms.budget >> 10, CSYMS_PROCESS_BUDGET >> 20,
+                 CSYMS_UID_BUDGET >> 20);
+}
+
+/* s's hello was taken: its symbols are read while it is held, or, out
+ * of memory, it streams without them. */
+static void session_started(struct session *s, void *arg)
+{
+    struct symload *l = s->srv->symload;
+    struct symload_job *j = calloc(1, sizeof(*j));
+    const struct config *cfg = &s->srv->cfg;
+    struct timeval wait = {(time_t)(cfg->symbols_wait_ms / 1000),
+                           (suseconds_t)(cfg->symbols_wait_ms % 1000) * 1000};
+
+    (void)arg;
+    if (l == NULL)
+        return;
+    if (j == NULL || lm_symtab_init(&j->symtab) != 0) {
+        free(j);
+        log_warn("session %llu: out of memory to read C symbols",
+                 (unsigned long long)s->id);
+        return;
+    }
+    j->pid = s->pid;
+    j->uid = s->uid;
+    j->budget = budget_of(l, s);
+    j->start_ms = s->process_start_ms;
+    j->s = s;
+    j->next_wait = l->waiting;
+    l->waiting = j;
+    j->timer = evtimer_new(s->srv->base, symbols_late, j);
+    if (j->timer != NULL)
+        evtimer_add(j->timer, &wait);
+    session_hold(s);
+    pthread_mutex_lock(&l->mu);
+    struct symload_job **tail = &l->todo;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = j;
+    more_readers(l);
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* s ended or is going: its symbols, if still awaited, are dropped. */
+static void session_gone(struct session *s, void *arg)
+{
+    struct symload *l = s->srv->symload;
+    struct symload_job *j;
+
+    (void)arg;
+    if (l != NULL && (j = waited_by(l, s)) != NULL)
+        cancel(l, j);
+}
+
+const struct session_observer symload_observer = {
+    .started = session_started,
+    .ended = session_gone,
+    .freed = session_gone,
+};
+
 static void drop_list(struct symload_job *list)
 {
     while (list != NULL) {
         struct symload_job *j = list;
         list = j->next;
-        if (j->s != NULL)
-            j->s->symload = NULL;
         job_free(j);
     }
 }
@@ -328,6 +473,8 @@ void symload_stop(struct server *srv)
                  "a FUSE daemon never answers keeps the process until "
                  "the mount goes)",
                  left, HELPER_STOP_WAIT_S);
+    while (l->waiting != NULL)
+        stop_waiting(l, l->waiting);
     pthread_mutex_lock(&l->mu);
     drop_list(l->todo);
     drop_list(l->done);
