@@ -1,10 +1,6 @@
 /* `ljmpctl attach PID` and `ljmpctl detach PID`: start and stop a running
  * program's profile through ljmpd. */
-#include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "conn.h"
 #include "ljmpctl.h"
@@ -34,44 +30,6 @@ static const char detach_help[] =
     "stays queryable (`ljmpctl report PID`).  Exit status 5 when PID is not\n"
     "attached or did not stop within --timeout (5000 ms).\n";
 
-static int parse(const char *cmd, const char *help, int argc, char **argv,
-                 uint32_t *pid, uint32_t *timeout_ms)
-{
-    static const struct option longopts[] = {
-        {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    unsigned long long v;
-    int c;
-
-    *timeout_ms = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            if (parse_number(cmd, "--timeout (ms)", optarg, 60000, &v) != 0)
-                return -1;
-            *timeout_ms = (uint32_t)v;
-            break;
-        case 'h':
-            fputs(help, stdout);
-            return 1;
-        default:
-            fprintf(stderr, "try 'ljmpctl %s --help'\n", cmd);
-            return -1;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr,
-                "ljmpctl %s: expected one PID; try 'ljmpctl %s "
-                "--help'\n",
-                cmd, cmd);
-        return -1;
-    }
-    return parse_pid(cmd, argv[optind], pid);
-}
-
 /* Sends the request and waits as long as ljmpd may (its timeout + 5 s). */
 static Ljmp__Response *ask(const char *cmd, Ljmp__Request *req,
                            uint32_t timeout_ms, struct conn *c, int *rc)
@@ -81,16 +39,16 @@ static Ljmp__Response *ask(const char *cmd, Ljmp__Request *req,
     return conn_ask(c, cmd, req, -1, wait, LJMP__RESPONSE__BODY_SESSION, rc);
 }
 
-static int cmd_attach(int argc, char **argv)
+static int cmd_attach(const struct ctl_args *a)
 {
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__AttachRequest ar = LJMP__ATTACH_REQUEST__INIT;
-    uint32_t pid, timeout_ms;
+    uint32_t pid, timeout_ms = (uint32_t)args_get(a, OPT_TIMEOUT, 0);
     struct conn c;
-    int rc = parse("attach", attach_help, argc, argv, &pid, &timeout_ms);
+    int rc;
 
-    if (rc != 0)
-        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (args_parse_pid("attach", a->operands[0], &pid) != 0)
+        return EXIT_USAGE;
     ar.has_pid = ar.has_timeout_ms = 1;
     ar.pid = pid;
     ar.timeout_ms = timeout_ms;
@@ -108,16 +66,16 @@ static int cmd_attach(int argc, char **argv)
     return rc;
 }
 
-static int cmd_detach(int argc, char **argv)
+static int cmd_detach(const struct ctl_args *a)
 {
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__DetachRequest dr = LJMP__DETACH_REQUEST__INIT;
-    uint32_t pid, timeout_ms;
+    uint32_t pid, timeout_ms = (uint32_t)args_get(a, OPT_TIMEOUT, 0);
     struct conn c;
-    int rc = parse("detach", detach_help, argc, argv, &pid, &timeout_ms);
+    int rc;
 
-    if (rc != 0)
-        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (args_parse_pid("detach", a->operands[0], &pid) != 0)
+        return EXIT_USAGE;
     dr.has_pid = dr.has_timeout_ms = 1;
     dr.pid = pid;
     dr.timeout_ms = timeout_ms;
@@ -145,12 +103,32 @@ static int cmd_detach(int argc, char **argv)
     return rc;
 }
 
+/* Both take --timeout; 0 (or none) is ljmpd's own wait, 5000 ms. */
+static const struct opt_use attach_options[] = {
+    {OPT_TIMEOUT, 0, 60000, "ms"},
+    OPT_USE_END,
+};
+
 const struct cmd_entry cmd_attach_entry = {
-    "attach",    "PID [--timeout MS]", "start profiling a running program",
-    attach_help, cmd_attach,
+    .name = "attach",
+    .synopsis = "PID [--timeout MS]",
+    .brief = "start profiling a running program",
+    .help = attach_help,
+    .options = attach_options,
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands = "one PID",
+    .exec = cmd_attach,
 };
 
 const struct cmd_entry cmd_detach_entry = {
-    "detach",    "PID [--timeout MS]", "stop profiling it; the session is kept",
-    detach_help, cmd_detach,
+    .name = "detach",
+    .synopsis = "PID [--timeout MS]",
+    .brief = "stop profiling it; the session is kept",
+    .help = detach_help,
+    .options = attach_options,
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands = "one PID",
+    .exec = cmd_detach,
 };

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,22 +13,7 @@
 #include "ljmpctl.h"
 #include "pbjson.h"
 
-/* Options shared by the snapshot-shaped commands. */
-struct live_args {
-    uint32_t pid;
-    uint64_t session;
-    uint32_t top;
-    Ljmp__SortKey sort;
-    uint32_t interval_ms;
-    uint64_t count; /* snapshots to print, 0: no end */
-    int json;
-    int leak_only, human_readable;
-    const char *output;
-    uint32_t wait_s;
-    int force, no_wait;
-};
-
-const struct sort_key sort_keys[NSORT_KEYS] = {
+const struct sort_key live_sort_keys[LIVE_NSORT_KEYS] = {
     {"live-bytes", "live bytes", 'l', LJMP__SORT_KEY__SORT_LIVE_BYTES},
     {"live-blocks", "live blocks", 'b', LJMP__SORT_KEY__SORT_LIVE_BLOCKS},
     {"alloc-bytes", "allocated bytes", 'a', LJMP__SORT_KEY__SORT_ALLOC_BYTES},
@@ -38,10 +22,10 @@ const struct sort_key sort_keys[NSORT_KEYS] = {
     {"free-bytes", "freed bytes", 'f', LJMP__SORT_KEY__SORT_FREE_BYTES},
 };
 
-int sort_key_named(const char *cmd, const char *name)
+int live_sort_key_named(const char *cmd, const char *name)
 {
-    for (int i = 0; i < NSORT_KEYS; i++)
-        if (strcmp(sort_keys[i].name, name) == 0)
+    for (int i = 0; i < LIVE_NSORT_KEYS; i++)
+        if (strcmp(live_sort_keys[i].name, name) == 0)
             return i;
     fprintf(stderr,
             "ljmpctl %s: unknown sort key '%s' (live-bytes, live-blocks, "
@@ -50,154 +34,15 @@ int sort_key_named(const char *cmd, const char *name)
     return -1;
 }
 
-int parse_number(const char *cmd, const char *what, const char *arg,
-                 unsigned long long max, unsigned long long *out)
+/* The PID operand of a live command (0 without one); -1 after a message. */
+static int operand_pid(const char *cmd, const struct ctl_args *a, uint32_t *pid)
 {
-    char *end;
+    unsigned long long v = 0;
 
-    errno = 0;
-    *out = strtoull(arg, &end, 10);
-    if (errno != 0 || end == arg || *end != '\0' || *out > max) {
-        fprintf(stderr, "ljmpctl %s: %s wants a number up to %llu, not '%s'\n",
-                cmd, what, max, arg);
+    if (a->noperands > 0 &&
+        args_parse_number(cmd, "PID", a->operands[0], UINT32_MAX, &v) != 0)
         return -1;
-    }
-    return 0;
-}
-
-int parse_pid(const char *cmd, const char *arg, uint32_t *pid)
-{
-    char *end;
-    unsigned long v;
-
-    errno = 0;
-    v = strtoul(arg, &end, 10);
-    if (errno != 0 || *end != '\0' || end == arg || v == 0 || v > INT32_MAX) {
-        fprintf(stderr, "ljmpctl %s: '%s' is not a process id\n", cmd, arg);
-        return -1;
-    }
     *pid = (uint32_t)v;
-    return 0;
-}
-
-static int parse_sort(const char *cmd, const char *arg, Ljmp__SortKey *key)
-{
-    int i = sort_key_named(cmd, arg);
-
-    if (i < 0)
-        return -1;
-    *key = sort_keys[i].value;
-    return 0;
-}
-
-/* Parses argv; -1 after a message on stderr, 1 after printing help. */
-static int parse_live(const char *cmd, const char *help, int argc, char **argv,
-                      struct live_args *a, int max_positional)
-{
-    enum {
-        OPT_SESSION = 256,
-        OPT_SORT,
-        OPT_INTERVAL,
-        OPT_COUNT,
-        OPT_JSON,
-        OPT_LEAK,
-        OPT_HUMAN,
-        OPT_WAIT,
-        OPT_FORCE,
-        OPT_NO_WAIT,
-    };
-    static const struct option longopts[] = {
-        {"session", required_argument, NULL, OPT_SESSION},
-        {"top", required_argument, NULL, 'n'},
-        {"sort", required_argument, NULL, OPT_SORT},
-        {"interval", required_argument, NULL, OPT_INTERVAL},
-        {"count", required_argument, NULL, OPT_COUNT},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"leak-only", no_argument, NULL, OPT_LEAK},
-        {"human-readable", no_argument, NULL, OPT_HUMAN},
-        {"output", required_argument, NULL, 'o'},
-        {"wait", required_argument, NULL, OPT_WAIT},
-        {"force", no_argument, NULL, OPT_FORCE},
-        {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    unsigned long long v;
-    int c;
-
-    memset(a, 0, sizeof(*a));
-    a->top = 20;
-    a->interval_ms = 1000;
-    a->sort = LJMP__SORT_KEY__SORT_LIVE_BYTES;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "n:o:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_SESSION:
-            if (parse_number(cmd, "--session", optarg, UINT64_MAX, &v) != 0)
-                return -1;
-            a->session = v;
-            break;
-        case 'n':
-            if (parse_number(cmd, "--top", optarg, 1000, &v) != 0)
-                return -1;
-            a->top = (uint32_t)v;
-            break;
-        case OPT_SORT:
-            if (parse_sort(cmd, optarg, &a->sort) != 0)
-                return -1;
-            break;
-        case OPT_INTERVAL:
-            if (parse_number(cmd, "--interval (ms)", optarg, 3600000, &v) != 0)
-                return -1;
-            a->interval_ms = (uint32_t)v;
-            break;
-        case OPT_COUNT:
-            if (parse_number(cmd, "--count", optarg, UINT64_MAX, &v) != 0)
-                return -1;
-            a->count = v;
-            break;
-        case OPT_JSON:
-            a->json = 1;
-            break;
-        case OPT_LEAK:
-            a->leak_only = 1;
-            break;
-        case OPT_HUMAN:
-            a->human_readable = 1;
-            break;
-        case 'o':
-            a->output = optarg;
-            break;
-        case OPT_WAIT:
-            if (parse_number(cmd, "--wait (seconds)", optarg, 86400, &v) != 0)
-                return -1;
-            a->wait_s = (uint32_t)v;
-            break;
-        case OPT_FORCE:
-            a->force = 1;
-            break;
-        case OPT_NO_WAIT:
-            a->no_wait = 1;
-            break;
-        case 'h':
-            fputs(help, stdout);
-            return 1;
-        default:
-            fprintf(stderr, "try 'ljmpctl %s --help'\n", cmd);
-            return -1;
-        }
-    }
-    if (argc - optind > max_positional) {
-        fprintf(stderr,
-                "ljmpctl %s: unexpected '%s'; try 'ljmpctl %s --help'\n", cmd,
-                argv[optind + max_positional], cmd);
-        return -1;
-    }
-    if (optind < argc) {
-        if (parse_number(cmd, "PID", argv[optind], UINT32_MAX, &v) != 0)
-            return -1;
-        a->pid = (uint32_t)v;
-    }
     return 0;
 }
 
@@ -271,22 +116,19 @@ static const char list_help[] =
     "still keeps, with their state, events and live heap, and the daemon's\n"
     "own counters (drops, rejected peers, malformed streams).\n";
 
-static int cmd_list(int argc, char **argv)
+static int cmd_list(const struct ctl_args *a)
 {
-    struct live_args a;
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
-    int rc = parse_live("list", list_help, argc, argv, &a, 0);
+    int rc;
 
-    if (rc != 0)
-        return rc > 0 ? EXIT_OK : EXIT_USAGE;
     req.body_case = LJMP__REQUEST__BODY_LIST;
     req.list = &lr;
     Ljmp__Response *resp = conn_ask(&c, "list", &req, -1, ANSWER_MS,
                                     LJMP__RESPONSE__BODY_LIST, &rc);
     if (resp != NULL) {
-        if (a.json) {
+        if (args_has(a, OPT_JSON)) {
             pbjson_write(stdout, &resp->list->base);
             putchar('\n');
         } else {
@@ -337,19 +179,21 @@ static void print_session_block(const Ljmp__SessionSnapshot *ss)
     }
 }
 
+/* What a snapshot shows: PID's sessions (all for 0) or --session's, its
+ * top sites (20 unless -n) by its sort key (live bytes unless --sort). */
 static void fill_options(Ljmp__SnapshotOptions *o, Ljmp__Selector *sel,
-                         const struct live_args *a)
+                         const struct ctl_args *a, uint32_t pid)
 {
     ljmp__snapshot_options__init(o);
     ljmp__selector__init(sel);
-    sel->has_pid = a->pid != 0;
-    sel->pid = a->pid;
-    sel->has_session_id = a->session != 0;
-    sel->session_id = a->session;
+    sel->has_pid = pid != 0;
+    sel->pid = pid;
+    sel->session_id = args_get(a, OPT_SESSION, 0);
+    sel->has_session_id = sel->session_id != 0;
     o->sessions = sel;
     o->has_top = o->has_sort = 1;
-    o->top = a->top;
-    o->sort = a->sort;
+    o->top = (uint32_t)args_get(a, OPT_TOP, 20);
+    o->sort = live_sort_keys[args_get(a, OPT_SORT, 0)].value;
 }
 
 static const char snapshot_help[] =
@@ -366,19 +210,19 @@ static const char snapshot_help[] =
     "      --session ID   one session, by the id `ljmpctl list` shows\n"
     "      --json         the snapshot as one JSON object\n";
 
-static int cmd_snapshot(int argc, char **argv)
+static int cmd_snapshot(const struct ctl_args *a)
 {
-    struct live_args a;
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__SnapshotRequest sr = LJMP__SNAPSHOT_REQUEST__INIT;
     Ljmp__SnapshotOptions o;
     Ljmp__Selector sel;
-    int rc = parse_live("snapshot", snapshot_help, argc, argv, &a, 1);
+    uint32_t pid;
+    int rc;
 
-    if (rc != 0)
-        return rc > 0 ? EXIT_OK : EXIT_USAGE;
-    fill_options(&o, &sel, &a);
+    if (operand_pid("snapshot", a, &pid) != 0)
+        return EXIT_USAGE;
+    fill_options(&o, &sel, a, pid);
     sr.options = &o;
     req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
     req.snapshot = &sr;
@@ -386,7 +230,7 @@ static int cmd_snapshot(int argc, char **argv)
                                     LJMP__RESPONSE__BODY_SNAPSHOT, &rc);
     if (resp != NULL) {
         const Ljmp__Snapshot *snap = resp->snapshot;
-        if (a.json) {
+        if (args_has(a, OPT_JSON)) {
             pbjson_write(stdout, &snap->base);
             putchar('\n');
         } else {
@@ -394,10 +238,11 @@ static int cmd_snapshot(int argc, char **argv)
             for (size_t i = 0; i < snap->n_sessions; i++)
                 print_session_block(snap->sessions[i]);
             if (snap->n_sessions == 0)
-                printf("no sessions%s\n", a.pid ? " of that pid" : "");
+                printf("no sessions%s\n", pid ? " of that pid" : "");
             print_daemon(stdout, snap->daemon);
         }
-        if (rc == 0 && (a.pid != 0 || a.session != 0) && snap->n_sessions == 0)
+        if (rc == 0 && (sel.has_pid || sel.has_session_id) &&
+            snap->n_sessions == 0)
             rc = EXIT_REFUSED;
         ljmp__response__free_unpacked(resp, NULL);
     }
@@ -454,23 +299,23 @@ static const char watch_help[] =
     "      --session ID   one session\n"
     "      --json         JSON lines\n";
 
-static int cmd_watch(int argc, char **argv)
+static int cmd_watch(const struct ctl_args *a)
 {
-    struct live_args a;
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__SubscribeRequest sr = LJMP__SUBSCRIBE_REQUEST__INIT;
     Ljmp__SnapshotOptions o;
     Ljmp__Selector sel;
-    int rc = parse_live("watch", watch_help, argc, argv, &a, 1);
-    uint64_t seen = 0;
+    uint64_t seen = 0, count = args_get(a, OPT_COUNT, 0); /* 0: no end */
+    uint32_t pid;
+    int rc = EXIT_OK;
 
-    if (rc != 0)
-        return rc > 0 ? EXIT_OK : EXIT_USAGE;
-    fill_options(&o, &sel, &a);
+    if (operand_pid("watch", a, &pid) != 0)
+        return EXIT_USAGE;
+    fill_options(&o, &sel, a, pid);
     sr.options = &o;
     sr.has_interval_ms = 1;
-    sr.interval_ms = a.interval_ms;
+    sr.interval_ms = (uint32_t)args_get(a, OPT_INTERVAL, 1000);
     req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
     req.subscribe = &sr;
     if (conn_open(&c) != 0)
@@ -479,7 +324,7 @@ static int cmd_watch(int argc, char **argv)
         conn_close(&c);
         return EXIT_NO_DAEMON;
     }
-    while (a.count == 0 || seen < a.count) {
+    while (count == 0 || seen < count) {
         Ljmp__Response *resp = conn_recv(&c, -1);
         if (resp == NULL) {
             rc = EXIT_NO_DAEMON;
@@ -490,7 +335,7 @@ static int cmd_watch(int argc, char **argv)
             break;
         }
         if (resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT) {
-            if (a.json) {
+            if (args_has(a, OPT_JSON)) {
                 pbjson_write(stdout, &resp->snapshot->base);
                 putchar('\n');
                 fflush(stdout);
@@ -506,8 +351,8 @@ static int cmd_watch(int argc, char **argv)
     return rc;
 }
 
-int live_report(const char *pid_arg, int leak_only, int human_readable,
-                int json)
+int live_report_pid(const char *pid_arg, int leak_only, int human_readable,
+                    int json)
 {
     unsigned long long pid;
     struct conn c;
@@ -516,7 +361,7 @@ int live_report(const char *pid_arg, int leak_only, int human_readable,
     Ljmp__Selector sel = LJMP__SELECTOR__INIT;
     int rc;
 
-    if (parse_number("report", "PID", pid_arg, UINT32_MAX, &pid) != 0)
+    if (args_parse_number("report", "PID", pid_arg, UINT32_MAX, &pid) != 0)
         return EXIT_USAGE;
     sel.has_pid = 1;
     sel.pid = (uint32_t)pid;
@@ -573,7 +418,14 @@ static const char record_help[] =
     "      --force         overwrite FILE if it exists\n"
     "      --no-wait       return once recording has begun\n";
 
-static int record_wait(struct conn *c, const struct live_args *a,
+/* What `record` was asked for. */
+struct record_ask {
+    uint32_t pid, wait_s;
+    const char *output;
+    int force, no_wait;
+};
+
+static int record_wait(struct conn *c, const struct record_ask *a,
                        uint64_t *bytes)
 {
     for (;;) {
@@ -629,19 +481,24 @@ static int record_wait(struct conn *c, const struct live_args *a,
     }
 }
 
-static int cmd_record(int argc, char **argv)
+static int cmd_record(const struct ctl_args *args)
 {
-    struct live_args a;
+    struct record_ask a = {
+        .wait_s = (uint32_t)args_get(args, OPT_WAIT, 0),
+        .output = args->text[OPT_OUTPUT],
+        .force = args_has(args, OPT_FORCE),
+        .no_wait = args_has(args, OPT_NO_WAIT),
+    };
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__RecordRequest rr = LJMP__RECORD_REQUEST__INIT;
-    int rc = parse_live("record", record_help, argc, argv, &a, 1);
+    int rc;
 
-    if (rc != 0)
-        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (operand_pid("record", args, &a.pid) != 0)
+        return EXIT_USAGE;
     if (a.pid == 0 || a.output == NULL) {
-        fputs("ljmpctl record: needs PID and -o FILE; try 'ljmpctl record "
-              "--help'\n",
+        fputs("ljmpctl record: needs PID and -o FILE (see ljmpctl help "
+              "record)\n",
               stderr);
         return EXIT_USAGE;
     }
@@ -674,26 +531,91 @@ static int cmd_record(int argc, char **argv)
     return rc;
 }
 
+/* Each command's options, and the range of each number: the only ones
+ * its command line may give (args_parse). */
+static const struct opt_use list_options[] = {
+    {OPT_JSON, 0, 0, NULL},
+    OPT_USE_END,
+};
+
+static const struct opt_use snapshot_options[] = {
+    {OPT_TOP, 0, 1000, NULL},
+    {OPT_SORT, 0, 0, NULL},
+    {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_JSON, 0, 0, NULL},
+    OPT_USE_END,
+};
+
+/* ljmpd itself refuses an interval under 50 ms, and says so. */
+static const struct opt_use watch_options[] = {
+    {OPT_INTERVAL, 0, 3600000, "ms"},
+    {OPT_COUNT, 0, UINT64_MAX, NULL},
+    {OPT_TOP, 0, 1000, NULL},
+    {OPT_SORT, 0, 0, NULL},
+    {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_JSON, 0, 0, NULL},
+    OPT_USE_END,
+};
+
+static const struct opt_use record_options[] = {
+    {OPT_OUTPUT, 0, 0, NULL},
+    {OPT_WAIT, 0, 86400, "seconds"},
+    {OPT_FORCE, 0, 0, NULL},
+    {OPT_NO_WAIT, 0, 0, NULL},
+    OPT_USE_END,
+};
+
 const struct cmd_entry cmd_list_entry = {
-    "list",    "[--json]", "sessions ljmpd knows, and its counters",
-    list_help, cmd_list,
+    .name = "list",
+    .synopsis = "[--json]",
+    .brief = "sessions ljmpd knows, and its counters",
+    .help = list_help,
+    .options = list_options,
+    .operands = "no operand",
+    .exec = cmd_list,
 };
 
 const struct cmd_entry cmd_snapshot_entry = {
-    "snapshot",    "[PID] [OPTIONS]", "one snapshot: totals and top sites",
-    snapshot_help, cmd_snapshot,
+    .name = "snapshot",
+    .synopsis = "[PID] [OPTIONS]",
+    .brief = "one snapshot: totals and top sites",
+    .help = snapshot_help,
+    .options = snapshot_options,
+    .max_operands = 1,
+    .operands = "at most one PID",
+    .exec = cmd_snapshot,
 };
 
 const struct cmd_entry cmd_watch_entry = {
-    "watch",    "[PID] [OPTIONS]", "a line per snapshot, for scripts",
-    watch_help, cmd_watch,
+    .name = "watch",
+    .synopsis = "[PID] [OPTIONS]",
+    .brief = "a line per snapshot, for scripts",
+    .help = watch_help,
+    .options = watch_options,
+    .max_operands = 1,
+    .operands = "at most one PID",
+    .exec = cmd_watch,
 };
 
 const struct cmd_entry cmd_subscribe_entry = {
-    "subscribe", "[PID] [OPTIONS]", "the same as watch", watch_help, cmd_watch,
+    .name = "subscribe",
+    .synopsis = "[PID] [OPTIONS]",
+    .brief = "the same as watch",
+    .help = watch_help,
+    .options = watch_options,
+    .max_operands = 1,
+    .operands = "at most one PID",
+    .exec = cmd_watch,
 };
 
 const struct cmd_entry cmd_record_entry = {
-    "record",    "PID -o FILE", "record a session's stream to a file",
-    record_help, cmd_record,
+    .name = "record",
+    .synopsis = "PID -o FILE",
+    .brief = "record a session's stream to a file",
+    .help = record_help,
+    .options = record_options,
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands = "one PID",
+    .exec = cmd_record,
 };

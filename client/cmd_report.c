@@ -2,7 +2,6 @@
  * live session from ljmpd. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,69 +57,20 @@ struct report_args {
     const char *path;
 };
 
-static int parse_args(int argc, char **argv, struct report_args *a)
+/* The report's settings from its command line. */
+static void report_args_of(const struct ctl_args *args, struct report_args *a)
 {
-    enum { OPT_LEAK = 256, OPT_HUMAN, OPT_JSON, OPT_MAXSTR, OPT_THREADS };
-    static const struct option longopts[] = {
-        {"leak-only", no_argument, NULL, OPT_LEAK},
-        {"human-readable", no_argument, NULL, OPT_HUMAN},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"max-string", required_argument, NULL, OPT_MAXSTR},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    unsigned long long max_string;
-
     memset(a, 0, sizeof(*a));
-    a->limits.max_string = LM_DEFAULT_MAX_STRING;
-    a->limits.max_buffered = LM_DEFAULT_MAX_BUFFERED;
-    a->threads = lm_par_cpus() >= 2 ? 2 : 1;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_LEAK:
-            a->opts.leak_only = 1;
-            break;
-        case OPT_HUMAN:
-            a->opts.human_readable = 1;
-            break;
-        case OPT_JSON:
-            a->opts.json = 1;
-            break;
-        case OPT_MAXSTR:
-            if (parse_number("report", "--max-string", optarg,
-                             LM_MAX_STRING_LIMIT, &max_string) < 0)
-                return -1;
-            a->limits.max_string = max_string;
-            a->limits.max_buffered = a->limits.max_string + 64;
-            break;
-        case OPT_THREADS:
-            if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0) {
-                fprintf(stderr,
-                        "ljmpctl report: --threads wants 1 or 2, not '%s'\n",
-                        optarg);
-                return -1;
-            }
-            a->threads = optarg[0] - '0';
-            break;
-        case 'h':
-            fputs(report_help, stdout);
-            exit(EXIT_OK);
-        default:
-            fputs("try 'ljmpctl report --help'\n", stderr);
-            return -1;
-        }
-    }
-    if (optind != argc - 1) {
-        fputs("ljmpctl report: expected one FILE (- for stdin) or PID; try "
-              "'ljmpctl report --help'\n",
-              stderr);
-        return -1;
-    }
-    a->path = argv[optind];
-    return 0;
+    a->opts.leak_only = args_has(args, OPT_LEAK_ONLY);
+    a->opts.human_readable = args_has(args, OPT_HUMAN_READABLE);
+    a->opts.json = args_has(args, OPT_JSON);
+    a->limits.max_string =
+        args_get(args, OPT_MAX_STRING, LM_DEFAULT_MAX_STRING);
+    a->limits.max_buffered = args_has(args, OPT_MAX_STRING)
+                                 ? a->limits.max_string + 64
+                                 : LM_DEFAULT_MAX_BUFFERED;
+    a->threads = (int)args_get(args, OPT_THREADS, lm_par_cpus() >= 2 ? 2 : 1);
+    a->path = args->operands[0];
 }
 
 /* Feeds the whole input; -1 on a read error, else 0 and how it ended. */
@@ -165,18 +115,17 @@ static int is_pid(const char *arg)
     return access(arg, F_OK) != 0;
 }
 
-static int cmd_report(int argc, char **argv)
+static int cmd_report(const struct ctl_args *args)
 {
     struct report_args a;
     struct lm_profile p;
     enum lm_status st = LM_NEED_MORE;
     int fd, rc;
 
-    if (parse_args(argc, argv, &a) != 0)
-        return EXIT_USAGE;
+    report_args_of(args, &a);
     if (is_pid(a.path))
-        return live_report(a.path, a.opts.leak_only, a.opts.human_readable,
-                           a.opts.json);
+        return live_report_pid(a.path, a.opts.leak_only, a.opts.human_readable,
+                               a.opts.json);
     fd = strcmp(a.path, "-") == 0 ? STDIN_FILENO
                                   : open(a.path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -226,10 +175,22 @@ static int cmd_report(int argc, char **argv)
     return rc;
 }
 
+/* --max-string and --threads shape the reading of a file; with a PID,
+ * ljmpd reads the stream and they change nothing. */
+static const struct opt_use report_options[] = {
+    {OPT_LEAK_ONLY, 0, 0, NULL}, {OPT_HUMAN_READABLE, 0, 0, NULL},
+    {OPT_JSON, 0, 0, NULL},      {OPT_MAX_STRING, 0, LM_MAX_STRING_LIMIT, NULL},
+    {OPT_THREADS, 1, 2, NULL},   OPT_USE_END,
+};
+
 const struct cmd_entry cmd_report_entry = {
-    "report",
-    "[OPTIONS] FILE|-|PID",
-    "report of a recorded stream or a session",
-    report_help,
-    cmd_report,
+    .name = "report",
+    .synopsis = "[OPTIONS] FILE|-|PID",
+    .brief = "report of a recorded stream or a session",
+    .help = report_help,
+    .options = report_options,
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands = "one FILE (- for stdin) or PID",
+    .exec = cmd_report,
 };

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <curses.h>
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,80 +36,28 @@ static const char top_help[] =
     "                     alloc-rate, event-rate, free-bytes\n"
     "      --session ID   one session, by the id `ljmpctl list` shows\n";
 
-#define NSORT NSORT_KEYS
-
 struct top_args {
     uint32_t pid, top, interval_ms;
     uint64_t session;
-    size_t sort; /* index in sort_keys */
+    size_t sort; /* index in live_sort_keys */
     int once;
     uint64_t count; /* snapshots to show, 0: until q or the end */
 };
 
-static int parse_top(int argc, char **argv, struct top_args *a)
+/* The view's settings from its command line; -1 after a message. */
+static int top_args_of(const struct ctl_args *args, struct top_args *a)
 {
-    enum { OPT_ONCE = 256, OPT_INTERVAL, OPT_SORT, OPT_SESSION, OPT_COUNT };
-    static const struct option longopts[] = {
-        {"once", no_argument, NULL, OPT_ONCE},
-        {"count", required_argument, NULL, OPT_COUNT},
-        {"top", required_argument, NULL, 'n'},
-        {"interval", required_argument, NULL, OPT_INTERVAL},
-        {"sort", required_argument, NULL, OPT_SORT},
-        {"session", required_argument, NULL, OPT_SESSION},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    unsigned long long v;
-    int c;
-
     memset(a, 0, sizeof(*a));
-    a->interval_ms = 1000;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
-        if (optarg != NULL && c != OPT_SORT &&
-            parse_number("top", "an option", optarg, UINT64_MAX, &v) != 0)
-            return -1;
-        switch (c) {
-        case OPT_ONCE:
-            a->once = 1;
-            break;
-        case OPT_COUNT:
-            a->count = v;
-            break;
-        case 'n':
-            a->top = v > 1000 ? 1000 : (uint32_t)v;
-            break;
-        case OPT_INTERVAL:
-            if (v < 50 || v > 86400000) {
-                fputs("ljmpctl top: --interval wants 50 to 86400000 ms\n",
-                      stderr);
-                return -1;
-            }
-            a->interval_ms = (uint32_t)v;
-            break;
-        case OPT_SESSION:
-            a->session = v;
-            break;
-        case OPT_SORT: {
-            int i = sort_key_named("top", optarg);
-            if (i < 0)
-                return -1;
-            a->sort = (size_t)i;
-            break;
-        }
-        case 'h':
-            fputs(top_help, stdout);
-            return 1;
-        default:
-            fputs("try 'ljmpctl top --help'\n", stderr);
-            return -1;
-        }
-    }
-    if (argc - optind > 1) {
-        fputs("ljmpctl top: expected at most one PID\n", stderr);
-        return -1;
-    }
-    if (optind < argc && parse_pid("top", argv[optind], &a->pid) != 0)
+    a->once = args_has(args, OPT_ONCE);
+    a->count = args_get(args, OPT_COUNT, 0);
+    /* More sites than ljmpd sends are as many as it sends. */
+    unsigned long long top = args_get(args, OPT_TOP, 0);
+    a->top = top > 1000 ? 1000 : (uint32_t)top;
+    a->interval_ms = (uint32_t)args_get(args, OPT_INTERVAL, 1000);
+    a->session = args_get(args, OPT_SESSION, 0);
+    a->sort = (size_t)args_get(args, OPT_SORT, 0);
+    if (args->noperands > 0 &&
+        args_parse_pid("top", args->operands[0], &a->pid) != 0)
         return -1;
     return 0;
 }
@@ -130,7 +77,7 @@ static uint64_t subscribe(struct conn *c, const struct top_args *a,
     o.sessions = &sel;
     o.has_top = o.has_sort = 1;
     o.top = top;
-    o.sort = sort_keys[a->sort].value;
+    o.sort = live_sort_keys[a->sort].value;
     sr.options = &o;
     sr.has_interval_ms = 1;
     sr.interval_ms = a->interval_ms;
@@ -233,7 +180,7 @@ static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
 
     localtime_r(&now, &tm);
     strftime(when, sizeof(when), "%H:%M:%S", &tm);
-    printf("ljmpctl top  %s  sort: %s\n", when, sort_keys[a->sort].title);
+    printf("ljmpctl top  %s  sort: %s\n", when, live_sort_keys[a->sort].title);
     for (size_t i = 0; i < snap->n_sessions; i++) {
         const Ljmp__SessionSnapshot *ss = snap->sessions[i];
         if (ss->info == NULL || ss->totals == NULL)
@@ -270,7 +217,7 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
     attron(A_BOLD);
     mvprintw(y++, 0,
              "ljmpctl top  %s  sort: %-16s keys: l b a r e f s, q quits", when,
-             sort_keys[a->sort].title);
+             live_sort_keys[a->sort].title);
     attroff(A_BOLD);
     daemon_line(line, sizeof(line), snap);
     mvaddnstr(y++, 0, line, COLS);
@@ -305,9 +252,9 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
 static int key_to_sort(int ch, size_t current)
 {
     if (ch == 's')
-        return (int)((current + 1) % NSORT);
-    for (size_t i = 0; i < NSORT; i++)
-        if (sort_keys[i].key == ch)
+        return (int)((current + 1) % LIVE_NSORT_KEYS);
+    for (size_t i = 0; i < LIVE_NSORT_KEYS; i++)
+        if (live_sort_keys[i].key == ch)
             return (int)i;
     return -1;
 }
@@ -427,14 +374,14 @@ static int run_plain(struct conn *c, struct top_args *a)
     }
 }
 
-static int cmd_top(int argc, char **argv)
+static int cmd_top(const struct ctl_args *args)
 {
     struct top_args a;
     struct conn c;
-    int rc = parse_top(argc, argv, &a);
+    int rc;
 
-    if (rc != 0)
-        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (top_args_of(args, &a) != 0)
+        return EXIT_USAGE;
     if (conn_open(&c) != 0)
         return EXIT_NO_DAEMON;
     if (!a.once && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO))
@@ -445,7 +392,25 @@ static int cmd_top(int argc, char **argv)
     return rc;
 }
 
+/* -n takes any number (ljmpd sends at most 1000 sites); an interval is
+ * at least 50 ms, as ljmpd wants. */
+static const struct opt_use top_options[] = {
+    {OPT_ONCE, 0, 0, NULL},
+    {OPT_COUNT, 0, UINT64_MAX, NULL},
+    {OPT_TOP, 0, UINT64_MAX, NULL},
+    {OPT_INTERVAL, 50, 86400000, "ms"},
+    {OPT_SORT, 0, 0, NULL},
+    {OPT_SESSION, 0, UINT64_MAX, NULL},
+    OPT_USE_END,
+};
+
 const struct cmd_entry cmd_top_entry = {
-    "top",    "[PID] [OPTIONS]", "live view of allocation hotspots",
-    top_help, cmd_top,
+    .name = "top",
+    .synopsis = "[PID] [OPTIONS]",
+    .brief = "live view of allocation hotspots",
+    .help = top_help,
+    .options = top_options,
+    .max_operands = 1,
+    .operands = "at most one PID",
+    .exec = cmd_top,
 };

@@ -19,8 +19,8 @@ static void usage(FILE *out)
                  "       ljmpctl help COMMAND\n\n"
                  "Live memory profiler for LuaJIT: client.\n\nCommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %-9s %-22s %s\n", commands[i]->name, commands[i]->args,
-                commands[i]->brief);
+        fprintf(out, "  %-9s %-22s %s\n", commands[i]->name,
+                commands[i]->synopsis, commands[i]->brief);
     fprintf(out,
             "\nA command may be shortened to a unique prefix.  Commands other "
             "than\n`report FILE` talk to ljmpd on its control socket: -s "
@@ -48,6 +48,17 @@ static const struct cmd_entry *find_command(const char *name)
         }
     }
     return found;
+}
+
+/* Runs cmd once its command line holds only what its table allows. */
+static int run(const struct cmd_entry *cmd, int argc, char **argv)
+{
+    struct ctl_args args;
+    int rc = args_parse(cmd, argc, argv, &args);
+
+    if (rc != 0)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    return cmd->exec(&args);
 }
 
 int main(int argc, char **argv)
@@ -81,7 +92,7 @@ int main(int argc, char **argv)
     }
     if ((cmd = find_command(argv[1])) == NULL)
         goto unknown;
-    return cmd->exec(argc - 1, argv + 1);
+    return run(cmd, argc - 1, argv + 1);
 
 unknown:
     fprintf(stderr,

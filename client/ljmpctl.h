@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "args.h"
 #include "ljmp_wire.h"
 
 /* Exit statuses, documented in `ljmpctl --help`. */
@@ -23,18 +24,24 @@ struct sort_key {
     Ljmp__SortKey value;
 };
 
-#define NSORT_KEYS 6
-extern const struct sort_key sort_keys[NSORT_KEYS];
+#define LIVE_NSORT_KEYS 6
+extern const struct sort_key live_sort_keys[LIVE_NSORT_KEYS];
 
 /* Index of the sort key called name, or -1 after a message on stderr. */
-int sort_key_named(const char *cmd, const char *name);
+int live_sort_key_named(const char *cmd, const char *name);
 
+/* A command: its name, its help, the options it takes and how many
+ * operands (args_parse holds its command line to them), and what runs it
+ * once its command line is parsed. */
 struct cmd_entry {
     const char *name;
-    const char *args;  /* synopsis after the name */
-    const char *brief; /* one line for the command list */
-    const char *help;  /* the whole help text of the command */
-    int (*exec)(int argc, char **argv);
+    const char *synopsis;          /* after the name, in the command list */
+    const char *brief;             /* one line for the command list */
+    const char *help;              /* the whole help text of the command */
+    const struct opt_use *options; /* OPT_USE_END last; -h, --help too */
+    int min_operands, max_operands;
+    const char *operands; /* what they are, for a message: "one PID" */
+    int (*exec)(const struct ctl_args *a);
 };
 
 extern const struct cmd_entry cmd_report_entry;
@@ -47,14 +54,8 @@ extern const struct cmd_entry cmd_attach_entry;
 extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
 
-/* A number argument up to max; -1 after saying what is wrong with it. */
-int parse_number(const char *cmd, const char *what, const char *arg,
-                 unsigned long long max, unsigned long long *out);
-
-/* A process id (1 to INT32_MAX); -1 after saying it is not one. */
-int parse_pid(const char *cmd, const char *arg, uint32_t *pid);
-
 /* `report PID`: the report of a live (or kept) session, from ljmpd. */
-int live_report(const char *pid, int leak_only, int human_readable, int json);
+int live_report_pid(const char *pid, int leak_only, int human_readable,
+                    int json);
 
 #endif
