@@ -1,4 +1,5 @@
-/* `ljmpctl report` end to end: output, stderr and exit status by input. */
+/* ljmpctl end to end: `report`'s output, stderr and exit status by input,
+ * and each command's command line holding to its own options. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,159 @@ static void test_usage_errors(void)
     free(err);
 }
 
+/* Whether `ljmpctl ARGS` is refused as a usage error, stdout empty and
+ * stderr the one line `want`. */
+static int refused_with(const char *args, const char *want)
+{
+    char *out, *err;
+    int st = ljmpctl(args, &out, &err);
+    int ok = st == 1 && strcmp(out, "") == 0 && strcmp(err, want) == 0;
+
+    if (!ok)
+        fprintf(stderr, "\n`ljmpctl %s`: status %d, stderr: %s", args, st, err);
+    free(out);
+    free(err);
+    return ok;
+}
+
+/* An option another command takes is refused, named with the command. */
+static void test_options_of_other_commands(void)
+{
+    static const char *const cases[][2] = {
+        {"list --force", "list: option --force is not an option of list"},
+        {"list --sort alloc-bytes",
+         "list: option --sort is not an option of list"},
+        {"list -n 3", "list: option -n is not an option of list"},
+        {"snapshot 1 --interval 200",
+         "snapshot: option --interval is not an option of snapshot"},
+        {"snapshot --force", "snapshot: option --force is not an option of "
+                             "snapshot"},
+        {"watch --once", "watch: option --once is not an option of watch"},
+        {"subscribe --no-wait",
+         "subscribe: option --no-wait is not an option of subscribe"},
+        {"record 1 -o x.bin --json",
+         "record: option --json is not an option of record"},
+        {"record 1 -o x.bin -n 5",
+         "record: option -n is not an option of record"},
+        {"top --json", "top: option --json is not an option of top"},
+        {"top 1 -o x.bin", "top: option -o is not an option of top"},
+        {"attach 1 --sort live-bytes",
+         "attach: option --sort is not an option of attach"},
+        {"detach 1 --wait 3", "detach: option --wait is not an option of "
+                              "detach"},
+        {"report --top 3 x.bin",
+         "report: option --top is not an option of report"},
+        {"report --session 1 1", "report: option --session is not an option "
+                                 "of report"},
+        {"rep --force x.bin", "report: option --force is not an option of "
+                              "report"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char want[256];
+        size_t cmd_len = strcspn(cases[i][1], ":");
+        snprintf(want, sizeof(want), "ljmpctl %s (see ljmpctl help %.*s)\n",
+                 cases[i][1], (int)cmd_len, cases[i][1]);
+        CU_ASSERT(refused_with(cases[i][0], want));
+    }
+}
+
+/* An option a command takes, wrongly written, is refused in one line. */
+static void test_options_miswritten(void)
+{
+    CU_ASSERT(refused_with("top --interval", "ljmpctl top: option --interval "
+                                             "needs a value (see ljmpctl help "
+                                             "top)\n"));
+    CU_ASSERT(refused_with("snapshot -n", "ljmpctl snapshot: option -n needs "
+                                          "a value (see ljmpctl help "
+                                          "snapshot)\n"));
+    CU_ASSERT(refused_with("list --json=yes",
+                           "ljmpctl list: option --json takes no value (see "
+                           "ljmpctl help list)\n"));
+    CU_ASSERT(refused_with("top --s 1", "ljmpctl top: option --s is ambiguous "
+                                        "(see ljmpctl help top)\n"));
+    CU_ASSERT(refused_with("list --bogus",
+                           "ljmpctl list: option --bogus is not "
+                           "an option of list (see ljmpctl "
+                           "help list)\n"));
+    CU_ASSERT(refused_with("top --interval 10",
+                           "ljmpctl top: --interval wants a number of ms from "
+                           "50 to 86400000, not '10'\n"));
+    CU_ASSERT(refused_with("watch --interval 3600001",
+                           "ljmpctl watch: --interval wants a number of ms up "
+                           "to 3600000, not '3600001'\n"));
+    CU_ASSERT(refused_with("list 1", "ljmpctl list: unexpected '1': expected "
+                                     "no operand (see ljmpctl help list)\n"));
+    CU_ASSERT(refused_with("attach", "ljmpctl attach: expected one PID (see "
+                                     "ljmpctl help attach)\n"));
+}
+
+/* Every option each command takes, as its help gives them, still gets
+ * past the command line: the live commands go on to find no ljmpd. */
+static void test_own_options_accepted(void)
+{
+    static const char *const live[] = {
+        "list --json",
+        "snapshot 1 -n 3 --sort alloc-bytes --session 2 --json",
+        "snap --top=1000 --sess 2",
+        "watch 1 --interval 200 --count 1 -n 0 --sort event-rate "
+        "--session 2 --json",
+        "subscribe --count 1 --top 5",
+        "record 1 --output rec.bin --wait 1 --force --no-wait",
+        "record 1 -o rec2.bin",
+        "attach 1 --timeout 300",
+        "detach 1 --timeout=60000",
+        "top 1 --once --count 1 -n 5000 --interval 50 --sort free-bytes "
+        "--session 2",
+        "report --leak-only --human-readable --json 1",
+    };
+    char *out, *err, args[512];
+
+    for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+        snprintf(args, sizeof(args), "-s '%s/none.sock' %s", test_dir, live[i]);
+        CU_ASSERT_EQUAL(ljmpctl(args, &out, &err), 4);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "ljmpd is not running"));
+        free(out);
+        free(err);
+    }
+    /* And for a file, `report` reads it with them. */
+    struct lm_buf b = {0};
+    sample_stream(&b, LM_REV_R3);
+    write_file("opts.bin", b.data, b.len);
+    lm_buf_free(&b);
+    CU_ASSERT_EQUAL(ljmpctl("report --leak-only --human-readable --json "
+                            "--max-string 4096 --threads 1 opts.bin",
+                            &out, &err),
+                    0);
+    CU_ASSERT_STRING_EQUAL(err, "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"totals\""));
+    free(out);
+    free(err);
+}
+
+/* Each command's -h and --help print its help and succeed. */
+static void test_help_of_each_command(void)
+{
+    static const char *const names[] = {
+        "list", "snapshot", "watch",  "subscribe", "record",
+        "top",  "attach",   "detach", "report",
+    };
+    char *out, *err, args[64], usage[64];
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(args, sizeof(args), "%s %s", names[i],
+                 i % 2 ? "-h" : "--help");
+        /* subscribe shares watch's help, whose second line names it. */
+        snprintf(usage, sizeof(usage), "ljmpctl %s ", names[i]);
+        CU_ASSERT_EQUAL(ljmpctl(args, &out, &err), 0);
+        CU_ASSERT_EQUAL(strncmp(out, "usage: ljmpctl ", 15), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, usage));
+        CU_ASSERT_STRING_EQUAL(err, "");
+        free(out);
+        free(err);
+    }
+}
+
 void register_cli_tests(void)
 {
     CU_pSuite s = CU_add_suite("ljmpctl report", setup, teardown);
@@ -142,4 +296,9 @@ void register_cli_tests(void)
     CU_add_test(s, "truncated stream", test_truncated_stream);
     CU_add_test(s, "malformed stream", test_malformed_stream);
     CU_add_test(s, "usage errors", test_usage_errors);
+    s = CU_add_suite("ljmpctl command lines", setup, teardown);
+    CU_add_test(s, "options of other commands", test_options_of_other_commands);
+    CU_add_test(s, "options miswritten", test_options_miswritten);
+    CU_add_test(s, "own options accepted", test_own_options_accepted);
+    CU_add_test(s, "help of each command", test_help_of_each_command);
 }
