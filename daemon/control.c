@@ -193,7 +193,7 @@ static void do_snapshot(struct peer *p, const Ljmp__Request *req)
     send_snapshot(p, req->id, &o, NULL, 1, 0, 0);
 }
 
-void control_subscription_free(struct subscription *sub)
+static void subscription_free(struct subscription *sub)
 {
     struct server *srv = sub->peer->srv;
 
@@ -293,7 +293,7 @@ static void do_subscribe(struct peer *p, const Ljmp__Request *req)
         goto oom;
     }
     if (p->sub != NULL)
-        control_subscription_free(p->sub);
+        subscription_free(p->sub);
     p->sub = sub;
     p->srv->nsubscribers++;
     sub->peer = p;
@@ -319,7 +319,7 @@ static void do_unsubscribe(struct peer *p, const Ljmp__Request *req)
     Ljmp__Response resp;
 
     if (p->sub != NULL)
-        control_subscription_free(p->sub);
+        subscription_free(p->sub);
     peer_response_init(&resp, req->id);
     peer_send(p, &resp);
 }
@@ -617,7 +617,8 @@ static void drop_pending(struct server *srv, struct pending_record *pr)
     free(pr);
 }
 
-void control_peer_gone(struct peer *p)
+/* Record requests of p that wait for their process go with it. */
+static void drop_peer_records(struct peer *p)
 {
     struct server *srv = p->srv;
     struct pending_record *pr, *next;
@@ -685,7 +686,7 @@ void control_expire_records(struct server *srv, uint64_t now)
     }
 }
 
-void control_dispatch(struct peer *p, const Ljmp__Request *req)
+static void control_dispatch(struct peer *p, const Ljmp__Request *req)
 {
     if (req->has_version && req->version != LJMP_WIRE_VERSION) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_VERSION,
@@ -730,3 +731,27 @@ void control_dispatch(struct peer *p, const Ljmp__Request *req)
         break;
     }
 }
+
+/* Stops p's snapshots. */
+static void peer_closing(struct peer *p)
+{
+    if (p->sub != NULL)
+        subscription_free(p->sub);
+}
+
+/* Recordings under way outlive the client that asked for them; the
+ * ones still waiting for their process go with it, and so do its
+ * attach and detach requests and its subscription. */
+static void peer_gone(struct peer *p)
+{
+    drop_peer_records(p);
+    recorder_forget_peer(p->srv, p);
+    attach_peer_gone(p);
+    peer_closing(p);
+}
+
+const struct peer_handler control_handler = {
+    .request = control_dispatch,
+    .closing = peer_closing,
+    .gone = peer_gone,
+};

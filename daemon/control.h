@@ -12,6 +12,7 @@
 #include "ljmp_wire.h"
 
 struct peer;
+struct peer_handler;
 struct recording;
 struct server;
 struct session;
@@ -27,15 +28,13 @@ struct pending_record {
     struct recording *rec;
 };
 
-/* control.c */
-void control_dispatch(struct peer *p, const Ljmp__Request *req);
-void control_subscription_free(struct subscription *sub);
-/* srv->snapshots_due's callback: builds the snapshots that are due. */
-void control_snapshots_due(evutil_socket_t fd, short what, void *arg);
-void control_expire_records(struct server *srv, uint64_t now);
+/* Serves control peers' requests (peer.h). */
+extern const struct peer_handler control_handler;
 /* Starts the record requests that wait for a session's process. */
 extern const struct session_observer control_observer;
-/* Drops what the peer left waiting (record requests). */
-void control_peer_gone(struct peer *p);
+/* srv->snapshots_due's callback: builds the snapshots that are due. */
+void control_snapshots_due(evutil_socket_t fd, short what, void *arg);
+/* Ends the record requests whose process did not stream in time. */
+void control_expire_records(struct server *srv, uint64_t now);
 
 #endif

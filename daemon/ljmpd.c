@@ -316,6 +316,7 @@ static int server_start(struct server *srv)
     TAILQ_INIT(&srv->recordings);
     TAILQ_INIT(&srv->due);
     srv->rec_bell = (struct bell){.efd = -1};
+    srv->peer_handler = &control_handler;
     srv->start_ms = clock_now_ms();
     clock_wall_ms(srv->start_ms);
     if ((srv->base = new_event_base()) == NULL || recorder_start(srv) != 0 ||

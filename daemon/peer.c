@@ -10,13 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "attach.h"
 #include "clock.h"
-#include "control.h"
 #include "peer.h"
 #include "peerfd.h"
 #include "quota.h"
-#include "recorder.h"
 #include "log.h"
 
 #define PEER_READ_SIZE 65536
@@ -150,13 +147,7 @@ void peer_free(struct peer *p)
 {
     struct server *srv = p->srv;
 
-    /* Recordings under way outlive the client that asked for them; the
-     * ones still waiting for their process go with it. */
-    control_peer_gone(p);
-    recorder_forget_peer(srv, p);
-    attach_peer_gone(p);
-    if (p->sub != NULL)
-        control_subscription_free(p->sub);
+    srv->peer_handler->gone(p);
     TAILQ_REMOVE(&srv->peers, p, link);
     srv->npeers--;
     event_free(p->rev);
@@ -175,8 +166,7 @@ static void peer_close_after_flush(struct peer *p)
     p->closing = 1;
     p->closing_ms = clock_now_ms();
     event_del(p->rev);
-    if (p->sub != NULL)
-        control_subscription_free(p->sub);
+    p->srv->peer_handler->closing(p);
     if (evbuffer_get_length(p->out) == 0)
         peer_free(p);
 }
@@ -322,7 +312,7 @@ static int peer_frames(struct peer *p, int max)
             return -1;
         }
         p->active_ms = clock_now_ms();
-        control_dispatch(p, req);
+        p->srv->peer_handler->request(p, req);
         ljmp__request__free_unpacked(req, NULL);
         /* A descriptor belongs to the request it came with. */
         peerfd_close(p->passed_fd);

@@ -39,7 +39,17 @@ struct peer {
     struct subscription *sub;
 };
 
-/* peer.c */
+/* What the peer layer hands up to the features that serve peers. */
+struct peer_handler {
+    /* A decoded request of p (which may close p). */
+    void (*request)(struct peer *p, const Ljmp__Request *req);
+    /* p closes once its output is flushed: it is sent nothing more
+     * unasked. */
+    void (*closing)(struct peer *p);
+    /* p is going: nothing may refer to it after. */
+    void (*gone)(struct peer *p);
+};
+
 void peer_accept(struct server *srv, int fd);
 void peer_free(struct peer *p);
 /* A response of this protocol version to request id (0: to none). */

@@ -34,6 +34,7 @@ struct server_counters {
 #undef SERVER_COUNTER_FIELD
 };
 
+struct peer_handler;
 struct session_observer;
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
@@ -67,6 +68,8 @@ struct server {
     struct symload *symload;
     struct recording_list recordings; /* writing, or telling they ended */
     struct bell rec_bell;
+    /* Who serves control peers' requests (peer.h). */
+    const struct peer_handler *peer_handler;
     /* Who watches sessions (session.h), in the order they registered. */
     const struct session_observer *observers[8];
     unsigned nobservers;
