@@ -586,7 +586,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     struct session *s = select_session(p, &sel);
     if (s != NULL &&
         (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM)) {
-        if (session_record(s, rec) != 0) {
+        if (recorder_attach(s, rec) != 0) {
             peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED, "%s",
                             rec->error);
             recorder_drop(rec);
@@ -649,7 +649,7 @@ static void session_started(struct session *s, void *arg)
         struct recording *rec = pr->rec;
         struct peer *waiter = rec->waiter;
         drop_pending(srv, pr);
-        if (session_record(s, rec) == 0) {
+        if (recorder_attach(s, rec) == 0) {
             recorder_begun(rec, s->id);
             log_info("session %llu: recording from the start",
                      (unsigned long long)s->id);

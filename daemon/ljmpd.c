@@ -179,7 +179,6 @@ static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 {
     struct server *srv = arg;
-    struct session *s;
     struct peer *p;
 
     (void)what;
@@ -191,13 +190,6 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     control_expire_records(srv, clock_now_ms());
     /* What the feed threads hold goes into the state and the recordings. */
     feed_settle(srv->feed);
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    if (s->rec != NULL) {
-        struct recording *rec = s->rec;
-        s->rec = NULL;
-        snprintf(rec->error, sizeof(rec->error), "ljmpd stopped");
-        recorder_finish(rec, s);
-    }
     recorder_stop(srv);
     TAILQ_FOREACH(p, &srv->peers, link)
     {

@@ -8,6 +8,7 @@
 #include "bell.h"
 #include "clock.h"
 #include "helper.h"
+#include "lm_encoder.h"
 #include "peer.h"
 #include "quota.h"
 #include "recorder.h"
@@ -361,6 +362,7 @@ void recorder_finish(struct recording *rec, const struct session *s)
     if (s != NULL)
         recording_of(rec, s);
     rec->s = NULL;
+    rec->holding = 0;
     pthread_mutex_lock(&w->mu);
     w->closing = 1;
     if (w->head == NULL) /* else a stuck write's wait goes on */
@@ -377,6 +379,15 @@ void recorder_drop(struct recording *rec)
     recorder_finish(rec, NULL);
 }
 
+/* The session is read again: the file took enough (or is let go). */
+static void let_go(struct recording *rec)
+{
+    if (rec->s != NULL && rec->holding) {
+        rec->holding = 0;
+        session_release(rec->s);
+    }
+}
+
 /* Stops recording s (the session goes on), its writer having failed. */
 static void recording_stop(struct recording *rec)
 {
@@ -384,9 +395,8 @@ static void recording_stop(struct recording *rec)
 
     log_warn("session %llu: %s; recording stopped", (unsigned long long)s->id,
              rec->error);
-    s->rec = NULL;
+    let_go(rec);
     recorder_finish(rec, s);
-    (void)session_resume_reading(s);
 }
 
 /* What a writer's bell says: recordings over, failed, or with room. */
@@ -413,8 +423,8 @@ static void take_news(evutil_socket_t fd, short what, void *arg)
             recording_over(rec, written);
         } else if (rec->s != NULL && rec->error[0] != '\0') {
             recording_stop(rec);
-        } else if (rec->s != NULL && room) {
-            (void)session_resume_reading(rec->s);
+        } else if (room) {
+            let_go(rec);
         }
     }
 }
@@ -452,6 +462,8 @@ static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
 
     if (s != NULL)
         recording_of(rec, s);
+    let_go(rec);
+    rec->s = NULL;
     snprintf(rec->error, sizeof(rec->error),
              "the record file took no bytes for %llu s (%zu KiB waiting%s); "
              "recording stopped",
@@ -465,10 +477,6 @@ static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
     pthread_mutex_unlock(&w->mu);
     pthread_detach(w->thread);
     writer_unref(w);
-    if (s != NULL) {
-        s->rec = NULL;
-        (void)session_resume_reading(s);
-    }
     recording_over(rec, written);
 }
 
@@ -489,28 +497,164 @@ void recorder_check_stalls(struct server *srv, uint64_t now)
     }
 }
 
-/* A recording of s stops with it: its file takes what is queued. */
-static void session_ended(struct session *s, void *arg)
+struct recording *recorder_of(const struct session *s)
 {
-    struct recording *rec = s->rec;
+    struct recording *rec;
+
+    TAILQ_FOREACH(rec, &s->srv->recordings, link)
+    if (rec->s == s)
+        return rec;
+    return NULL;
+}
+
+/* Whether s can be recorded from its first stream byte (under its lock). */
+static int recordable_from_start(const struct session *s)
+{
+    return (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM) &&
+           s->stream_bytes == 0;
+}
+
+/*
+ * Starts a recording in the middle of the stream: a symbol table of what
+ * the session knows now, then the item the decoder holds half-read, then
+ * everything that arrives.  Blocks allocated before are not in the file:
+ * their frees show as frees of unknown blocks.
+ */
+static int record_from_now(struct session *s, struct recording *rec)
+{
+    const struct lm_decoder *d = &s->prof.dec;
+    struct lm_buf b = {0};
+
+    if (s->phase != SESSION_STREAM || d->phase != LM_PH_EVENTS ||
+        s->prof.state.revision != LM_REV_R3) {
+        /* A feed thread may have reached the stream's end before the
+         * loop took its job back: the decoder's phase says so first. */
+        const char *what = "reading its symbol table";
+        if (s->phase != SESSION_STREAM || d->phase > LM_PH_EVENTS)
+            what = "ending";
+        else if (d->phase == LM_PH_EVENTS)
+            what = lm_revision_name(s->prof.state.revision);
+        snprintf(rec->error, sizeof(rec->error),
+                 "session %llu is %s; a recording can start at the start "
+                 "of a stream or among its R3 events",
+                 (unsigned long long)s->id, what);
+        return -1;
+    }
+    lm_enc_symtab_prologue(&b, d->ljs_version);
+    lm_enc_symtab_of(&b, &s->prof.state.sym, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_events_prologue(&b, d->ljm_version);
+    lm_buf_bytes(&b, d->pend, d->pend_len);
+    if (b.oom) {
+        lm_buf_free(&b);
+        snprintf(rec->error, sizeof(rec->error), "out of memory");
+        return -1;
+    }
+    int rc = recorder_write(rec, b.data, b.len);
+    lm_buf_free(&b);
+    rec->from_offset = s->stream_bytes;
+    if (rc == 0)
+        rec->s = s;
+    return rc;
+}
+
+/* Under the session's lock: a feed thread may be applying bytes
+ * meanwhile, and a recording from now starts where the state is. */
+int recorder_attach(struct session *s, struct recording *rec)
+{
+    int rc = 0;
+
+    if (recorder_of(s) != NULL) {
+        snprintf(rec->error, sizeof(rec->error),
+                 "session %llu is being recorded already",
+                 (unsigned long long)s->id);
+        return -1;
+    }
+    session_lock(s);
+    if (!recordable_from_start(s)) {
+        rc = record_from_now(s, rec);
+    } else {
+        rec->from_start = 1;
+        rec->from_offset = 0;
+        rec->s = s;
+    }
+    session_unlock(s);
+    return rc;
+}
+
+/*
+ * Copies stream bytes, from stream offset `at`, into the recording; a
+ * failed write ends it (the session goes on).  A recording from the start
+ * gets the C symbols ljmpd read right after the symbol table's prologue,
+ * so that the file names C functions as the live session does.  Bytes
+ * before the recording's first offset are in it already: a recording
+ * that began while they were being fed has them in its symbol table.
+ */
+static int copy_bytes(struct recording *rec, const struct session *s,
+                      uint64_t at, const uint8_t *p, size_t n)
+{
+    if (at < rec->from_offset) {
+        uint64_t skip = rec->from_offset - at;
+        if (skip >= n)
+            return 0;
+        p += skip;
+        n -= (size_t)skip;
+        at = rec->from_offset;
+    }
+    if (rec->from_start && !rec->spliced && at + n >= LM_PROLOGUE_SIZE) {
+        size_t head = at < LM_PROLOGUE_SIZE ? LM_PROLOGUE_SIZE - at : 0;
+        if (recorder_write(rec, p, head) != 0 ||
+            (s->prof.dec.ljs_version == 3 &&
+             recorder_write(rec, s->csyms.entries.data, s->csyms.entries.len) !=
+                 0))
+            return -1;
+        rec->spliced = 1;
+        p += head;
+        n -= head;
+    }
+    return recorder_write(rec, p, n);
+}
+
+/* A session's decoded bytes go to its recording; a file that falls
+ * behind holds the session (a slow file slows its own VM only). */
+static void session_fed(struct session *s, uint64_t at, const uint8_t *p,
+                        size_t n, void *arg)
+{
+    struct recording *rec = recorder_of(s);
 
     (void)arg;
     if (rec == NULL)
         return;
-    s->rec = NULL;
-    recorder_finish(rec, s);
+    if (copy_bytes(rec, s, at, p, n) != 0) {
+        log_warn("session %llu: %s; recording stopped",
+                 (unsigned long long)s->id, rec->error);
+        let_go(rec);
+        recorder_finish(rec, s);
+    } else if (!rec->holding && recorder_full(rec)) {
+        rec->holding = 1;
+        session_hold(s);
+    }
+}
+
+/* A recording of s stops with it: its file takes what is queued. */
+static void session_ended(struct session *s, void *arg)
+{
+    struct recording *rec = recorder_of(s);
+
+    (void)arg;
+    if (rec != NULL)
+        recorder_finish(rec, s);
 }
 
 /* A session that goes before it ended never sent a valid hello (or
  * ljmpd is stopping). */
 static void session_freed(struct session *s, void *arg)
 {
-    struct recording *rec = s->rec;
+    struct recording *rec = recorder_of(s);
 
     (void)arg;
     if (rec == NULL)
         return;
-    s->rec = NULL;
     if (s->phase != SESSION_HELLO) {
         recorder_finish(rec, s);
         return;
@@ -522,6 +666,7 @@ static void session_freed(struct session *s, void *arg)
 }
 
 const struct session_observer recorder_observer = {
+    .fed = session_fed,
     .ended = session_ended,
     .freed = session_freed,
 };
@@ -549,6 +694,12 @@ void recorder_stop(struct server *srv)
 {
     struct recording *rec;
     unsigned n = 0;
+
+    TAILQ_FOREACH(rec, &srv->recordings, link)
+    if (rec->s != NULL) {
+        snprintf(rec->error, sizeof(rec->error), "ljmpd stopped");
+        recorder_finish(rec, rec->s);
+    }
 
     TAILQ_FOREACH(rec, &srv->recordings, link)
     n++;

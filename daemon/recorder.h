@@ -24,6 +24,7 @@ struct recording {
     int from_start;
     struct peer *waiter; /* told when it ends; NULL once gone */
     int spliced;         /* from_start: the C symbols are in the file */
+    int holding;         /* s is not read until the file takes more */
     uint64_t request_id;
     uint64_t session_id; /* the session recorded, once known */
     int has_state;       /* its state when the recording ended */
@@ -31,8 +32,15 @@ struct recording {
     char error[320];
 };
 
-/* Finishes a session's recording when the session ends or goes. */
+/* Copies each session's stream bytes into its recording, if any, and
+ * finishes the recording when the session ends or goes. */
 extern const struct session_observer recorder_observer;
+
+/* Starts recording s into rec (opened): from the stream's first byte if
+ * none was decoded yet, else from now.  0, or -1 with rec->error set. */
+int recorder_attach(struct session *s, struct recording *rec);
+/* The recording of s, or NULL. */
+struct recording *recorder_of(const struct session *s);
 
 int recorder_start(struct server *srv);
 /* Waits a little for record files to take what is queued, and tells

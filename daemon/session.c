@@ -15,9 +15,7 @@
 #include "peerfd.h"
 #include "procinfo.h"
 #include "quota.h"
-#include "recorder.h"
 #include "session.h"
-#include "lm_encoder.h"
 #include "log.h"
 
 static void session_read(evutil_socket_t fd, short what, void *arg);
@@ -46,6 +44,18 @@ static void notify(struct session *s, enum session_news news)
             cb(s, o->arg);
         if (news == STARTED && s->phase != SESSION_STREAM)
             return;
+    }
+}
+
+/* Tells the observers that n stream bytes from offset at were decoded
+ * (in stream order, on the loop). */
+static void notify_fed(struct session *s, uint64_t at, const uint8_t *p,
+                       size_t n)
+{
+    for (unsigned i = 0; i < s->srv->nobservers; i++) {
+        const struct session_observer *o = s->srv->observers[i];
+        if (o->fed != NULL && s->phase != SESSION_ENDED)
+            o->fed(s, at, p, n, o->arg);
     }
 }
 
@@ -276,46 +286,6 @@ session_reject(struct session *s, const char *fmt, ...)
 int session_visible(const struct session *s, uid_t uid)
 {
     return uid == 0 || uid == getuid() || uid == s->uid;
-}
-
-/*
- * Copies stream bytes, from stream offset `at`, into the recording; a
- * failed write ends it (the session goes on).  A recording from the start
- * gets the C symbols ljmpd read right after the symbol table's prologue,
- * so that the file names C functions as the live session does.  Bytes
- * before the recording's first offset are in it already: a recording
- * that began while they were being fed has them in its symbol table.
- */
-static void record_bytes(struct session *s, uint64_t at, const uint8_t *p,
-                         size_t n)
-{
-    struct recording *rec = s->rec;
-    int rc = 0;
-
-    if (at < rec->from_offset) {
-        uint64_t skip = rec->from_offset - at;
-        if (skip >= n)
-            return;
-        p += skip;
-        n -= (size_t)skip;
-        at = rec->from_offset;
-    }
-    if (rec->from_start && !rec->spliced && at + n >= LM_PROLOGUE_SIZE) {
-        size_t head = at < LM_PROLOGUE_SIZE ? LM_PROLOGUE_SIZE - at : 0;
-        rc = recorder_write(rec, p, head);
-        if (rc == 0 && s->prof.dec.ljs_version == 3)
-            rc = recorder_write(rec, s->csyms.entries.data,
-                                s->csyms.entries.len);
-        rec->spliced = 1;
-        p += head;
-        n -= head;
-    }
-    if (rc != 0 || recorder_write(rec, p, n) != 0) {
-        log_warn("session %llu: %s; recording stopped",
-                 (unsigned long long)s->id, rec->error);
-        s->rec = NULL;
-        recorder_finish(rec, s);
-    }
 }
 
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
@@ -585,8 +555,8 @@ static void session_stop(struct session *s, const char *why, int failed);
 static void take_results(struct session *s, const struct feed_job *j)
 {
     s->srv->counters.ingest_events += j->events;
-    if (s->rec != NULL && j->used > 0)
-        record_bytes(s, j->at, j->p, j->used);
+    if (j->used > 0)
+        notify_fed(s, j->at, j->p, j->used);
     if (j->st == LM_ERROR) {
         s->error_offset = s->prof.dec.err_offset;
         session_end(s, LJMP__SESSION_STATE__FAILED,
@@ -627,12 +597,11 @@ void session_pause_reading(struct session *s)
         feed_wait_for(&s->feed);
 }
 
-/* Whether paused s may be read again: a buffer is free, and its
- * recording's file has room (see recorder.c). */
+/* Whether paused s may be read again: it did not hang up, and a buffer
+ * is free. */
 static int may_read(struct session *s)
 {
-    return s->hangup[0] == '\0' && s->feed.out < session_jobs_max(s->srv) &&
-           (s->rec == NULL || !recorder_full(s->rec));
+    return s->hangup[0] == '\0' && s->feed.out < session_jobs_max(s->srv);
 }
 
 int session_resume_reading(struct session *s)
@@ -764,13 +733,13 @@ void session_hold(struct session *s)
 
 void session_release(struct session *s)
 {
-    if (--s->holds == 0 && s->phase == SESSION_STREAM)
+    if (--s->holds == 0 && s->phase != SESSION_ENDED)
         start_streaming(s);
 }
 
 /*
- * Nothing holds the stream any more: the VM is told it may stream, and
- * what it sent meanwhile is taken.
+ * Nothing holds the stream any more: the VM is told it may stream (once),
+ * it is read again, and what it sent meanwhile is taken.
  */
 static void start_streaming(struct session *s)
 {
@@ -947,11 +916,6 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
         session_pause_reading(s);
         return;
     }
-    if (s->rec != NULL && recorder_full(s->rec)) {
-        /* Until the file took most of it (see recorder.c). */
-        session_pause_reading(s);
-        return;
-    }
     uint8_t *buf = next_buffer(s);
     if (buf == NULL) {
         session_fail_on_socket(s, "ljmpd is out of memory for its read "
@@ -975,83 +939,4 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
     if (fd == s->pipe_fd)
         wake_if_due(s);
     session_take(s, buf, (size_t)n);
-}
-
-/* Whether s can be recorded from its first stream byte (under its lock). */
-static int session_recordable(const struct session *s)
-{
-    return (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM) &&
-           s->stream_bytes == 0 && s->rec == NULL;
-}
-
-/*
- * Starts a recording in the middle of the stream: a symbol table of what
- * the session knows now, then the item the decoder holds half-read, then
- * everything that arrives.  Blocks allocated before are not in the file:
- * their frees show as frees of unknown blocks.
- */
-static int record_from_now(struct session *s, struct recording *rec)
-{
-    const struct lm_decoder *d = &s->prof.dec;
-    struct lm_buf b = {0};
-
-    if (s->phase != SESSION_STREAM || d->phase != LM_PH_EVENTS ||
-        s->prof.state.revision != LM_REV_R3) {
-        /* A feed thread may have reached the stream's end before the
-         * loop took its job back: the decoder's phase says so first. */
-        const char *what = "reading its symbol table";
-        if (s->phase != SESSION_STREAM || d->phase > LM_PH_EVENTS)
-            what = "ending";
-        else if (d->phase == LM_PH_EVENTS)
-            what = lm_revision_name(s->prof.state.revision);
-        snprintf(rec->error, sizeof(rec->error),
-                 "session %llu is %s; a recording can start at the start "
-                 "of a stream or among its R3 events",
-                 (unsigned long long)s->id, what);
-        return -1;
-    }
-    lm_enc_symtab_prologue(&b, d->ljs_version);
-    lm_enc_symtab_of(&b, &s->prof.state.sym, LM_REV_R3);
-    lm_enc_symtab_end(&b);
-    lm_enc_events_prologue(&b, d->ljm_version);
-    lm_buf_bytes(&b, d->pend, d->pend_len);
-    if (b.oom) {
-        lm_buf_free(&b);
-        snprintf(rec->error, sizeof(rec->error), "out of memory");
-        return -1;
-    }
-    int rc = recorder_write(rec, b.data, b.len);
-    lm_buf_free(&b);
-    rec->from_offset = s->stream_bytes;
-    if (rc == 0) {
-        s->rec = rec;
-        rec->s = s;
-    }
-    return rc;
-}
-
-/* Starts recording into rec; 0, or -1 with rec->error set.  Under the
- * session's lock: a feed thread may be applying bytes meanwhile, and a
- * recording from now starts where the state is. */
-int session_record(struct session *s, struct recording *rec)
-{
-    int rc = 0;
-
-    if (s->rec != NULL) {
-        snprintf(rec->error, sizeof(rec->error),
-                 "session %llu is being recorded already",
-                 (unsigned long long)s->id);
-        return -1;
-    }
-    session_lock(s);
-    if (!session_recordable(s)) {
-        rc = record_from_now(s, rec);
-    } else {
-        rec->from_start = 1;
-        rec->from_offset = 0;
-        s->rec = rec;
-        rec->s = s;
-    }
-    session_unlock(s);
-    return rc;
 }

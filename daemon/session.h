@@ -19,8 +19,6 @@
 #include "lm_state.h"
 #include "server.h"
 
-struct recording;
-
 enum session_phase {
     SESSION_HELLO,   /* reading the hello */
     SESSION_STREAM,  /* feeding the decoder */
@@ -76,7 +74,6 @@ struct session {
     char reason[256];
     uint64_t error_offset;
 
-    struct recording *rec;
     struct csyms csyms; /* C symbols read from the process's files */
     /* Features holding the stream before it is decoded (session_hold):
      * the socket is not read, and what came after the hello waits in the
@@ -110,9 +107,8 @@ void session_free(struct session *s);
 /* Ends a streaming session: closes its connection, keeps its state. */
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...) __attribute__((format(printf, 3, 4)));
-int session_record(struct session *s, struct recording *rec);
-/* Reads paused s again if nothing else holds it (symbols awaited, jobs
- * out, a full recording): 1 if it did. */
+/* Reads paused s again if nothing else holds it (a feature's hold, jobs
+ * out): 1 if it did. */
 int session_resume_reading(struct session *s);
 
 int session_visible(const struct session *s, uid_t uid);
@@ -125,6 +121,10 @@ int session_visible(const struct session *s, uid_t uid);
 struct session_observer {
     /* The hello was taken: the session streams. */
     void (*started)(struct session *s, void *arg);
+    /* Stream bytes p[0..n), from stream offset at, were decoded: in
+     * stream order, on the loop (a recording copies them). */
+    void (*fed)(struct session *s, uint64_t at, const uint8_t *p, size_t n,
+                void *arg);
     /* The session ended: its connection is closed, its state kept. */
     void (*ended)(struct session *s, void *arg);
     /* The session is about to be freed (ended or not): drop it. */

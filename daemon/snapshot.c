@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "recorder.h"
 #include "log.h"
 #include "snapshot.h"
 
@@ -88,7 +89,7 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
         i->trailer_stream_bytes = s->trailer_bytes;
     }
     i->has_recording = 1;
-    i->recording = s->rec != NULL;
+    i->recording = recorder_of(s) != NULL;
     return i;
 }
 
