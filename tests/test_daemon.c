@@ -1934,6 +1934,10 @@ static void test_symbols_users_in_turn(void)
     size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "in-turn");
     int p[2];
 
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
     size_t size;
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
     void *m = map_symbols_elf(path, 300000, &size);
@@ -1992,8 +1996,8 @@ static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
 }
 
 /* A fake FUSE mount at test_dir/fuse, owner's, with one file, name,
- * holding len bytes of data; NULL (and a note) when this machine cannot
- * mount FUSE. */
+ * holding len bytes of data; NULL when this machine cannot mount FUSE,
+ * and the test is skipped. */
 static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
                                           size_t len, uid_t owner, int to_all,
                                           char *path, size_t plen)
@@ -2006,7 +2010,7 @@ static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
     struct fake_fuse *f =
         fake_fuse_start(dir, name, data, len, owner, to_all, why, sizeof(why));
     if (f == NULL)
-        printf("\n    skipped: %s ", why);
+        test_skip(why);
     snprintf(path, plen, "%s/%s", dir, name);
     return f;
 }
@@ -2516,8 +2520,10 @@ static void test_slots_per_user(void)
     uint8_t hello[LJMP_HELLO_MAX];
     size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
 
-    if (getuid() != 0)
-        return; /* no other user to be */
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
     CU_ASSERT_EQUAL(slots_as_nobody(control_path, NULL, 0, 256 / 2 + 1,
                                     "half of ljmpd's client connections"),
                     0);
@@ -2538,8 +2544,10 @@ static void test_eviction_per_user(void)
     uint8_t hello[LJMP_HELLO_MAX];
     size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
 
-    if (getuid() != 0)
-        return; /* no other user to be */
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
     lm_buf_bytes(&b, hello, hl);
     lm_enc_begin(&b, LM_REV_R3);
     lm_enc_symtab_end(&b);
@@ -3282,8 +3290,11 @@ static void test_attach_refusals(void)
     vm_wait(&idle, 1000);
 
     /* Another user may not attach to root's process (run as nobody). */
-    if (getuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0)
+    if (getuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
+        test_skip_rest(getuid() != 0 ? "another user's attach: not root"
+                                     : "another user's attach: no setpriv");
         return;
+    }
     /* A copy nobody can run whatever the checkout's permissions: the
      * scratch directory is crossable (0711). */
     char copy[128], probe[1536];
@@ -3348,7 +3359,7 @@ static void test_top(void)
     char stop[200], args[512], site[300];
 
     if (system("command -v tmux >/dev/null") != 0) {
-        fprintf(stderr, "\n  (no tmux: top's terminal check skipped)\n");
+        test_skip("no tmux");
         return;
     }
     snprintf(stop, sizeof(stop), "%s/top.stop", test_dir);
