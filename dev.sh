@@ -105,11 +105,11 @@ run_tests() {
   install_deps
   log "build (gcc, -Werror) and ctest"
   build build
-  (cd build && ctest --output-on-failure)
+  run_ctest build
   log "build (clang, ASan + UBSan, libFuzzer) and ctest: unit tests + fuzz run"
   CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF \
     -DLJMP_VM_BIN="$PWD/build/luajit-patch/work/src/luajit"
-  (cd build-san && ctest --output-on-failure)
+  run_ctest build-san
   log "build (clang, ThreadSanitizer): the core's tests (its worker thread)"
   log "and the daemon's (its feed threads)"
   CC=clang cmake -S . -B build-tsan -DLJMP_WERROR=ON -DLJMP_TSAN=ON \
@@ -120,14 +120,43 @@ run_tests() {
   tsan_run test_daemon 2 4096
 }
 
+# ctest in a build tree, then the list of what it skipped: ctest lists
+# the entries whose every test was skipped (status 77, "did not run"); a
+# test skipped in an entry that ran is in that entry's log.  A failed
+# test still fails the run, once the list is out.
+run_ctest() {
+  local dir=$1 rc=0
+  (cd "$dir" && ctest --output-on-failure) || rc=$?
+  list_skipped "$dir" "$dir/Testing/Temporary/LastTest.log"
+  return "$rc"
+}
+
+# list_skipped WHAT LOG: the tests LOG's programs skipped (their
+# "skipped: SUITE: TEST: WHY" lines, after CUnit's summary), each with the
+# ctest entry it ran in.
+list_skipped() {
+  local what=$1 log=$2 lines=''
+  [ -f "$log" ] && lines=$(awk -v entry="$what" '
+    /^[0-9]+\/[0-9]+ Test: / { entry = $3 }
+    /^skipped: / { print "    " entry ": " substr($0, 10) }' "$log")
+  if [ -z "$lines" ]; then
+    log "tests skipped in $what: none"
+  else
+    log "tests skipped in $what (they could not run here):"
+    printf '%s\n' "$lines" >&2
+  fi
+}
+
 # Runs a test of the ThreadSanitizer build; a report from it or from a
-# process it started (ljmpd) fails the run.
+# process it started (ljmpd) fails the run.  Status 77: every test it ran
+# was skipped.
 tsan_run() {
-  local name=$1 log=build-tsan/$1.log
+  local name=$1 log=build-tsan/$1.log rc=0
   shift
   rm -f build-tsan/tsan-report.*
-  if ! TSAN_OPTIONS="halt_on_error=1 log_path=$PWD/build-tsan/tsan-report" \
-    "build-tsan/tests/$name" "$@" >"$log" 2>&1; then
+  TSAN_OPTIONS="halt_on_error=1 log_path=$PWD/build-tsan/tsan-report" \
+    "build-tsan/tests/$name" "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
     tail -n 60 "$log"
     echo "ThreadSanitizer run of $name failed: $log" >&2
     exit 1
@@ -137,6 +166,7 @@ tsan_run() {
     echo "ThreadSanitizer reported on $name: build-tsan/tsan-report.*" >&2
     exit 1
   fi
+  list_skipped "ThreadSanitizer's $name" "$log"
 }
 
 case "${1:-}" in
