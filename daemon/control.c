@@ -19,6 +19,7 @@
 #include "lm_report.h"
 #include "mounts.h"
 #include "snapshot.h"
+#include "subscription.h"
 
 #define MIN_INTERVAL_MS 50
 #define MAX_INTERVAL_MS (3600u * 1000)
@@ -27,16 +28,20 @@
 #define MAX_PENDING          64
 #define MAX_RECORD_WAIT_MS   (3600u * 1000)
 
-struct subscription {
-    struct peer *peer;
-    uint64_t request_id;
-    struct snapshot_opts opts;
-    unsigned interval_ms;
-    struct event *timer;
-    uint64_t seq, dropped, last_ms;
-    struct snapshot_bases bases;
-    TAILQ_ENTRY(subscription) due_link; /* in srv->due, if due */
-    int due;
+/* A record request for a process that has not streamed yet. */
+struct pending_record {
+    TAILQ_ENTRY(pending_record) link;
+    pid_t pid;
+    uid_t uid; /* who asked: checked again when the session comes */
+    uint64_t deadline_ms;
+    struct recording *rec;
+};
+
+/* The control module's own state. */
+struct control {
+    struct subscriptions subs;
+    TAILQ_HEAD(, pending_record) pending; /* record requests waiting */
+    unsigned npending;
 };
 
 /* Reads the options of a snapshot or subscription; -1 (and the peer told)
@@ -193,84 +198,53 @@ static void do_snapshot(struct peer *p, const Ljmp__Request *req)
     send_snapshot(p, req->id, &o, NULL, 1, 0, 0);
 }
 
-static void subscription_free(struct subscription *sub)
+/* The subscription's peer has it no more. */
+static void unsubscribe(struct peer *p)
 {
-    struct server *srv = sub->peer->srv;
+    struct server *srv = p->srv;
 
-    if (sub->due)
-        TAILQ_REMOVE(&srv->due, sub, due_link);
-    sub->peer->sub = NULL;
-    event_free(sub->timer);
-    snapshot_bases_free(&sub->bases);
-    free(sub);
-    srv->nsubscribers--;
-}
-
-/*
- * A subscription's snapshot that is due.  While the peer's queue is over
- * its bound, no snapshot is built: the next one that is sent runs from the
- * previous one that was, so the skipped ones are coalesced into it
- * (snapshots are cumulative) and only the drop is counted.  Ingest never
- * waits.
- */
-static void subscription_send(struct subscription *sub)
-{
-    struct peer *p = sub->peer;
-    uint64_t now = clock_now_ms();
-
-    if (evbuffer_get_length(p->out) > p->srv->cfg.peer_queue) {
-        sub->dropped++;
-        p->srv->counters.snapshots_dropped++;
+    if (p->sub == NULL)
         return;
-    }
-    sub->seq++;
-    send_snapshot(p, sub->request_id, &sub->opts, &sub->bases, sub->seq,
-                  (double)(now - sub->last_ms) / 1000.0, sub->dropped);
-    sub->last_ms = now;
+    subscription_free(p->sub);
+    p->sub = NULL;
+    srv->nsubscribers = srv->ctl->subs.n;
 }
 
-/*
- * A subscription's timer.  Its snapshot waits for the callback below, with
- * the others whose timers fire in this turn of the loop: subscribers who
- * subscribed together tick together, and built in one callback their
- * snapshots share the sessions' views (see snapshot.h).
- */
-static void subscription_tick(evutil_socket_t fd, short what, void *arg)
+static size_t subscriber_backlog(const struct subscription *sub)
 {
-    struct subscription *sub = arg;
-    struct server *srv = sub->peer->srv;
+    const struct peer *p = sub->owner;
 
-    (void)fd;
-    (void)what;
-    if (sub->due)
-        return;
-    sub->due = 1;
-    TAILQ_INSERT_TAIL(&srv->due, sub, due_link);
-    /* At the same priority, after the timers already active. */
-    event_active(srv->snapshots_due, 0, 0);
+    return evbuffer_get_length(p->out);
 }
 
-void control_snapshots_due(evutil_socket_t fd, short what, void *arg)
+static void send_subscribed(struct subscription *sub, double interval_s)
 {
-    struct server *srv = arg;
-    struct subscription *sub;
-
-    (void)fd;
-    (void)what;
-    snapshot_turn_begin(srv);
-    while ((sub = TAILQ_FIRST(&srv->due)) != NULL) {
-        TAILQ_REMOVE(&srv->due, sub, due_link);
-        sub->due = 0;
-        subscription_send(sub);
-    }
-    snapshot_turn_end(srv);
+    send_snapshot(sub->owner, sub->request_id, &sub->opts, &sub->bases,
+                  sub->seq, interval_s, sub->dropped);
 }
+
+static void snapshots_begin(void *arg)
+{
+    snapshot_turn_begin(arg);
+}
+
+static void snapshots_end(void *arg)
+{
+    snapshot_turn_end(arg);
+}
+
+static const struct subscription_ops subscription_ops = {
+    .backlog = subscriber_backlog,
+    .send = send_subscribed,
+    .batch_begin = snapshots_begin,
+    .batch_end = snapshots_end,
+};
 
 static void do_subscribe(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__SubscribeRequest *r = req->subscribe;
     struct subscription *sub;
-    struct timeval tv;
+    struct snapshot_opts opts;
 
     if (r->interval_ms < MIN_INTERVAL_MS || r->interval_ms > MAX_INTERVAL_MS) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
@@ -278,48 +252,29 @@ static void do_subscribe(struct peer *p, const Ljmp__Request *req)
                         MIN_INTERVAL_MS, MAX_INTERVAL_MS);
         return;
     }
-    if ((sub = calloc(1, sizeof(*sub))) == NULL)
-        goto oom;
-    if (read_opts(p, req->id, r->options, &sub->opts) != 0) {
-        free(sub);
+    if (read_opts(p, req->id, r->options, &opts) != 0)
+        return;
+    sub = subscription_new(&p->srv->ctl->subs, p, req->id, &opts,
+                           r->interval_ms, clock_now_ms());
+    if (sub == NULL) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory subscribing");
         return;
     }
-    sub->timer =
-        event_new(p->srv->base, -1, EV_PERSIST, subscription_tick, sub);
-    if (sub->timer != NULL)
-        event_priority_set(sub->timer, PRIO_CONTROL);
-    if (sub->timer == NULL) {
-        free(sub);
-        goto oom;
-    }
-    if (p->sub != NULL)
-        subscription_free(p->sub);
+    unsubscribe(p);
     p->sub = sub;
-    p->srv->nsubscribers++;
-    sub->peer = p;
-    sub->request_id = req->id;
-    sub->interval_ms = r->interval_ms;
-    sub->last_ms = clock_now_ms();
-    tv.tv_sec = r->interval_ms / 1000;
-    tv.tv_usec = (r->interval_ms % 1000) * 1000;
-    event_add(sub->timer, &tv);
+    p->srv->nsubscribers = p->srv->ctl->subs.n;
     /* The first snapshot at once: deltas since each session began. */
-    sub->seq = 1;
     send_snapshot(p, req->id, &sub->opts, &sub->bases, sub->seq, 0, 0);
     log_debug("control %llu: subscribed every %u ms", (unsigned long long)p->id,
               r->interval_ms);
-    return;
-oom:
-    peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                    "out of memory subscribing");
 }
 
 static void do_unsubscribe(struct peer *p, const Ljmp__Request *req)
 {
     Ljmp__Response resp;
 
-    if (p->sub != NULL)
-        subscription_free(p->sub);
+    unsubscribe(p);
     peer_response_init(&resp, req->id);
     peer_send(p, &resp);
 }
@@ -516,11 +471,12 @@ static int wait_for_pid(struct peer *p, const Ljmp__RecordRequest *r,
                  r->pid);
         return LJMP__ERROR_CODE__ERR_NO_SESSION;
     }
-    if (p->npending >= MAX_PENDING_PER_PEER || srv->npending >= MAX_PENDING) {
+    if (p->npending >= MAX_PENDING_PER_PEER ||
+        srv->ctl->npending >= MAX_PENDING) {
         snprintf(why, len,
                  "too many record requests waiting (%u here, %u in "
                  "all)",
-                 p->npending, srv->npending);
+                 p->npending, srv->ctl->npending);
         return LJMP__ERROR_CODE__ERR_BAD_REQUEST;
     }
     if ((code = may_watch_pid(p->uid, r->pid, why, len)) != 0)
@@ -536,9 +492,9 @@ static int wait_for_pid(struct peer *p, const Ljmp__RecordRequest *r,
         clock_now_ms() +
         (r->wait_ms < MAX_RECORD_WAIT_MS ? r->wait_ms : MAX_RECORD_WAIT_MS);
     pr->rec = rec;
-    TAILQ_INSERT_TAIL(&srv->pending_records, pr, link);
+    TAILQ_INSERT_TAIL(&srv->ctl->pending, pr, link);
     p->npending++;
-    srv->npending++;
+    srv->ctl->npending++;
     return 0;
 }
 
@@ -610,8 +566,8 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
  * lets the client go if it has nothing else waiting (peer_idle_check). */
 static void drop_pending(struct server *srv, struct pending_record *pr)
 {
-    TAILQ_REMOVE(&srv->pending_records, pr, link);
-    srv->npending--;
+    TAILQ_REMOVE(&srv->ctl->pending, pr, link);
+    srv->ctl->npending--;
     if (pr->rec->waiter != NULL)
         pr->rec->waiter->npending--;
     free(pr);
@@ -623,7 +579,7 @@ static void drop_peer_records(struct peer *p)
     struct server *srv = p->srv;
     struct pending_record *pr, *next;
 
-    for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
+    for (pr = TAILQ_FIRST(&srv->ctl->pending); pr != NULL; pr = next) {
         next = TAILQ_NEXT(pr, link);
         if (pr->rec->waiter != p)
             continue;
@@ -641,7 +597,7 @@ static void session_started(struct session *s, void *arg)
     struct pending_record *pr, *next;
 
     (void)arg;
-    for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
+    for (pr = TAILQ_FIRST(&srv->ctl->pending); pr != NULL; pr = next) {
         next = TAILQ_NEXT(pr, link);
         /* The pid may have been reused by someone else's process. */
         if (pr->pid != s->pid || !session_visible(s, pr->uid))
@@ -669,7 +625,7 @@ void control_expire_records(struct server *srv, uint64_t now)
 {
     struct pending_record *pr, *next;
 
-    for (pr = TAILQ_FIRST(&srv->pending_records); pr != NULL; pr = next) {
+    for (pr = TAILQ_FIRST(&srv->ctl->pending); pr != NULL; pr = next) {
         next = TAILQ_NEXT(pr, link);
         if (now < pr->deadline_ms && !srv->stopping)
             continue;
@@ -735,8 +691,7 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
 /* Stops p's snapshots. */
 static void peer_closing(struct peer *p)
 {
-    if (p->sub != NULL)
-        subscription_free(p->sub);
+    unsubscribe(p);
 }
 
 /* Recordings under way outlive the client that asked for them; the
@@ -755,3 +710,25 @@ const struct peer_handler control_handler = {
     .closing = peer_closing,
     .gone = peer_gone,
 };
+
+int control_start(struct server *srv)
+{
+    struct control *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return -1;
+    srv->ctl = c;
+    TAILQ_INIT(&c->pending);
+    return subscriptions_init(
+        &c->subs, srv->base, PRIO_CONTROL, srv->cfg.peer_queue,
+        &srv->counters.snapshots_dropped, &subscription_ops, srv);
+}
+
+void control_free(struct server *srv)
+{
+    if (srv->ctl == NULL)
+        return;
+    subscriptions_free(&srv->ctl->subs);
+    free(srv->ctl);
+    srv->ctl = NULL;
+}

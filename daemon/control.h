@@ -17,23 +17,16 @@ struct recording;
 struct server;
 struct session;
 struct session_observer;
-struct subscription;
-
-/* A record request for a process that has not streamed yet. */
-struct pending_record {
-    TAILQ_ENTRY(pending_record) link;
-    pid_t pid;
-    uid_t uid; /* who asked: checked again when the session comes */
-    uint64_t deadline_ms;
-    struct recording *rec;
-};
 
 /* Serves control peers' requests (peer.h). */
 extern const struct peer_handler control_handler;
 /* Starts the record requests that wait for a session's process. */
 extern const struct session_observer control_observer;
-/* srv->snapshots_due's callback: builds the snapshots that are due. */
-void control_snapshots_due(evutil_socket_t fd, short what, void *arg);
+/* The control module's state in srv (subscriptions, record requests
+ * waiting for their process): 0, or -1 out of memory. */
+int control_start(struct server *srv);
+/* After the peers. */
+void control_free(struct server *srv);
 /* Ends the record requests whose process did not stream in time. */
 void control_expire_records(struct server *srv, uint64_t now);
 

@@ -303,10 +303,8 @@ static int server_start(struct server *srv)
 
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->peers);
-    TAILQ_INIT(&srv->pending_records);
     TAILQ_INIT(&srv->ops);
     TAILQ_INIT(&srv->recordings);
-    TAILQ_INIT(&srv->due);
     srv->rec_bell = (struct bell){.efd = -1};
     srv->peer_handler = &control_handler;
     srv->start_ms = clock_now_ms();
@@ -315,7 +313,7 @@ static int server_start(struct server *srv)
         (srv->feed = feed_new(srv->base, PRIO_DEFAULT, srv->cfg.feed_threads,
                               srv->cfg.inline_bytes)) == NULL ||
         symload_start(srv) != 0 || peerfd_start() != 0 ||
-        watch_sessions(srv) != 0)
+        control_start(srv) != 0 || watch_sessions(srv) != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -339,16 +337,11 @@ static int server_start(struct server *srv)
         srv->base, on_control, srv,
         LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, cfd);
     srv->tick = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
-    srv->snapshots_due =
-        event_new(srv->base, -1, 0, control_snapshots_due, srv);
-    if (srv->snapshots_due != NULL)
-        event_priority_set(srv->snapshots_due, PRIO_CONTROL);
     srv->backoff = evtimer_new(srv->base, on_backoff_over, srv);
     srv->sigterm = evsignal_new(srv->base, SIGTERM, on_stop_signal, srv);
     srv->sigint = evsignal_new(srv->base, SIGINT, on_stop_signal, srv);
     if (srv->ingest == NULL || srv->control == NULL || srv->tick == NULL ||
-        srv->snapshots_due == NULL || srv->backoff == NULL ||
-        srv->sigterm == NULL || srv->sigint == NULL) {
+        srv->backoff == NULL || srv->sigterm == NULL || srv->sigint == NULL) {
         log_error("out of memory setting up the event loop");
         return -1;
     }
@@ -378,6 +371,7 @@ static void server_free(struct server *srv)
     symload_stop(srv);
     while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
         peer_free(p);
+    control_free(srv); /* after the peers that hold subscriptions */
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
         TAILQ_REMOVE(&srv->sessions, s, link);
         session_free(s);
@@ -394,8 +388,6 @@ static void server_free(struct server *srv)
         unlink(srv->cfg.control_path);
     if (srv->tick != NULL)
         event_free(srv->tick);
-    if (srv->snapshots_due != NULL)
-        event_free(srv->snapshots_due);
     if (srv->watchdog != NULL)
         event_free(srv->watchdog);
     if (srv->backoff != NULL)

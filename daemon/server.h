@@ -38,11 +38,9 @@ struct peer_handler;
 struct session_observer;
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
-TAILQ_HEAD(pending_record_list, pending_record);
 TAILQ_HEAD(recording_list, recording);
 struct op_wait;
 TAILQ_HEAD(op_list, op_wait);
-TAILQ_HEAD(subscription_list, subscription);
 
 struct server {
     struct event_base *base;
@@ -52,14 +50,10 @@ struct server {
     struct event *tick, *backoff, *sigterm, *sigint, *watchdog;
     struct session_list sessions; /* oldest first */
     struct peer_list peers;
-    struct pending_record_list pending_records;
     struct op_list ops; /* attach and detach requests waiting for a VM */
-    unsigned nlive, nended, npeers, nsubscribers, npending;
+    unsigned nlive, nended, npeers, nsubscribers;
     uint64_t next_session_id, next_peer_id;
-    /* Snapshots built together share sessions' views (snapshot.h): the
-     * subscriptions whose snapshots are due, built by one callback. */
-    struct subscription_list due;
-    struct event *snapshots_due;
+    struct control *ctl; /* subscriptions, record requests (control.c) */
     uint64_t snapshot_turn, views_taken;
     int snapshot_turn_open;
     uint64_t start_ms;

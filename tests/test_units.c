@@ -9,5 +9,7 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     register_feed_tests();
+    register_subscription_tests();
+    register_snapshot_tests();
     return test_run_all();
 }

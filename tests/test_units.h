@@ -3,5 +3,7 @@
 #define TEST_UNITS_H
 
 void register_feed_tests(void);
+void register_subscription_tests(void);
+void register_snapshot_tests(void);
 
 #endif

@@ -1,0 +1,265 @@
+/* The snapshot builder without sockets: sessions made by hand, fed an
+ * encoded stream, built into snapshots that are packed and read back. */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lm_encoder.h"
+#include "lm_profile.h"
+#include "recorder.h"
+#include "snapshot.h"
+#include "test_units.h"
+
+static struct server srv;
+
+/* A streaming session of pid and uid, as session_accept makes one. */
+static struct session *session_new(uint64_t id, pid_t pid, uid_t uid)
+{
+    struct session *s = calloc(1, sizeof(*s));
+    struct lm_limits limits = {1 << 16, (1 << 16) + 64};
+    struct lm_state_limits state_limits = {1 << 16, 0};
+
+    CU_ASSERT_FATAL(s != NULL);
+    s->srv = &srv;
+    s->id = id;
+    s->pid = pid;
+    s->uid = uid;
+    s->fd = s->pipe_fd = -1;
+    s->phase = SESSION_STREAM;
+    s->state = LJMP__SESSION_STATE__STREAMING;
+    s->cmdline = strdup("luajit app.lua");
+    CU_ASSERT_FATAL(lm_profile_init(&s->prof, &limits, &state_limits) == 0);
+    CU_ASSERT_FATAL(lm_groups_init(&s->groups) == 0);
+    pthread_mutex_init(&s->mu, NULL);
+    TAILQ_INSERT_TAIL(&srv.sessions, s, link);
+    return s;
+}
+
+static void session_gone(struct session *s)
+{
+    TAILQ_REMOVE(&srv.sessions, s, link);
+    snapshot_observer.freed(s, NULL);
+    lm_groups_free(&s->groups);
+    lm_profile_free(&s->prof);
+    pthread_mutex_destroy(&s->mu);
+    free(s->cmdline);
+    free(s);
+}
+
+static void feed(struct session *s, struct lm_buf *b)
+{
+    size_t used = 0;
+
+    CU_ASSERT_FATAL(!b->oom);
+    CU_ASSERT_EQUAL(lm_profile_feed(&s->prof, b->data, b->len, &used),
+                    LM_NEED_MORE);
+    CU_ASSERT_EQUAL(used, b->len);
+    s->stream_bytes += used;
+    lm_buf_free(b);
+}
+
+static struct lm_loc_ref line(uint64_t n)
+{
+    return (struct lm_loc_ref){LM_SRC_LFUNC, {0x100}, {n}};
+}
+
+/* The stream's start: one Lua function, @app.lua defined at line 1. */
+static void stream_start(struct session *s)
+{
+    struct lm_buf b = {0};
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@app.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    feed(s, &b);
+}
+
+/* n blocks of size bytes at line l, at addresses from base on. */
+static void allocs(struct session *s, uint64_t l, unsigned n, uint64_t size,
+                   uint64_t base)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref loc = line(l);
+
+    for (unsigned i = 0; i < n; i++)
+        lm_enc_alloc(&b, LM_REV_R3, &loc, base + i * 0x1000, size);
+    feed(s, &b);
+}
+
+static void frees(struct session *s, uint64_t l, unsigned n, uint64_t size,
+                  uint64_t base)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref loc = line(l);
+
+    for (unsigned i = 0; i < n; i++)
+        lm_enc_free(&b, LM_REV_R3, &loc, base + i * 0x1000, size);
+    feed(s, &b);
+}
+
+/* Builds a snapshot in a turn of its own, packs it and reads it back, as
+ * a subscriber would. */
+static Ljmp__Snapshot *take(struct snapshot_opts *o,
+                            struct snapshot_bases *bases)
+{
+    struct arena a = {0};
+    int opened = snapshot_turn_begin(&srv);
+    Ljmp__Snapshot *snap = snapshot_build(&a, &srv, o, bases, 1000);
+
+    CU_ASSERT_FATAL(snap != NULL);
+    size_t n = protobuf_c_message_get_packed_size(&snap->base);
+    uint8_t *buf = malloc(n ? n : 1);
+    CU_ASSERT_FATAL(buf != NULL);
+    protobuf_c_message_pack(&snap->base, buf);
+    if (bases != NULL)
+        CU_ASSERT_EQUAL(snapshot_advance_bases(&srv, o, bases), 0);
+    arena_free(&a);
+    if (opened)
+        snapshot_turn_end(&srv);
+    Ljmp__Snapshot *back = ljmp__snapshot__unpack(NULL, n, buf);
+    free(buf);
+    CU_ASSERT_FATAL(back != NULL);
+    return back;
+}
+
+static void setup(void)
+{
+    memset(&srv, 0, sizeof(srv));
+    TAILQ_INIT(&srv.sessions);
+    TAILQ_INIT(&srv.recordings);
+}
+
+/* The top rows by live bytes, with their counters and names; sessions
+ * newest last; a user sees only theirs. */
+static void test_top_rows(void)
+{
+    setup();
+    struct session *a = session_new(1, 100, 1000);
+    struct session *b = session_new(2, 200, 2000);
+    stream_start(a);
+    stream_start(b);
+    allocs(a, 5, 3, 100, 0x10000);   /* 300 live at :5 */
+    allocs(a, 7, 2, 1000, 0x100000); /* 2000 allocated at :7 */
+    frees(a, 9, 1, 1000, 0x100000);  /* 1000 of it freed at :9 */
+    allocs(b, 3, 1, 50, 0x10000);
+
+    struct snapshot_opts o = {.top = 2,
+                              .sort = LJMP__SORT_KEY__SORT_LIVE_BYTES};
+    Ljmp__Snapshot *snap = take(&o, NULL);
+    CU_ASSERT_EQUAL_FATAL(snap->n_sessions, 2);
+    CU_ASSERT_EQUAL(snap->sessions[0]->info->id, 1);
+    CU_ASSERT_EQUAL(snap->sessions[1]->info->id, 2);
+    Ljmp__SessionSnapshot *sa = snap->sessions[0];
+    CU_ASSERT_EQUAL(sa->totals->alloc_events, 5);
+    CU_ASSERT_EQUAL(sa->totals->free_events, 1);
+    CU_ASSERT_EQUAL_FATAL(sa->n_top, 2);
+    CU_ASSERT_STRING_EQUAL(sa->top[0]->name, "@app.lua:7");
+    CU_ASSERT_EQUAL(sa->top[0]->live_bytes, 1000);
+    CU_ASSERT_EQUAL(sa->top[0]->live_blocks, 1);
+    CU_ASSERT_EQUAL(sa->top[0]->alloc_bytes, 2000);
+    CU_ASSERT_STRING_EQUAL(sa->top[1]->name, "@app.lua:5");
+    CU_ASSERT_EQUAL(sa->top[1]->live_bytes, 300);
+    CU_ASSERT_EQUAL(sa->top[1]->alloc_events, 3);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+
+    /* By allocated bytes, top 1; then what uid 2000 may see. */
+    o.top = 1;
+    o.sort = LJMP__SORT_KEY__SORT_ALLOC_BYTES;
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL_FATAL(snap->sessions[0]->n_top, 1);
+    CU_ASSERT_STRING_EQUAL(snap->sessions[0]->top[0]->name, "@app.lua:7");
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    o.uid = 2000;
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL_FATAL(snap->n_sessions, 1);
+    CU_ASSERT_EQUAL(snap->sessions[0]->info->pid, 200);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    /* A selector by pid. */
+    o.uid = 0;
+    o.pid = 100;
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL_FATAL(snap->n_sessions, 1);
+    CU_ASSERT_EQUAL(snap->sessions[0]->info->id, 1);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    session_gone(a);
+    session_gone(b);
+}
+
+/* A subscriber's deltas run from what its previous snapshot showed. */
+static void test_deltas_from_bases(void)
+{
+    struct snapshot_bases bases = {0};
+    struct snapshot_opts o = {.top = 5,
+                              .sort = LJMP__SORT_KEY__SORT_ALLOC_BYTES};
+
+    setup();
+    struct session *s = session_new(1, 100, 0);
+    stream_start(s);
+    allocs(s, 5, 4, 10, 0x10000);
+    Ljmp__Snapshot *snap = take(&o, &bases);
+    Ljmp__SessionSnapshot *ss = snap->sessions[0];
+    /* Without a base: since the session began. */
+    CU_ASSERT_EQUAL(ss->delta->alloc_events, 4);
+    CU_ASSERT_EQUAL(ss->top[0]->delta_alloc_events, 4);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+
+    allocs(s, 5, 2, 10, 0x20000);
+    allocs(s, 6, 1, 500, 0x30000);
+    snap = take(&o, &bases);
+    ss = snap->sessions[0];
+    CU_ASSERT_EQUAL(ss->totals->alloc_events, 7);
+    CU_ASSERT_EQUAL(ss->delta->alloc_events, 3);
+    CU_ASSERT_EQUAL(ss->delta->alloc_bytes, 520);
+    CU_ASSERT_EQUAL_FATAL(ss->n_top, 2);
+    CU_ASSERT_STRING_EQUAL(ss->top[0]->name, "@app.lua:6");
+    CU_ASSERT_EQUAL(ss->top[0]->delta_alloc_events, 1);
+    CU_ASSERT_EQUAL(ss->top[1]->alloc_events, 6);
+    CU_ASSERT_EQUAL(ss->top[1]->delta_alloc_events, 2);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+
+    /* Nothing new: deltas of zero. */
+    snap = take(&o, &bases);
+    CU_ASSERT_EQUAL(snap->sessions[0]->delta->alloc_events, 0);
+    CU_ASSERT_EQUAL(snap->sessions[0]->top[1]->delta_alloc_events, 0);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    snapshot_bases_free(&bases);
+    session_gone(s);
+}
+
+/* Snapshots of one turn share each session's view: taken once, and what
+ * is fed meanwhile shows in the next turn only. */
+static void test_turn_shares_views(void)
+{
+    struct snapshot_opts o = {.top = 5,
+                              .sort = LJMP__SORT_KEY__SORT_LIVE_BYTES};
+
+    setup();
+    struct session *s = session_new(1, 100, 0);
+    stream_start(s);
+    allocs(s, 5, 1, 10, 0x10000);
+    CU_ASSERT(snapshot_turn_begin(&srv));
+    Ljmp__Snapshot *first = take(&o, NULL);
+    uint64_t views = srv.views_taken;
+    allocs(s, 5, 1, 10, 0x20000);
+    Ljmp__Snapshot *second = take(&o, NULL);
+    CU_ASSERT_EQUAL(srv.views_taken, views);
+    CU_ASSERT_EQUAL(second->sessions[0]->totals->alloc_events, 1);
+    snapshot_turn_end(&srv);
+    Ljmp__Snapshot *third = take(&o, NULL);
+    CU_ASSERT_EQUAL(srv.views_taken, views + 1);
+    CU_ASSERT_EQUAL(third->sessions[0]->totals->alloc_events, 2);
+    ljmp__snapshot__free_unpacked(first, NULL);
+    ljmp__snapshot__free_unpacked(second, NULL);
+    ljmp__snapshot__free_unpacked(third, NULL);
+    session_gone(s);
+}
+
+void register_snapshot_tests(void)
+{
+    CU_pSuite s = CU_add_suite("snapshots", NULL, NULL);
+
+    CU_add_test(s, "top rows, sessions, visibility, selectors", test_top_rows);
+    CU_add_test(s, "deltas from a subscriber's bases", test_deltas_from_bases);
+    CU_add_test(s, "a turn's snapshots share views", test_turn_shares_views);
+}
