@@ -110,13 +110,15 @@ run_tests() {
   CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF \
     -DLJMP_VM_BIN="$PWD/build/luajit-patch/work/src/luajit"
   run_ctest build-san
-  log "build (clang, ThreadSanitizer): the core's tests (its worker thread)"
-  log "and the daemon's (its feed threads)"
+  log "build (clang, ThreadSanitizer): the core's tests (its worker thread),"
+  log "ljmpd's modules' and the daemon's (their feed threads)"
   CC=clang cmake -S . -B build-tsan -DLJMP_WERROR=ON -DLJMP_TSAN=ON \
     -DLJMP_LUAJIT=OFF -DLJMP_VM_BIN="$PWD/build/luajit-patch/work/src/luajit" \
     >/dev/null
-  cmake --build build-tsan -j "$JOBS" --target test_core test_daemon >/dev/null
+  cmake --build build-tsan -j "$JOBS" --target test_core test_units test_daemon \
+    >/dev/null
   tsan_run test_core
+  tsan_run test_units
   tsan_run test_daemon 2 4096
 }
 

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ljmpctl.h"
+#include "sortkey.h"
+#include "status.h"
 
 /* What an option's value is. */
 enum opt_value { VALUE_NONE, VALUE_NUMBER, VALUE_SORT_KEY, VALUE_TEXT };
@@ -208,7 +209,7 @@ static int take_value(const struct cmd_entry *cmd, const struct opt_use *u,
     case VALUE_NUMBER:
         return parse_in_range(cmd->name, u, text, &out->num[opt]);
     case VALUE_SORT_KEY:
-        if ((key = live_sort_key_named(cmd->name, text)) < 0)
+        if ((key = sortkey_named(cmd->name, text)) < 0)
             return -1;
         out->num[opt] = (unsigned long long)key;
         return 0;

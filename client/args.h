@@ -11,7 +11,7 @@
 enum ctl_opt {
     OPT_SESSION,        /* --session ID */
     OPT_TOP,            /* -n, --top N */
-    OPT_SORT,           /* --sort KEY: a sort key's index in live_sort_keys */
+    OPT_SORT,           /* --sort KEY: a sort key's index in sortkey_table */
     OPT_INTERVAL,       /* --interval MS */
     OPT_COUNT,          /* --count N */
     OPT_ONCE,           /* --once */
@@ -51,7 +51,19 @@ struct ctl_args {
     char **operands; /* what is left once options are taken out */
 };
 
-struct cmd_entry;
+/* A command: its name, its help, the options it takes and how many
+ * operands (args_parse holds its command line to them), and what runs it
+ * once its command line is parsed. */
+struct cmd_entry {
+    const char *name;
+    const char *synopsis;          /* after the name, in the command list */
+    const char *brief;             /* one line for the command list */
+    const char *help;              /* the whole help text of the command */
+    const struct opt_use *options; /* OPT_USE_END last; -h, --help too */
+    int min_operands, max_operands;
+    const char *operands; /* what they are, for a message: "one PID" */
+    int (*exec)(const struct ctl_args *a);
+};
 
 /* Parses the command line of cmd (argv[0] is its name): every option it
  * takes, each at most its table's range, and as many operands as it

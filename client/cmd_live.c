@@ -11,28 +11,8 @@
 
 #include "conn.h"
 #include "ljmpctl.h"
+#include "sortkey.h"
 #include "pbjson.h"
-
-const struct sort_key live_sort_keys[LIVE_NSORT_KEYS] = {
-    {"live-bytes", "live bytes", 'l', LJMP__SORT_KEY__SORT_LIVE_BYTES},
-    {"live-blocks", "live blocks", 'b', LJMP__SORT_KEY__SORT_LIVE_BLOCKS},
-    {"alloc-bytes", "allocated bytes", 'a', LJMP__SORT_KEY__SORT_ALLOC_BYTES},
-    {"alloc-rate", "alloc rate", 'r', LJMP__SORT_KEY__SORT_ALLOC_RATE},
-    {"event-rate", "event rate", 'e', LJMP__SORT_KEY__SORT_EVENT_RATE},
-    {"free-bytes", "freed bytes", 'f', LJMP__SORT_KEY__SORT_FREE_BYTES},
-};
-
-int live_sort_key_named(const char *cmd, const char *name)
-{
-    for (int i = 0; i < LIVE_NSORT_KEYS; i++)
-        if (strcmp(live_sort_keys[i].name, name) == 0)
-            return i;
-    fprintf(stderr,
-            "ljmpctl %s: unknown sort key '%s' (live-bytes, live-blocks, "
-            "alloc-bytes, alloc-rate, event-rate, free-bytes)\n",
-            cmd, name);
-    return -1;
-}
 
 /* The PID operand of a live command (0 without one); -1 after a message. */
 static int operand_pid(const char *cmd, const struct ctl_args *a, uint32_t *pid)
@@ -193,7 +173,7 @@ static void fill_options(Ljmp__SnapshotOptions *o, Ljmp__Selector *sel,
     o->sessions = sel;
     o->has_top = o->has_sort = 1;
     o->top = (uint32_t)args_get(a, OPT_TOP, 20);
-    o->sort = live_sort_keys[args_get(a, OPT_SORT, 0)].value;
+    o->sort = sortkey_table[args_get(a, OPT_SORT, 0)].value;
 }
 
 static const char snapshot_help[] =

@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "ljmpctl.h"
+#include "sortkey.h"
 #include "pbjson.h"
 
 static const char top_help[] =
@@ -39,7 +40,7 @@ static const char top_help[] =
 struct top_args {
     uint32_t pid, top, interval_ms;
     uint64_t session;
-    size_t sort; /* index in live_sort_keys */
+    size_t sort; /* index in sortkey_table */
     int once;
     uint64_t count; /* snapshots to show, 0: until q or the end */
 };
@@ -77,7 +78,7 @@ static uint64_t subscribe(struct conn *c, const struct top_args *a,
     o.sessions = &sel;
     o.has_top = o.has_sort = 1;
     o.top = top;
-    o.sort = live_sort_keys[a->sort].value;
+    o.sort = sortkey_table[a->sort].value;
     sr.options = &o;
     sr.has_interval_ms = 1;
     sr.interval_ms = a->interval_ms;
@@ -180,7 +181,7 @@ static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
 
     localtime_r(&now, &tm);
     strftime(when, sizeof(when), "%H:%M:%S", &tm);
-    printf("ljmpctl top  %s  sort: %s\n", when, live_sort_keys[a->sort].title);
+    printf("ljmpctl top  %s  sort: %s\n", when, sortkey_table[a->sort].title);
     for (size_t i = 0; i < snap->n_sessions; i++) {
         const Ljmp__SessionSnapshot *ss = snap->sessions[i];
         if (ss->info == NULL || ss->totals == NULL)
@@ -217,7 +218,7 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
     attron(A_BOLD);
     mvprintw(y++, 0,
              "ljmpctl top  %s  sort: %-16s keys: l b a r e f s, q quits", when,
-             live_sort_keys[a->sort].title);
+             sortkey_table[a->sort].title);
     attroff(A_BOLD);
     daemon_line(line, sizeof(line), snap);
     mvaddnstr(y++, 0, line, COLS);
@@ -252,9 +253,9 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
 static int key_to_sort(int ch, size_t current)
 {
     if (ch == 's')
-        return (int)((current + 1) % LIVE_NSORT_KEYS);
-    for (size_t i = 0; i < LIVE_NSORT_KEYS; i++)
-        if (live_sort_keys[i].key == ch)
+        return (int)((current + 1) % SORTKEY_COUNT);
+    for (size_t i = 0; i < SORTKEY_COUNT; i++)
+        if (sortkey_table[i].key == ch)
             return (int)i;
     return -1;
 }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "ljmpctl.h"
+#include "status.h"
 
 static char socket_path[108];
 
