@@ -208,8 +208,8 @@ int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n)
     /*
      * Written at once, as far as the socket takes it: subscribers who
      * subscribed together tick together, and a snapshot left for the next
-     * turn of the loop waited for all the others to be built (100
-     * subscribers: 42 ms at the median, 137 at p99).  What is left, a
+     * turn of the loop would wait for all the others to be built.  What
+     * is left, a
      * hard error included, is the write event's (peer_write), which also
      * lets a closing peer go once its output is out.
      */

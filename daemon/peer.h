@@ -57,8 +57,8 @@ void peer_response_init(Ljmp__Response *resp, uint64_t id);
 /* Queues a response; -1 (and the peer is closing) when it cannot. */
 int peer_send(struct peer *p, const Ljmp__Response *resp);
 /* The same, for a response whose packed size n is known (a snapshot's is
- * measured against the frame limit first; measuring it walks the whole
- * message, and took twice the time of packing it). */
+ * measured against the frame limit first; measuring walks the whole
+ * message, as packing does, and is not done twice). */
 int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n);
 void peer_flush_now(struct peer *p);
 /* Closes clients idle longer than --client-idle that wait for nothing. */

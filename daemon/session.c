@@ -531,9 +531,8 @@ static size_t live_share(const struct server *srv, size_t budget)
 /*
  * The core applies records directly while a profile fits in the caches,
  * and through its prefetch pipeline once it does not.  The caches are
- * shared by every live session, so each gets its share of the budget:
- * 32 replayed alloc_loop streams (30 k live blocks each) went from 11.2
- * to 13.1 M events/s when they stopped counting on a cache of their own.
+ * shared by every live session, so each gets its share of the budget
+ * (bench/daemon.sh's replayed ingest decides it; see bench/README.md).
  */
 #define DIRECT_BUDGET (1u << 20)
 
@@ -574,9 +573,9 @@ static void take_results(struct session *s, const struct feed_job *j)
 /*
  * Reading ahead lets a lone VM's bursts wait in ljmpd's buffers rather
  * than in its socket, where they would stall it; with many VMs it only
- * makes their snapshots later (32 VMs and 100 subscribers: p99 latency
- * 1031 -> 1200 ms with 8 buffers out each).  So the live sessions share
- * READ_AHEAD bytes of reads out, and each may have at least two.
+ * makes their snapshots later (bench/daemon.sh's latency with 32 VMs).
+ * So the live sessions share READ_AHEAD bytes of reads out, and each may
+ * have at least two.
  */
 #define READ_AHEAD (2u << 20)
 
@@ -790,11 +789,11 @@ static void session_hangup(struct session *s, const char *why)
 
 /*
  * A loop turn serves every ready session once, and timers (snapshots)
- * only between turns: with 32 busy VMs at 256 KiB each, a turn took
- * 80 ms and snapshots came that much late (p99 1.08 s at a 1 s
- * interval).  So the live sessions share TURN_BUDGET, each taking at
- * least READ_MIN (a smaller read costs more than it saves) and at most
- * --read-budget, which alone serves one VM.
+ * only between turns: with many busy VMs reading --read-budget each, a
+ * turn would hold snapshots back by as long as it takes.  So the live
+ * sessions share TURN_BUDGET, each taking at least READ_MIN (a smaller
+ * read costs more than it saves) and at most --read-budget, which alone
+ * serves one VM.
  */
 #define TURN_BUDGET (2u << 20)
 #define READ_MIN    (32u << 10)

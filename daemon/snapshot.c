@@ -349,10 +349,9 @@ static struct session_base *find_base(const struct snapshot_bases *bases,
  * parts they were made of.  The first snapshot of a turn takes the
  * session's counters under its lock; the others share them, and a part
  * already packed for the same options and the same base: subscribers who
- * subscribed together tick together, and with 100 of them each snapshot
- * built and packed the same 33 sessions again (about 300 us of CPU each;
- * on a busy machine the last of a burst was taken 200 ms late).  Views go
- * at the end of their turn.
+ * subscribed together tick together, and each of their snapshots would
+ * otherwise build and pack the same sessions again.  Views go at the end
+ * of their turn.
  */
 #define VIEW_PARTS 8 /* parts kept a turn; more are packed for one use */
 
@@ -633,9 +632,8 @@ static int view_part(struct arena *a, struct session *s,
  * Brings the views of the matching sessions to this turn.  Sessions a
  * feed thread holds come last, in a second pass: by then their jobs (a
  * few hundred microseconds each) are usually done, and the loop waits at
- * most for the slowest, not for each in turn.  A busy machine may have
- * preempted the thread mid-job; waiting one after another, 100
- * subscribers' snapshots of 33 sessions lost up to 60 ms at a time.
+ * most for the slowest, not for each in turn (a thread may have been
+ * preempted mid-job).
  */
 static int take_views(struct server *srv, const struct snapshot_opts *opts,
                       uint64_t turn, uint64_t now)

@@ -1996,7 +1996,7 @@ static pid_t symbols_vm_child(int elf, size_t size, void *drop, int as_nobody,
 }
 
 /* A fake FUSE mount at test_dir/fuse, owner's, with one file, name,
- * holding len bytes of data; NULL when this machine cannot mount FUSE,
+ * holding len bytes of data; NULL where FUSE cannot be mounted,
  * and the test is skipped. */
 static struct fake_fuse *fuse_in_test_dir(const char *name, const void *data,
                                           size_t len, uid_t owner, int to_all,
