@@ -34,6 +34,11 @@ struct op_wait {
     struct event *timer;
 };
 
+/* The attach module's state: the requests waiting for a VM. */
+struct attach {
+    TAILQ_HEAD(, op_wait) ops;
+};
+
 /* What /proc says about a process, for the checks. */
 struct proc_facts {
     uid_t uid;        /* real uid */
@@ -199,10 +204,10 @@ static void op_free(struct op_wait *w, int check)
 {
     struct peer *p = w->peer;
 
-    TAILQ_REMOVE(&w->srv->ops, w, link);
+    TAILQ_REMOVE(&w->srv->attach->ops, w, link);
     event_free(w->timer);
     free(w);
-    p->nops--;
+    peer_wait_end(p);
     if (check)
         peer_idle_check(p);
 }
@@ -251,8 +256,8 @@ static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
     w->peer = p;
     w->request_id = id;
     w->wait_ms = wait_ms;
-    TAILQ_INSERT_TAIL(&p->srv->ops, w, link);
-    p->nops++;
+    TAILQ_INSERT_TAIL(&p->srv->attach->ops, w, link);
+    peer_wait_begin(p);
     evtimer_add(w->timer, &tv);
     return 0;
 }
@@ -334,12 +339,17 @@ static int send_request(struct peer *p, uint64_t id, int pidfd, pid_t pid,
 
 static int too_many_ops(struct peer *p, uint64_t id)
 {
-    if (p->nops < MAX_OPS_PER_PEER)
+    const struct op_wait *w;
+    unsigned n = 0;
+
+    TAILQ_FOREACH(w, &p->srv->attach->ops, link)
+    n += w->peer == p;
+    if (n < MAX_OPS_PER_PEER)
         return 0;
     peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
                     "too many attach or detach requests waiting (%u): wait "
                     "for their answers first",
-                    p->nops);
+                    n);
     return 1;
 }
 
@@ -425,7 +435,7 @@ static void session_started(struct session *s, void *arg)
     struct op_wait *w, *next;
 
     (void)arg;
-    for (w = TAILQ_FIRST(&srv->ops); w != NULL; w = next) {
+    for (w = TAILQ_FIRST(&srv->attach->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (!w->detach && w->pid == s->pid) {
             respond_session(w->peer, w->request_id, s, NULL);
@@ -441,7 +451,7 @@ static void session_ended(struct session *s, void *arg)
     struct op_wait *w, *next;
 
     (void)arg;
-    for (w = TAILQ_FIRST(&srv->ops); w != NULL; w = next) {
+    for (w = TAILQ_FIRST(&srv->attach->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (w->detach && w->session_id == s->id) {
             respond_session(w->peer, w->request_id, s, NULL);
@@ -459,9 +469,23 @@ void attach_peer_gone(struct peer *p)
 {
     struct op_wait *w, *next;
 
-    for (w = TAILQ_FIRST(&p->srv->ops); w != NULL; w = next) {
+    for (w = TAILQ_FIRST(&p->srv->attach->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (w->peer == p)
             op_free(w, 0);
     }
+}
+
+int attach_start(struct server *srv)
+{
+    if ((srv->attach = calloc(1, sizeof(*srv->attach))) == NULL)
+        return -1;
+    TAILQ_INIT(&srv->attach->ops);
+    return 0;
+}
+
+void attach_free(struct server *srv)
+{
+    free(srv->attach); /* its waits went with their peers */
+    srv->attach = NULL;
 }

@@ -17,4 +17,9 @@ void attach_detach_request(struct peer *p, const Ljmp__Request *req);
 extern const struct session_observer attach_observer;
 void attach_peer_gone(struct peer *p);
 
+/* The attach module's state in srv: 0, or -1 out of memory. */
+int attach_start(struct server *srv);
+/* After the peers, whose waits go with them. */
+void attach_free(struct server *srv);
+
 #endif

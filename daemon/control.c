@@ -44,6 +44,17 @@ struct control {
     unsigned npending;
 };
 
+/* p's record requests waiting for their process. */
+static unsigned pending_of(const struct control *c, const struct peer *p)
+{
+    const struct pending_record *pr;
+    unsigned n = 0;
+
+    TAILQ_FOREACH(pr, &c->pending, link)
+    n += pr->rec->waiter == p;
+    return n;
+}
+
 /* Reads the options of a snapshot or subscription; -1 (and the peer told)
  * if they are out of range. */
 static int read_opts(struct peer *p, uint64_t id,
@@ -207,6 +218,7 @@ static void unsubscribe(struct peer *p)
         return;
     subscription_free(p->sub);
     p->sub = NULL;
+    peer_wait_end(p);
     srv->nsubscribers = srv->ctl->subs.n;
 }
 
@@ -263,6 +275,7 @@ static void do_subscribe(struct peer *p, const Ljmp__Request *req)
     }
     unsubscribe(p);
     p->sub = sub;
+    peer_wait_begin(p);
     p->srv->nsubscribers = p->srv->ctl->subs.n;
     /* The first snapshot at once: deltas since each session began. */
     send_snapshot(p, req->id, &sub->opts, &sub->bases, sub->seq, 0, 0);
@@ -471,12 +484,12 @@ static int wait_for_pid(struct peer *p, const Ljmp__RecordRequest *r,
                  r->pid);
         return LJMP__ERROR_CODE__ERR_NO_SESSION;
     }
-    if (p->npending >= MAX_PENDING_PER_PEER ||
-        srv->ctl->npending >= MAX_PENDING) {
+    unsigned mine = pending_of(srv->ctl, p);
+    if (mine >= MAX_PENDING_PER_PEER || srv->ctl->npending >= MAX_PENDING) {
         snprintf(why, len,
                  "too many record requests waiting (%u here, %u in "
                  "all)",
-                 p->npending, srv->ctl->npending);
+                 mine, srv->ctl->npending);
         return LJMP__ERROR_CODE__ERR_BAD_REQUEST;
     }
     if ((code = may_watch_pid(p->uid, r->pid, why, len)) != 0)
@@ -493,7 +506,7 @@ static int wait_for_pid(struct peer *p, const Ljmp__RecordRequest *r,
         (r->wait_ms < MAX_RECORD_WAIT_MS ? r->wait_ms : MAX_RECORD_WAIT_MS);
     pr->rec = rec;
     TAILQ_INSERT_TAIL(&srv->ctl->pending, pr, link);
-    p->npending++;
+    peer_wait_begin(p);
     srv->ctl->npending++;
     return 0;
 }
@@ -569,7 +582,7 @@ static void drop_pending(struct server *srv, struct pending_record *pr)
     TAILQ_REMOVE(&srv->ctl->pending, pr, link);
     srv->ctl->npending--;
     if (pr->rec->waiter != NULL)
-        pr->rec->waiter->npending--;
+        peer_wait_end(pr->rec->waiter);
     free(pr);
 }
 

@@ -303,9 +303,6 @@ static int server_start(struct server *srv)
 
     TAILQ_INIT(&srv->sessions);
     TAILQ_INIT(&srv->peers);
-    TAILQ_INIT(&srv->ops);
-    TAILQ_INIT(&srv->recordings);
-    srv->rec_bell = (struct bell){.efd = -1};
     srv->peer_handler = &control_handler;
     srv->start_ms = clock_now_ms();
     clock_wall_ms(srv->start_ms);
@@ -313,7 +310,8 @@ static int server_start(struct server *srv)
         (srv->feed = feed_new(srv->base, PRIO_DEFAULT, srv->cfg.feed_threads,
                               srv->cfg.inline_bytes)) == NULL ||
         symload_start(srv) != 0 || peerfd_start() != 0 ||
-        control_start(srv) != 0 || watch_sessions(srv) != 0)
+        control_start(srv) != 0 || attach_start(srv) != 0 ||
+        watch_sessions(srv) != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -372,6 +370,7 @@ static void server_free(struct server *srv)
     while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
         peer_free(p);
     control_free(srv); /* after the peers that hold subscriptions */
+    attach_free(srv);
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
         TAILQ_REMOVE(&srv->sessions, s, link);
         session_free(s);

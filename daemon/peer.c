@@ -209,9 +209,8 @@ int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n)
      * Written at once, as far as the socket takes it: subscribers who
      * subscribed together tick together, and a snapshot left for the next
      * turn of the loop would wait for all the others to be built.  What
-     * is left, a
-     * hard error included, is the write event's (peer_write), which also
-     * lets a closing peer go once its output is out.
+     * is left, a hard error included, is the write event's (peer_write),
+     * which also lets a closing peer go once its output is out.
      */
     (void)evbuffer_write(p->out, p->fd);
     event_add(p->wev, NULL);
@@ -454,8 +453,7 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
 /* Nothing it asked for is under way: no subscription, wait, recording. */
 static int peer_waits(const struct peer *p)
 {
-    return p->sub != NULL || p->nops != 0 || p->npending != 0 ||
-           p->nrecordings != 0;
+    return p->waits != 0;
 }
 
 void peer_close_idle(struct server *srv, uint64_t now)
@@ -492,6 +490,16 @@ void peer_close_idle(struct server *srv, uint64_t now)
                         srv->cfg.client_idle_s);
         peer_close_after_flush(p);
     }
+}
+
+void peer_wait_begin(struct peer *p)
+{
+    p->waits++;
+}
+
+void peer_wait_end(struct peer *p)
+{
+    p->waits--;
 }
 
 void peer_idle_check(struct peer *p)

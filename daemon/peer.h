@@ -25,17 +25,15 @@ struct peer {
     uid_t uid;
     struct event *rev, *wev;
     struct evbuffer *in, *out;
-    int passed_fd;        /* a descriptor sent with the last request, or -1 */
-    int fds_over;         /* more than one came with a request */
-    int closing;          /* flush what is queued, then close */
-    int throttled;        /* not reading: too much output queued */
-    int eof;              /* the client sent all it will: close when idle */
-    int gone;             /* ... and closed for good: close once served */
-    unsigned npending;    /* its record requests waiting for a process */
-    unsigned nops;        /* its attach/detach requests waiting for a VM */
-    unsigned nrecordings; /* recordings under way that answer to it */
-    uint64_t active_ms;   /* when it last sent a request */
-    uint64_t closing_ms;  /* when it started closing */
+    int passed_fd;       /* a descriptor sent with the last request, or -1 */
+    int fds_over;        /* more than one came with a request */
+    int closing;         /* flush what is queued, then close */
+    int throttled;       /* not reading: too much output queued */
+    int eof;             /* the client sent all it will: close when idle */
+    int gone;            /* ... and closed for good: close once served */
+    unsigned waits;      /* answers features owe it (peer_wait_begin) */
+    uint64_t active_ms;  /* when it last sent a request */
+    uint64_t closing_ms; /* when it started closing */
     struct subscription *sub;
 };
 
@@ -65,6 +63,12 @@ void peer_flush_now(struct peer *p);
 void peer_close_idle(struct server *srv, uint64_t now);
 /* A peer that finished sending goes once nothing it asked for is left. */
 void peer_idle_check(struct peer *p);
+/* A feature owes p an answer later (an attach waiting for its VM, a
+ * record request or a recording, a subscription): p is not closed as idle
+ * until every such wait ended.  The feature calls peer_idle_check when it
+ * has answered. */
+void peer_wait_begin(struct peer *p);
+void peer_wait_end(struct peer *p);
 void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
                      const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -64,6 +64,13 @@ struct rec_writer {
     char error[256];
 };
 
+/* The recorder's state: the recordings writing, or telling they ended,
+ * and the bell their writers ring. */
+struct recorder {
+    TAILQ_HEAD(, recording) recordings;
+    struct bell bell;
+};
+
 /* The writers whose threads run, for the users' counts. */
 static struct {
     pthread_mutex_t mu;
@@ -226,7 +233,7 @@ int recorder_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
     pthread_cond_init(&w->cv, NULL);
     w->fd = fd;
     w->uid = uid;
-    w->bell = &srv->rec_bell;
+    w->bell = &srv->recorder->bell;
     w->refs = 2;
     pthread_mutex_lock(&writers.mu);
     if ((err = helper_start(&w->thread, write_file, w)) == 0) {
@@ -245,9 +252,9 @@ int recorder_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
     }
     rec->w = w;
     rec->srv = srv;
-    TAILQ_INSERT_TAIL(&srv->recordings, rec, link);
+    TAILQ_INSERT_TAIL(&srv->recorder->recordings, rec, link);
     if (rec->waiter != NULL)
-        rec->waiter->nrecordings++;
+        peer_wait_begin(rec->waiter);
     return 0;
 }
 
@@ -338,10 +345,10 @@ static void recording_over(struct recording *rec, uint64_t written)
 {
     struct peer *waiter = rec->waiter;
 
-    TAILQ_REMOVE(&rec->srv->recordings, rec, link);
+    TAILQ_REMOVE(&rec->srv->recorder->recordings, rec, link);
     recording_tell(rec, rec->session_id, 1, written);
     if (waiter != NULL) {
-        waiter->nrecordings--;
+        peer_wait_end(waiter);
         peer_idle_check(waiter);
     }
     free(rec);
@@ -374,7 +381,7 @@ void recorder_finish(struct recording *rec, const struct session *s)
 void recorder_drop(struct recording *rec)
 {
     if (rec->waiter != NULL)
-        rec->waiter->nrecordings--;
+        peer_wait_end(rec->waiter);
     rec->waiter = NULL;
     recorder_finish(rec, NULL);
 }
@@ -407,8 +414,9 @@ static void take_news(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    bell_answer(&srv->rec_bell);
-    for (rec = TAILQ_FIRST(&srv->recordings); rec != NULL; rec = next) {
+    bell_answer(&srv->recorder->bell);
+    for (rec = TAILQ_FIRST(&srv->recorder->recordings); rec != NULL;
+         rec = next) {
         struct rec_writer *w = rec->w;
         next = TAILQ_NEXT(rec, link);
         pthread_mutex_lock(&w->mu);
@@ -484,7 +492,8 @@ void recorder_check_stalls(struct server *srv, uint64_t now)
 {
     struct recording *rec, *next;
 
-    for (rec = TAILQ_FIRST(&srv->recordings); rec != NULL; rec = next) {
+    for (rec = TAILQ_FIRST(&srv->recorder->recordings); rec != NULL;
+         rec = next) {
         struct rec_writer *w = rec->w;
         next = TAILQ_NEXT(rec, link);
         pthread_mutex_lock(&w->mu);
@@ -501,7 +510,7 @@ struct recording *recorder_of(const struct session *s)
 {
     struct recording *rec;
 
-    TAILQ_FOREACH(rec, &s->srv->recordings, link)
+    TAILQ_FOREACH(rec, &s->srv->recorder->recordings, link)
     if (rec->s == s)
         return rec;
     return NULL;
@@ -675,14 +684,21 @@ void recorder_forget_peer(struct server *srv, const struct peer *p)
 {
     struct recording *rec;
 
-    TAILQ_FOREACH(rec, &srv->recordings, link)
+    TAILQ_FOREACH(rec, &srv->recorder->recordings, link)
     if (rec->waiter == p)
         rec->waiter = NULL;
 }
 
 int recorder_start(struct server *srv)
 {
-    return bell_init(&srv->rec_bell, srv->base, PRIO_DEFAULT, take_news, srv,
+    struct recorder *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return -1;
+    TAILQ_INIT(&r->recordings);
+    r->bell = BELL_NONE;
+    srv->recorder = r;
+    return bell_init(&r->bell, srv->base, PRIO_DEFAULT, take_news, srv,
                      "recordings");
 }
 
@@ -695,20 +711,20 @@ void recorder_stop(struct server *srv)
     struct recording *rec;
     unsigned n = 0;
 
-    TAILQ_FOREACH(rec, &srv->recordings, link)
+    TAILQ_FOREACH(rec, &srv->recorder->recordings, link)
     if (rec->s != NULL) {
         snprintf(rec->error, sizeof(rec->error), "ljmpd stopped");
         recorder_finish(rec, rec->s);
     }
 
-    TAILQ_FOREACH(rec, &srv->recordings, link)
+    TAILQ_FOREACH(rec, &srv->recorder->recordings, link)
     n++;
     /* Without room for the handles, no thread is waited for. */
     pthread_t *t = calloc(n ? n : 1, sizeof(*t));
     int joined = t != NULL;
     if (joined) {
         n = 0;
-        TAILQ_FOREACH(rec, &srv->recordings, link)
+        TAILQ_FOREACH(rec, &srv->recorder->recordings, link)
         t[n++] = rec->w->thread;
         unsigned left = helper_join(t, n, HELPER_STOP_WAIT_S);
         if (left > 0)
@@ -717,7 +733,7 @@ void recorder_stop(struct server *srv)
                      left, HELPER_STOP_WAIT_S);
         free(t);
     }
-    while ((rec = TAILQ_FIRST(&srv->recordings)) != NULL) {
+    while ((rec = TAILQ_FIRST(&srv->recorder->recordings)) != NULL) {
         struct rec_writer *w = rec->w;
         pthread_mutex_lock(&w->mu);
         int done = w->done;
@@ -743,6 +759,10 @@ void recorder_stop(struct server *srv)
 
 void recorder_free(struct server *srv)
 {
+    if (srv->recorder == NULL)
+        return;
     recorder_stop(srv); /* none left, unless the loop ended on an error */
-    bell_free(&srv->rec_bell);
+    bell_free(&srv->recorder->bell);
+    free(srv->recorder);
+    srv->recorder = NULL;
 }

@@ -38,9 +38,6 @@ struct peer_handler;
 struct session_observer;
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
-TAILQ_HEAD(recording_list, recording);
-struct op_wait;
-TAILQ_HEAD(op_list, op_wait);
 
 struct server {
     struct event_base *base;
@@ -50,18 +47,17 @@ struct server {
     struct event *tick, *backoff, *sigterm, *sigint, *watchdog;
     struct session_list sessions; /* oldest first */
     struct peer_list peers;
-    struct op_list ops; /* attach and detach requests waiting for a VM */
     unsigned nlive, nended, npeers, nsubscribers;
     uint64_t next_session_id, next_peer_id;
-    struct control *ctl; /* subscriptions, record requests (control.c) */
+    struct attach *attach; /* attach and detach waits (attach.c) */
+    struct control *ctl;   /* subscriptions, record requests (control.c) */
     uint64_t snapshot_turn, views_taken;
     int snapshot_turn_open;
     uint64_t start_ms;
     struct server_counters counters;
     struct feed *feed;
     struct symload *symload;
-    struct recording_list recordings; /* writing, or telling they ended */
-    struct bell rec_bell;
+    struct recorder *recorder; /* recordings (recorder.c) */
     /* Who serves control peers' requests (peer.h). */
     const struct peer_handler *peer_handler;
     /* Who watches sessions (session.h), in the order they registered. */

@@ -21,9 +21,10 @@ static void send_due(struct subscription *sub)
         (*set->dropped)++;
         return;
     }
+    double interval_s = (double)(now - sub->last_ms) / 1000.0;
     sub->seq++;
-    set->ops->send(sub, (double)(now - sub->last_ms) / 1000.0);
     sub->last_ms = now;
+    set->ops->send(sub, interval_s); /* may free sub: a peer that fails */
 }
 
 /* The snapshots that came due in this turn of the loop, in one batch. */

@@ -18,7 +18,8 @@ struct subscription_ops {
     /* Output bytes waiting for sub's subscriber now. */
     size_t (*backlog)(const struct subscription *sub);
     /* Builds and sends sub's snapshot: its number sub->seq, interval_s
-     * seconds after the last one sent, sub->dropped coalesced so far. */
+     * seconds after the last one sent, sub->dropped coalesced so far.  It
+     * may free sub (its subscriber closed). */
     void (*send)(struct subscription *sub, double interval_s);
     /* Around the snapshots that come due together (they share views). */
     void (*batch_begin)(void *arg);

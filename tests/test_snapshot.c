@@ -123,11 +123,21 @@ static Ljmp__Snapshot *take(struct snapshot_opts *o,
     return back;
 }
 
+/* A server with no socket: its sessions, and a recorder with none. */
 static void setup(void)
 {
     memset(&srv, 0, sizeof(srv));
     TAILQ_INIT(&srv.sessions);
-    TAILQ_INIT(&srv.recordings);
+    srv.base = event_base_new();
+    CU_ASSERT_FATAL(srv.base != NULL);
+    CU_ASSERT_FATAL(event_base_priority_init(srv.base, PRIO_LEVELS) == 0);
+    CU_ASSERT_FATAL(recorder_start(&srv) == 0);
+}
+
+static void teardown(void)
+{
+    recorder_free(&srv);
+    event_base_free(srv.base);
 }
 
 /* The top rows by live bytes, with their counters and names; sessions
@@ -184,6 +194,7 @@ static void test_top_rows(void)
     ljmp__snapshot__free_unpacked(snap, NULL);
     session_gone(a);
     session_gone(b);
+    teardown();
 }
 
 /* A subscriber's deltas run from what its previous snapshot showed. */
@@ -225,6 +236,7 @@ static void test_deltas_from_bases(void)
     ljmp__snapshot__free_unpacked(snap, NULL);
     snapshot_bases_free(&bases);
     session_gone(s);
+    teardown();
 }
 
 /* Snapshots of one turn share each session's view: taken once, and what
@@ -253,6 +265,7 @@ static void test_turn_shares_views(void)
     ljmp__snapshot__free_unpacked(second, NULL);
     ljmp__snapshot__free_unpacked(third, NULL);
     session_gone(s);
+    teardown();
 }
 
 void register_snapshot_tests(void)
