@@ -362,13 +362,21 @@ static void recording_of(struct recording *rec, const struct session *s)
     rec->state = s->state;
 }
 
+/* rec records its session no more. */
+static void unlink_session(struct recording *rec)
+{
+    if (rec->s != NULL)
+        *session_slot(rec->s, &recorder_observer) = NULL;
+    rec->s = NULL;
+}
+
 void recorder_finish(struct recording *rec, const struct session *s)
 {
     struct rec_writer *w = rec->w;
 
     if (s != NULL)
         recording_of(rec, s);
-    rec->s = NULL;
+    unlink_session(rec);
     rec->holding = 0;
     pthread_mutex_lock(&w->mu);
     w->closing = 1;
@@ -471,7 +479,7 @@ static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
     if (s != NULL)
         recording_of(rec, s);
     let_go(rec);
-    rec->s = NULL;
+    unlink_session(rec);
     snprintf(rec->error, sizeof(rec->error),
              "the record file took no bytes for %llu s (%zu KiB waiting%s); "
              "recording stopped",
@@ -508,12 +516,14 @@ void recorder_check_stalls(struct server *srv, uint64_t now)
 
 struct recording *recorder_of(const struct session *s)
 {
-    struct recording *rec;
+    return *session_slot(s, &recorder_observer);
+}
 
-    TAILQ_FOREACH(rec, &s->srv->recorder->recordings, link)
-    if (rec->s == s)
-        return rec;
-    return NULL;
+/* rec records s from now on. */
+static void link_session(struct recording *rec, struct session *s)
+{
+    rec->s = s;
+    *session_slot(s, &recorder_observer) = rec;
 }
 
 /* Whether s can be recorded from its first stream byte (under its lock). */
@@ -563,7 +573,7 @@ static int record_from_now(struct session *s, struct recording *rec)
     lm_buf_free(&b);
     rec->from_offset = s->stream_bytes;
     if (rc == 0)
-        rec->s = s;
+        link_session(rec, s);
     return rc;
 }
 
@@ -585,7 +595,7 @@ int recorder_attach(struct session *s, struct recording *rec)
     } else {
         rec->from_start = 1;
         rec->from_offset = 0;
-        rec->s = s;
+        link_session(rec, s);
     }
     session_unlock(s);
     return rc;

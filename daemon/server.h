@@ -61,7 +61,8 @@ struct server {
     /* Who serves control peers' requests (peer.h). */
     const struct peer_handler *peer_handler;
     /* Who watches sessions (session.h), in the order they registered. */
-    const struct session_observer *observers[8];
+#define SESSION_OBSERVERS 8
+    const struct session_observer *observers[SESSION_OBSERVERS];
     unsigned nobservers;
     int stopping;
 };

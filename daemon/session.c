@@ -31,6 +31,17 @@ int session_observe(struct server *srv, const struct session_observer *o)
 
 enum session_news { STARTED, ENDED, FREED };
 
+void **session_slot(const struct session *s, const struct session_observer *o)
+{
+    for (unsigned i = 0; i < s->srv->nobservers; i++)
+        if (s->srv->observers[i] == o)
+            return (void **)&s->slots[i];
+    log_error("session %llu: an observer that is not registered asks for "
+              "its slot; a bug",
+              (unsigned long long)s->id);
+    abort();
+}
+
 /* Tells the observers; a session that ends while it starts tells no more
  * of them that it started. */
 static void notify(struct session *s, enum session_news news)
@@ -194,11 +205,6 @@ void session_accept(struct server *srv, int fd)
         free(s);
         goto oom;
     }
-    if (lm_groups_init(&s->groups) != 0) {
-        lm_profile_free(&s->prof);
-        free(s);
-        goto oom;
-    }
     pthread_mutex_init(&s->mu, NULL);
     s->cmdline = procinfo_cmdline(s->pid);
     s->process_start_ms = procinfo_start_ms(s->pid);
@@ -250,7 +256,6 @@ void session_free(struct session *s)
         event_free(s->wake_ev);
     peerfd_close_socket(s->fd);
     close_pipe(s);
-    lm_groups_free(&s->groups);
     lm_profile_free(&s->prof);
     csyms_free(&s->csyms);
     free(s->cmdline);

@@ -14,7 +14,6 @@
 #include "feed.h"
 #include "ljmp_ingest.h"
 #include "ljmp_wire.h"
-#include "lm_groups.h"
 #include "lm_profile.h"
 #include "lm_state.h"
 #include "server.h"
@@ -57,9 +56,7 @@ struct session {
      * the loop reads them under mu (session_lock). */
     pthread_mutex_t mu;
     struct lm_profile prof;
-    uint64_t stream_bytes;     /* fed to the decoder */
-    struct lm_groups groups;   /* its locations by name, for views */
-    struct session_view *view; /* what this turn's snapshots see (snapshot.c) */
+    uint64_t stream_bytes; /* fed to the decoder */
 
     /* Its reads, handed to the feed in its read buffers; with as many
      * out as session_jobs_max() allows, the socket is not read. */
@@ -82,6 +79,10 @@ struct session {
     int acked; /* the VM was told it may stream */
     const uint8_t *held;
     size_t held_len;
+
+    /* What each observer keeps of the session (session_slot); the session
+     * never looks inside. */
+    void *slots[SESSION_OBSERVERS];
 };
 
 /* session.c */
@@ -134,6 +135,10 @@ struct session_observer {
 
 /* Registers o (which must outlive srv's sessions): 0, or -1 when full. */
 int session_observe(struct server *srv, const struct session_observer *o);
+
+/* Where observer o keeps its own state for s (NULL until it stores some);
+ * o must be registered.  The slot is o's even when s is const to it. */
+void **session_slot(const struct session *s, const struct session_observer *o);
 
 /* Phase changes go through here, which checks the transition. */
 void session_set_phase(struct session *s, enum session_phase to);

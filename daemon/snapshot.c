@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "lm_groups.h"
 #include "recorder.h"
 #include "log.h"
 #include "snapshot.h"
@@ -366,10 +367,11 @@ struct view_part {
 };
 
 struct session_view {
-    uint64_t turn;            /* the loop's turn it was taken in */
+    struct lm_groups groups;  /* the session's locations by name, kept */
+    uint64_t turn;            /* the loop's turn it was taken in, or 0 */
     uint64_t id;              /* unique among the server's views */
     uint64_t at_ms;           /* when (monotonic) */
-    struct lm_counters *rows; /* per name group (s->groups) */
+    struct lm_counters *rows; /* per name group, this turn's */
     uint32_t nrows, rows_cap;
     struct lm_totals totals;
     uint64_t stream_bytes, memory_bytes;
@@ -388,20 +390,35 @@ static void view_drop_parts(struct session_view *v)
     v->nparts = 0;
 }
 
-static void snapshot_view_free(struct session *s)
+/* The view of s the snapshots keep in its slot, or NULL. */
+static struct session_view *view_of(struct session *s)
 {
-    if (s->view == NULL)
-        return;
-    view_drop_parts(s->view);
-    free(s->view->rows);
-    free(s->view);
-    s->view = NULL;
+    return *session_slot(s, &snapshot_observer);
+}
+
+/* The turn is over: what the view took for it goes, its groups stay (they
+ * are kept up to date, not made anew). */
+static void view_end_turn(struct session_view *v)
+{
+    view_drop_parts(v);
+    free(v->rows);
+    v->rows = NULL;
+    v->rows_cap = v->nrows = 0;
+    v->turn = 0;
 }
 
 static void session_freed(struct session *s, void *arg)
 {
+    void **slot = session_slot(s, &snapshot_observer);
+    struct session_view *v = *slot;
+
     (void)arg;
-    snapshot_view_free(s);
+    if (v == NULL)
+        return;
+    view_end_turn(v);
+    lm_groups_free(&v->groups);
+    free(v);
+    *slot = NULL;
 }
 
 const struct session_observer snapshot_observer = {
@@ -422,13 +439,36 @@ void snapshot_turn_end(struct server *srv)
     struct session *s;
 
     TAILQ_FOREACH(s, &srv->sessions, link)
-    snapshot_view_free(s);
+    {
+        struct session_view *v = view_of(s);
+        if (v != NULL)
+            view_end_turn(v);
+    }
     srv->snapshot_turn_open = 0;
 }
 
-static int view_is_current(const struct session *s, uint64_t turn)
+static int view_is_current(struct session *s, uint64_t turn)
 {
-    return s->view != NULL && s->view->turn == turn;
+    const struct session_view *v = view_of(s);
+
+    return v != NULL && v->turn == turn;
+}
+
+/* The view of s, made at its first snapshot; NULL when out of memory. */
+static struct session_view *view_made(struct session *s)
+{
+    void **slot = session_slot(s, &snapshot_observer);
+    struct session_view *v = *slot;
+
+    if (v != NULL)
+        return v;
+    if ((v = calloc(1, sizeof(*v))) == NULL)
+        return NULL;
+    if (lm_groups_init(&v->groups) != 0) {
+        free(v);
+        return NULL;
+    }
+    return *slot = v;
 }
 
 /* Takes the session's view for this turn; under its lock.  -1 when out of
@@ -436,25 +476,25 @@ static int view_is_current(const struct session *s, uint64_t turn)
 static int view_take(struct server *srv, struct session *s, uint64_t turn,
                      uint64_t now)
 {
-    struct session_view *v = s->view;
+    struct session_view *v = view_made(s);
 
-    if (v == NULL && (v = s->view = calloc(1, sizeof(*v))) == NULL)
+    if (v == NULL)
         return -1;
     view_drop_parts(v);
     v->turn = 0; /* not current until whole */
-    if (lm_groups_update(&s->groups, &s->prof.state) != 0)
+    if (lm_groups_update(&v->groups, &s->prof.state) != 0)
         return -1;
-    if (v->rows_cap < s->groups.n) {
-        uint32_t cap = s->groups.n;
+    if (v->rows_cap < v->groups.n) {
+        uint32_t cap = v->groups.n;
         struct lm_counters *rows = realloc(v->rows, cap * sizeof(*rows));
         if (rows == NULL)
             return -1;
         v->rows = rows;
         v->rows_cap = cap;
     }
-    v->nrows = s->groups.n;
+    v->nrows = v->groups.n;
     if (v->nrows > 0)
-        lm_groups_sum(&s->groups, &s->prof.state, v->rows);
+        lm_groups_sum(&v->groups, &s->prof.state, v->rows);
     v->totals = s->prof.state.totals;
     v->stream_bytes = s->stream_bytes;
     v->nlocs = s->prof.state.nlocs;
@@ -467,9 +507,9 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
 
 /* Moves the subscriber's view of s to s's view; -1 when out of memory. */
 static int update_base(struct snapshot_bases *bases, struct session_base *b,
-                       const struct session *s)
+                       struct session *s)
 {
-    const struct session_view *v = s->view;
+    const struct session_view *v = view_of(s);
 
     if (b == NULL) {
         if (bases->n == bases->cap) {
@@ -534,13 +574,13 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
                                            uint32_t top, Ljmp__SortKey sort,
                                            const struct session_base *b)
 {
-    const struct session_view *v = s->view;
+    const struct session_view *v = view_of(s);
     Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
     uint64_t end =
         s->end_ms != 0 && s->end_ms < v->at_ms ? s->end_ms : v->at_ms;
     uint64_t from = b != NULL ? b->time_ms : s->start_ms;
     double seconds = end > from ? (double)(end - from) / 1000.0 : 0;
-    struct rows rows = {&s->groups, v->rows, v->nrows};
+    struct rows rows = {&v->groups, v->rows, v->nrows};
 
     if (ss == NULL)
         return NULL;
@@ -581,7 +621,7 @@ static int view_part(struct arena *a, struct session *s,
                      const struct session_base *b, const uint8_t **field,
                      size_t *len)
 {
-    struct session_view *v = s->view;
+    struct session_view *v = view_of(s);
     uint32_t top = o->top < SNAPSHOT_MAX_TOP ? o->top : SNAPSHOT_MAX_TOP;
     uint64_t base_view = b != NULL ? b->view_id : 0;
 
@@ -692,8 +732,8 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
         parts[i].wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
         parts[i].data = (uint8_t *)field + 1;
         parts[i++].len = len - 1;
-        if (s->view->at_ms < oldest)
-            oldest = s->view->at_ms;
+        if (view_of(s)->at_ms < oldest)
+            oldest = view_of(s)->at_ms;
     }
     snap->base.n_unknown_fields = (unsigned)i;
     snap->base.unknown_fields = parts;
@@ -713,7 +753,8 @@ int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
         bases->v[i].seen = 0;
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
-        if (!snapshot_matches(s, opts) || s->view == NULL)
+        if (!snapshot_matches(s, opts) ||
+            !view_is_current(s, srv->snapshot_turn))
             continue;
         if (update_base(bases, find_base(bases, s->id), s) != 0)
             return -1;

@@ -275,6 +275,7 @@ static void stop_waiting(struct symload *l, struct symload_job *j)
     if (j->timer != NULL)
         event_free(j->timer);
     j->timer = NULL;
+    *session_slot(j->s, &symload_observer) = NULL;
     j->s = NULL;
 }
 
@@ -298,14 +299,10 @@ static void cancel(struct symload *l, struct symload_job *j)
         job_free(j);
 }
 
-static struct symload_job *waited_by(const struct symload *l,
-                                     const struct session *s)
+/* The job s waits for, or NULL. */
+static struct symload_job *waited_by(const struct session *s)
 {
-    struct symload_job *j = l->waiting;
-
-    while (j != NULL && j->s != s)
-        j = j->next_wait;
-    return j;
+    return *session_slot(s, &symload_observer);
 }
 
 /*
@@ -315,7 +312,7 @@ static struct symload_job *waited_by(const struct symload *l,
  * many processes as the limits allow, each mapping files made to be
  * costly.
  */
-static size_t budget_of(const struct symload *l, const struct session *s)
+static size_t budget_of(const struct session *s)
 {
     const struct session *o;
     size_t used = 0;
@@ -324,7 +321,7 @@ static size_t budget_of(const struct symload *l, const struct session *s)
         return CSYMS_PROCESS_BUDGET;
     TAILQ_FOREACH(o, &s->srv->sessions, link)
     if (o->uid == s->uid) {
-        const struct symload_job *j = waited_by(l, o);
+        const struct symload_job *j = waited_by(o);
         used += j != NULL ? j->budget : o->csyms.cost;
     }
     if (used >= CSYMS_UID_BUDGET)
@@ -405,9 +402,10 @@ static void session_started(struct session *s, void *arg)
     }
     j->pid = s->pid;
     j->uid = s->uid;
-    j->budget = budget_of(l, s);
+    j->budget = budget_of(s);
     j->start_ms = s->process_start_ms;
     j->s = s;
+    *session_slot(s, &symload_observer) = j;
     j->next_wait = l->waiting;
     l->waiting = j;
     j->timer = evtimer_new(s->srv->base, symbols_late, j);
@@ -431,7 +429,7 @@ static void session_gone(struct session *s, void *arg)
     struct symload_job *j;
 
     (void)arg;
-    if (l != NULL && (j = waited_by(l, s)) != NULL)
+    if (l != NULL && (j = waited_by(s)) != NULL)
         cancel(l, j);
 }
 

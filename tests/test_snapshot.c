@@ -29,7 +29,6 @@ static struct session *session_new(uint64_t id, pid_t pid, uid_t uid)
     s->state = LJMP__SESSION_STATE__STREAMING;
     s->cmdline = strdup("luajit app.lua");
     CU_ASSERT_FATAL(lm_profile_init(&s->prof, &limits, &state_limits) == 0);
-    CU_ASSERT_FATAL(lm_groups_init(&s->groups) == 0);
     pthread_mutex_init(&s->mu, NULL);
     TAILQ_INSERT_TAIL(&srv.sessions, s, link);
     return s;
@@ -39,7 +38,6 @@ static void session_gone(struct session *s)
 {
     TAILQ_REMOVE(&srv.sessions, s, link);
     snapshot_observer.freed(s, NULL);
-    lm_groups_free(&s->groups);
     lm_profile_free(&s->prof);
     pthread_mutex_destroy(&s->mu);
     free(s->cmdline);
@@ -132,6 +130,9 @@ static void setup(void)
     CU_ASSERT_FATAL(srv.base != NULL);
     CU_ASSERT_FATAL(event_base_priority_init(srv.base, PRIO_LEVELS) == 0);
     CU_ASSERT_FATAL(recorder_start(&srv) == 0);
+    /* Who keeps state in sessions that snapshots read. */
+    CU_ASSERT_FATAL(session_observe(&srv, &recorder_observer) == 0);
+    CU_ASSERT_FATAL(session_observe(&srv, &snapshot_observer) == 0);
 }
 
 static void teardown(void)
