@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,67 +63,88 @@ static const char usage_text[] =
     "Logs go to stderr.  SIGTERM or SIGINT stop the daemon cleanly: clients\n"
     "are told, recordings are closed.\n";
 
-enum {
-    OPT_INGEST_MODE = 256,
-    OPT_CONTROL_MODE,
-    OPT_RETAIN,
-    OPT_RETAIN_COUNT,
-    OPT_MAX_SESSIONS,
-    OPT_MAX_CLIENTS,
-    OPT_READ_BUDGET,
-    OPT_QUEUE,
-    OPT_HELLO_TIMEOUT,
-    OPT_CLIENT_IDLE,
-    OPT_RECORD_STALL,
-    OPT_MAX_LOCATIONS,
-    OPT_MAX_STRING,
-    OPT_FEED_THREADS,
-    OPT_INLINE_BYTES,
-    OPT_SYMBOLS_WAIT,
+/* A number option: where its value goes in struct config, and the base
+ * and bounds it is read in. */
+struct number_opt {
+    const char *name;
+    size_t offset, size; /* of its field */
+    int base;
+    unsigned long long min, max;
 };
 
-static const struct option long_options[] = {
-    {"ingest", required_argument, NULL, 'i'},
-    {"control", required_argument, NULL, 'c'},
-    {"ingest-mode", required_argument, NULL, OPT_INGEST_MODE},
-    {"control-mode", required_argument, NULL, OPT_CONTROL_MODE},
-    {"retain", required_argument, NULL, OPT_RETAIN},
-    {"retain-count", required_argument, NULL, OPT_RETAIN_COUNT},
-    {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
-    {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
-    {"read-budget", required_argument, NULL, OPT_READ_BUDGET},
-    {"queue", required_argument, NULL, OPT_QUEUE},
-    {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
-    {"client-idle", required_argument, NULL, OPT_CLIENT_IDLE},
-    {"record-stall", required_argument, NULL, OPT_RECORD_STALL},
-    {"max-locations", required_argument, NULL, OPT_MAX_LOCATIONS},
-    {"max-string", required_argument, NULL, OPT_MAX_STRING},
-    {"feed-threads", required_argument, NULL, OPT_FEED_THREADS},
-    {"inline-bytes", required_argument, NULL, OPT_INLINE_BYTES},
-    {"symbols-wait", required_argument, NULL, OPT_SYMBOLS_WAIT},
-    {"verbose", no_argument, NULL, 'v'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+#define NUMBER(name, field, base, min, max)                                    \
+    {                                                                          \
+        name, offsetof(struct config, field),                                  \
+            sizeof(((struct config *)0)->field), base, min, max                \
+    }
+
+static const struct number_opt number_opts[] = {
+    NUMBER("ingest-mode", ingest_mode, 8, 0, 0777),
+    NUMBER("control-mode", control_mode, 8, 0, 0777),
+    NUMBER("retain", retain_s, 10, 0, 1u << 30),
+    NUMBER("retain-count", retain_count, 10, 0, 1u << 20),
+    NUMBER("max-sessions", max_sessions, 10, 1, 1u << 16),
+    NUMBER("max-clients", max_peers, 10, 1, 1u << 16),
+    NUMBER("read-budget", read_budget, 10, 4096, 64u << 20),
+    NUMBER("queue", peer_queue, 10, 0, 1u << 30),
+    NUMBER("hello-timeout", hello_timeout_ms, 10, 10, 3600000),
+    NUMBER("client-idle", client_idle_s, 10, 1, 86400 * 365),
+    NUMBER("record-stall", record_stall_s, 10, 1, 86400),
+    NUMBER("max-locations", max_locations, 10, 1, LM_MAX_LOCATIONS),
+    NUMBER("max-string", max_string, 10, 64, LM_MAX_STRING_LIMIT),
+    NUMBER("feed-threads", feed_threads, 10, 0, 64),
+    NUMBER("inline-bytes", inline_bytes, 10, 0, 64u << 20),
+    NUMBER("symbols-wait", symbols_wait_ms, 10, 1, 3600000),
 };
 
-/* A number option within [min, max]; exits with a message otherwise. */
-static unsigned long long number_arg(const char *name, const char *arg,
-                                     int base, unsigned long long min,
-                                     unsigned long long max)
+#define NNUMBERS (sizeof(number_opts) / sizeof(number_opts[0]))
+/* getopt's value of number_opts[i]. */
+#define NUMBER_VAL(i) (256 + (int)(i))
+
+/* Reads o's value into cfg; exits with a message when it is not a number
+ * within o's bounds. */
+static void number_arg(struct config *cfg, const struct number_opt *o,
+                       const char *arg)
 {
     char *end;
     unsigned long long v;
 
     errno = 0;
-    v = strtoull(arg, &end, base);
-    if (errno != 0 || end == arg || *end != '\0' || v < min || v > max) {
+    v = strtoull(arg, &end, o->base);
+    if (errno != 0 || end == arg || *end != '\0' || v < o->min || v > o->max) {
         fprintf(stderr,
-                "ljmpd: --%s wants a number in [%llu, %llu], not '%s'\n", name,
-                min, max, arg);
+                "ljmpd: --%s wants a number in [%llu, %llu], not '%s'\n",
+                o->name, o->min, o->max, arg);
         exit(2);
     }
-    return v;
+    char *field = (char *)cfg + o->offset;
+    if (o->size == sizeof(unsigned))
+        *(unsigned *)field = (unsigned)v;
+    else
+        *(size_t *)field = (size_t)v;
+}
+
+static const struct option paths_and_flags[] = {
+    {"ingest", required_argument, NULL, 'i'},
+    {"control", required_argument, NULL, 'c'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+};
+
+#define NPATHS_AND_FLAGS (sizeof(paths_and_flags) / sizeof(paths_and_flags[0]))
+
+/* getopt's table: the paths and flags, then the number options. */
+static void long_options(struct option *out)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < NPATHS_AND_FLAGS; i++)
+        out[n++] = paths_and_flags[i];
+    for (size_t i = 0; i < NNUMBERS; i++)
+        out[n++] = (struct option){number_opts[i].name, required_argument, NULL,
+                                   NUMBER_VAL(i)};
+    out[n] = (struct option){NULL, 0, NULL, 0};
 }
 
 static void path_arg(char *out, size_t len, const char *name, const char *arg)
@@ -152,10 +174,8 @@ static unsigned default_feed_threads(void)
     return n < 8 ? (unsigned)n : 8;
 }
 
-void options_parse(struct config *cfg, int argc, char **argv)
+static void set_defaults(struct config *cfg)
 {
-    int c, level = LOG_INFO;
-
     memset(cfg, 0, sizeof(*cfg));
     cfg->ingest_mode = 0666;
     cfg->control_mode = getuid() == 0 ? 0660 : 0600;
@@ -173,7 +193,34 @@ void options_parse(struct config *cfg, int argc, char **argv)
     cfg->feed_threads = default_feed_threads();
     cfg->inline_bytes = 4096;
     cfg->symbols_wait_ms = 2000;
-    while ((c = getopt_long(argc, argv, "i:c:vqh", long_options, NULL)) != -1) {
+}
+
+/* The socket paths not given: the defaults for ljmpd's user. */
+static void default_paths(struct config *cfg)
+{
+    if ((cfg->ingest_path[0] == '\0' &&
+         ljmp_wire_default_path(cfg->ingest_path, sizeof(cfg->ingest_path),
+                                LJMP_INGEST_SOCKET) != 0) ||
+        (cfg->control_path[0] == '\0' &&
+         ljmp_wire_default_path(cfg->control_path, sizeof(cfg->control_path),
+                                LJMP_CONTROL_SOCKET) != 0)) {
+        fprintf(stderr, "ljmpd: default socket path too long; use -i and -c\n");
+        exit(2);
+    }
+}
+
+void options_parse(struct config *cfg, int argc, char **argv)
+{
+    struct option longs[NPATHS_AND_FLAGS + NNUMBERS + 1];
+    int c, level = LOG_INFO;
+
+    set_defaults(cfg);
+    long_options(longs);
+    while ((c = getopt_long(argc, argv, "i:c:vqh", longs, NULL)) != -1) {
+        if (c >= NUMBER_VAL(0) && c < NUMBER_VAL(NNUMBERS)) {
+            number_arg(cfg, &number_opts[c - NUMBER_VAL(0)], optarg);
+            continue;
+        }
         switch (c) {
         case 'i':
             path_arg(cfg->ingest_path, sizeof(cfg->ingest_path), "ingest",
@@ -182,64 +229,6 @@ void options_parse(struct config *cfg, int argc, char **argv)
         case 'c':
             path_arg(cfg->control_path, sizeof(cfg->control_path), "control",
                      optarg);
-            break;
-        case OPT_INGEST_MODE:
-            cfg->ingest_mode = number_arg("ingest-mode", optarg, 8, 0, 0777);
-            break;
-        case OPT_CONTROL_MODE:
-            cfg->control_mode = number_arg("control-mode", optarg, 8, 0, 0777);
-            break;
-        case OPT_RETAIN:
-            cfg->retain_s = number_arg("retain", optarg, 10, 0, 1u << 30);
-            break;
-        case OPT_RETAIN_COUNT:
-            cfg->retain_count =
-                number_arg("retain-count", optarg, 10, 0, 1u << 20);
-            break;
-        case OPT_MAX_SESSIONS:
-            cfg->max_sessions =
-                number_arg("max-sessions", optarg, 10, 1, 1u << 16);
-            break;
-        case OPT_MAX_CLIENTS:
-            cfg->max_peers = number_arg("max-clients", optarg, 10, 1, 1u << 16);
-            break;
-        case OPT_READ_BUDGET:
-            cfg->read_budget =
-                number_arg("read-budget", optarg, 10, 4096, 64u << 20);
-            break;
-        case OPT_HELLO_TIMEOUT:
-            cfg->hello_timeout_ms =
-                number_arg("hello-timeout", optarg, 10, 10, 3600000);
-            break;
-        case OPT_CLIENT_IDLE:
-            cfg->client_idle_s =
-                number_arg("client-idle", optarg, 10, 1, 86400 * 365);
-            break;
-        case OPT_RECORD_STALL:
-            cfg->record_stall_s =
-                number_arg("record-stall", optarg, 10, 1, 86400);
-            break;
-        case OPT_QUEUE:
-            cfg->peer_queue = number_arg("queue", optarg, 10, 0, 1u << 30);
-            break;
-        case OPT_MAX_LOCATIONS:
-            cfg->max_locations =
-                number_arg("max-locations", optarg, 10, 1, LM_MAX_LOCATIONS);
-            break;
-        case OPT_MAX_STRING:
-            cfg->max_string =
-                number_arg("max-string", optarg, 10, 64, LM_MAX_STRING_LIMIT);
-            break;
-        case OPT_FEED_THREADS:
-            cfg->feed_threads = number_arg("feed-threads", optarg, 10, 0, 64);
-            break;
-        case OPT_SYMBOLS_WAIT:
-            cfg->symbols_wait_ms =
-                number_arg("symbols-wait", optarg, 10, 1, 3600000);
-            break;
-        case OPT_INLINE_BYTES:
-            cfg->inline_bytes =
-                number_arg("inline-bytes", optarg, 10, 0, 64u << 20);
             break;
         case 'v':
             level = level < LOG_DEBUG ? level + 1 : level;
@@ -260,14 +249,6 @@ void options_parse(struct config *cfg, int argc, char **argv)
                 argv[optind]);
         exit(2);
     }
-    if ((cfg->ingest_path[0] == '\0' &&
-         ljmp_wire_default_path(cfg->ingest_path, sizeof(cfg->ingest_path),
-                                LJMP_INGEST_SOCKET) != 0) ||
-        (cfg->control_path[0] == '\0' &&
-         ljmp_wire_default_path(cfg->control_path, sizeof(cfg->control_path),
-                                LJMP_CONTROL_SOCKET) != 0)) {
-        fprintf(stderr, "ljmpd: default socket path too long; use -i and -c\n");
-        exit(2);
-    }
+    default_paths(cfg);
     cfg->verbose = level;
 }

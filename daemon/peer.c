@@ -67,44 +67,54 @@ static void refuse(struct server *srv, int fd, const char *why)
     peerfd_close_socket(fd);
 }
 
-void peer_accept(struct server *srv, int fd)
+/* Whether the client on fd may connect, by its credentials (*cred): when
+ * it may not, it is told why if it can be, counted and closed, and -1
+ * returned. */
+static int admit(struct server *srv, int fd, struct ucred *cred)
 {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    struct peer *p;
+    socklen_t len = sizeof(*cred);
 
-    peerfd_socket_options(fd);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0) {
         log_warn("control: no peer credentials: %s", strerror(errno));
         srv->counters.control_rejected++;
         peerfd_close_socket(fd);
-        return;
+        return -1;
     }
     if (srv->npeers >= srv->cfg.max_peers) {
         log_warn("control: pid %d refused: %u clients connected already "
                  "(--max-clients)",
-                 (int)cred.pid, srv->npeers);
+                 (int)cred->pid, srv->npeers);
         refuse(srv, fd,
                "ljmpd serves as many clients as it may already "
                "(--max-clients): try again later");
-        return;
+        return -1;
     }
-    if (!quota_may_take_slot(cred.uid, peers_of(srv, cred.uid),
+    if (!quota_may_take_slot(cred->uid, peers_of(srv, cred->uid),
                              srv->cfg.max_peers)) {
         log_warn("control: pid %d refused: uid %u has half of the %u "
                  "client slots already (--max-clients)",
-                 (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_peers);
+                 (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_peers);
         refuse(srv, fd,
                "your user has half of ljmpd's client connections open "
                "already (--max-clients): close some");
-        return;
+        return -1;
     }
-    if ((p = calloc(1, sizeof(*p))) == NULL)
-        goto fail;
+    return 0;
+}
+
+/* A peer for the client on fd, reading; NULL when out of memory (fd is
+ * left open). */
+static struct peer *peer_new(struct server *srv, int fd,
+                             const struct ucred *cred)
+{
+    struct peer *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
     p->srv = srv;
     p->fd = fd;
-    p->pid = cred.pid;
-    p->uid = cred.uid;
+    p->pid = cred->pid;
+    p->uid = cred->uid;
     p->passed_fd = -1;
     p->in = evbuffer_new();
     p->out = evbuffer_new();
@@ -114,18 +124,35 @@ void peer_accept(struct server *srv, int fd)
         event_priority_set(p->rev, PRIO_CONTROL);
     if (p->wev != NULL)
         event_priority_set(p->wev, PRIO_CONTROL);
-    if (p->in == NULL || p->out == NULL || p->rev == NULL || p->wev == NULL ||
-        event_add(p->rev, NULL) != 0) {
-        if (p->in != NULL)
-            evbuffer_free(p->in);
-        if (p->out != NULL)
-            evbuffer_free(p->out);
-        if (p->rev != NULL)
-            event_free(p->rev);
-        if (p->wev != NULL)
-            event_free(p->wev);
-        free(p);
-        goto fail;
+    if (p->in != NULL && p->out != NULL && p->rev != NULL && p->wev != NULL &&
+        event_add(p->rev, NULL) == 0)
+        return p;
+    if (p->in != NULL)
+        evbuffer_free(p->in);
+    if (p->out != NULL)
+        evbuffer_free(p->out);
+    if (p->rev != NULL)
+        event_free(p->rev);
+    if (p->wev != NULL)
+        event_free(p->wev);
+    free(p);
+    return NULL;
+}
+
+void peer_accept(struct server *srv, int fd)
+{
+    struct ucred cred;
+    struct peer *p;
+
+    peerfd_socket_options(fd);
+    if (admit(srv, fd, &cred) != 0)
+        return;
+    if ((p = peer_new(srv, fd, &cred)) == NULL) {
+        log_error("control: out of memory for pid %d; connection closed",
+                  (int)cred.pid);
+        srv->counters.control_rejected++;
+        peerfd_close_socket(fd);
+        return;
     }
     p->id = ++srv->next_peer_id;
     p->active_ms = clock_now_ms();
@@ -134,13 +161,6 @@ void peer_accept(struct server *srv, int fd)
     srv->counters.control_accepted++;
     log_debug("control %llu: pid %d uid %d connected",
               (unsigned long long)p->id, (int)p->pid, (int)p->uid);
-    return;
-
-fail:
-    log_error("control: out of memory for pid %d; connection closed",
-              (int)cred.pid);
-    srv->counters.control_rejected++;
-    peerfd_close_socket(fd);
 }
 
 void peer_free(struct peer *p)

@@ -158,52 +158,56 @@ static const struct feed_ops session_feed_ops = {
     .done = session_fed,
 };
 
-void session_accept(struct server *srv, int fd)
+/* Whether the peer on fd may stream, by its credentials (*cred): when it
+ * may not, it is told nothing, counted and closed, and -1 returned. */
+static int admit(struct server *srv, int fd, struct ucred *cred)
 {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    struct session *s;
+    socklen_t len = sizeof(*cred);
 
-    peerfd_socket_options(fd);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0) {
         log_warn("ingest: no peer credentials: %s; connection closed",
                  strerror(errno));
-        srv->counters.sessions_rejected++;
-        peerfd_close_socket(fd);
-        return;
-    }
-    if (srv->nlive >= srv->cfg.max_sessions) {
+    } else if (srv->nlive >= srv->cfg.max_sessions) {
         log_warn("ingest: pid %d refused: %u sessions streaming already "
                  "(--max-sessions)",
-                 (int)cred.pid, srv->nlive);
-        srv->counters.sessions_rejected++;
-        peerfd_close_socket(fd);
-        return;
-    }
-    if (!quota_may_take_slot(cred.uid, live_sessions_of(srv, cred.uid),
-                             srv->cfg.max_sessions)) {
+                 (int)cred->pid, srv->nlive);
+    } else if (!quota_may_take_slot(cred->uid, live_sessions_of(srv, cred->uid),
+                                    srv->cfg.max_sessions)) {
         log_warn("ingest: pid %d refused: uid %u streams half of the %u "
                  "sessions already (--max-sessions)",
-                 (int)cred.pid, (unsigned)cred.uid, srv->cfg.max_sessions);
-        srv->counters.sessions_rejected++;
-        peerfd_close_socket(fd);
-        return;
+                 (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_sessions);
+    } else {
+        return 0;
     }
-    if ((s = calloc(1, sizeof(*s))) == NULL)
-        goto oom;
+    srv->counters.sessions_rejected++;
+    peerfd_close_socket(fd);
+    return -1;
+}
+
+/* A session for the peer on fd, waiting for its hello; NULL when out of
+ * memory (fd is left open). */
+static struct session *session_new(struct server *srv, int fd,
+                                   const struct ucred *cred)
+{
+    struct lm_limits limits = {srv->cfg.max_string, srv->cfg.max_string + 64};
+    struct lm_state_limits state_limits = {srv->cfg.max_locations, 0};
+    struct timeval hello_tv = {srv->cfg.hello_timeout_ms / 1000,
+                               (srv->cfg.hello_timeout_ms % 1000) * 1000};
+    struct session *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
     s->srv = srv;
     s->fd = fd;
     s->pipe_fd = -1;
-    s->pid = cred.pid;
-    s->uid = cred.uid;
-    s->gid = cred.gid;
+    s->pid = cred->pid;
+    s->uid = cred->uid;
+    s->gid = cred->gid;
     s->start_ms = clock_now_ms();
     s->state = LJMP__SESSION_STATE__STREAMING;
-    struct lm_limits limits = {srv->cfg.max_string, srv->cfg.max_string + 64};
-    struct lm_state_limits state_limits = {srv->cfg.max_locations, 0};
     if (lm_profile_init(&s->prof, &limits, &state_limits) != 0) {
         free(s);
-        goto oom;
+        return NULL;
     }
     pthread_mutex_init(&s->mu, NULL);
     s->cmdline = procinfo_cmdline(s->pid);
@@ -211,14 +215,30 @@ void session_accept(struct server *srv, int fd)
     s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
     if (s->ev != NULL)
         event_priority_set(s->ev, PRIO_INGEST);
-    struct timeval hello_tv = {srv->cfg.hello_timeout_ms / 1000,
-                               (srv->cfg.hello_timeout_ms % 1000) * 1000};
     feed_queue_init(&s->feed, srv->feed, &session_feed_ops, s);
     if (s->cmdline == NULL || s->ev == NULL ||
         event_add(s->ev, &hello_tv) != 0) {
-        s->fd = -1; /* closed at oom */
+        s->fd = -1; /* the caller's to close */
         session_free(s);
-        goto oom;
+        return NULL;
+    }
+    return s;
+}
+
+void session_accept(struct server *srv, int fd)
+{
+    struct ucred cred;
+    struct session *s;
+
+    peerfd_socket_options(fd);
+    if (admit(srv, fd, &cred) != 0)
+        return;
+    if ((s = session_new(srv, fd, &cred)) == NULL) {
+        log_error("ingest: out of memory for pid %d; connection closed",
+                  (int)cred.pid);
+        srv->counters.sessions_rejected++;
+        peerfd_close_socket(fd);
+        return;
     }
     s->id = ++srv->next_session_id;
     TAILQ_INSERT_TAIL(&srv->sessions, s, link);
@@ -226,13 +246,6 @@ void session_accept(struct server *srv, int fd)
     srv->counters.sessions_accepted++;
     log_info("session %llu: pid %d uid %d connected (%s)",
              (unsigned long long)s->id, (int)s->pid, (int)s->uid, s->cmdline);
-    return;
-
-oom:
-    log_error("ingest: out of memory for pid %d; connection closed",
-              (int)cred.pid);
-    srv->counters.sessions_rejected++;
-    peerfd_close_socket(fd);
 }
 
 /* The pipe's read end: the peer's choice until take_pipe took it (then
