@@ -598,6 +598,12 @@ int recorder_attach(struct session *s, struct recording *rec)
         link_session(rec, s);
     }
     session_unlock(s);
+    /* A recording from now begins with the symbol table: its file may
+     * be behind already. */
+    if (rc == 0 && recorder_full(rec)) {
+        rec->holding = 1;
+        session_hold(s);
+    }
     return rc;
 }
 
@@ -665,8 +671,8 @@ static void session_ended(struct session *s, void *arg)
         recorder_finish(rec, s);
 }
 
-/* A session that goes before it ended never sent a valid hello (or
- * ljmpd is stopping). */
+/* A session that goes before it ended never sent a valid hello, or
+ * ljmpd is stopping. */
 static void session_freed(struct session *s, void *arg)
 {
     struct recording *rec = recorder_of(s);
@@ -674,7 +680,7 @@ static void session_freed(struct session *s, void *arg)
     (void)arg;
     if (rec == NULL)
         return;
-    if (s->phase != SESSION_HELLO) {
+    if (!s->rejected) {
         recorder_finish(rec, s);
         return;
     }

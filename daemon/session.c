@@ -295,6 +295,7 @@ session_reject(struct session *s, const char *fmt, ...)
     log_warn("ingest: pid %d uid %d rejected: %s", (int)s->pid, (int)s->uid,
              why);
     snprintf(s->reason, sizeof(s->reason), "%s", why);
+    s->rejected = 1;
     srv->counters.sessions_rejected++;
     srv->nlive--;
     TAILQ_REMOVE(&srv->sessions, s, link);

@@ -76,7 +76,8 @@ struct session {
      * the socket is not read, and what came after the hello waits in the
      * next read buffer, which stays free meanwhile. */
     unsigned holds;
-    int acked; /* the VM was told it may stream */
+    int acked;    /* the VM was told it may stream */
+    int rejected; /* never a session: no valid hello (reason says why) */
     const uint8_t *held;
     size_t held_len;
 
@@ -143,9 +144,10 @@ void **session_slot(const struct session *s, const struct session_observer *o);
 /* Phase changes go through here, which checks the transition. */
 void session_set_phase(struct session *s, enum session_phase to);
 
-/* Holds s's stream before its first byte is decoded (e.g. for its C
- * symbols): the VM is told to stream, and its socket read, only once
- * every hold is released. */
+/* Holds s's stream: its socket is not read until every hold is released.
+ * A hold taken when the session starts keeps its first byte from being
+ * decoded (C symbols are read meanwhile): the VM is told to stream only
+ * then.  Bytes that came with the hello wait in the next read buffer. */
 void session_hold(struct session *s);
 void session_release(struct session *s);
 

@@ -386,7 +386,7 @@ static void give_symbols(struct session *s, struct symload_job *j)
 static void session_started(struct session *s, void *arg)
 {
     struct symload *l = s->srv->symload;
-    struct symload_job *j = calloc(1, sizeof(*j));
+    struct symload_job *j;
     const struct config *cfg = &s->srv->cfg;
     struct timeval wait = {(time_t)(cfg->symbols_wait_ms / 1000),
                            (suseconds_t)(cfg->symbols_wait_ms % 1000) * 1000};
@@ -394,6 +394,7 @@ static void session_started(struct session *s, void *arg)
     (void)arg;
     if (l == NULL)
         return;
+    j = calloc(1, sizeof(*j));
     if (j == NULL || lm_symtab_init(&j->symtab) != 0) {
         free(j);
         log_warn("session %llu: out of memory to read C symbols",

@@ -12,6 +12,10 @@
 
 static struct server srv;
 
+/* Users that are not the one running the test, who sees every session. */
+#define USER_A ((uid_t)-20)
+#define USER_B ((uid_t)-30)
+
 /* A streaming session of pid and uid, as session_accept makes one. */
 static struct session *session_new(uint64_t id, pid_t pid, uid_t uid)
 {
@@ -146,8 +150,8 @@ static void teardown(void)
 static void test_top_rows(void)
 {
     setup();
-    struct session *a = session_new(1, 100, 1000);
-    struct session *b = session_new(2, 200, 2000);
+    struct session *a = session_new(1, 100, USER_A);
+    struct session *b = session_new(2, 200, USER_B);
     stream_start(a);
     stream_start(b);
     allocs(a, 5, 3, 100, 0x10000);   /* 300 live at :5 */
@@ -174,14 +178,14 @@ static void test_top_rows(void)
     CU_ASSERT_EQUAL(sa->top[1]->alloc_events, 3);
     ljmp__snapshot__free_unpacked(snap, NULL);
 
-    /* By allocated bytes, top 1; then what uid 2000 may see. */
+    /* By allocated bytes, top 1; then what USER_B may see. */
     o.top = 1;
     o.sort = LJMP__SORT_KEY__SORT_ALLOC_BYTES;
     snap = take(&o, NULL);
     CU_ASSERT_EQUAL_FATAL(snap->sessions[0]->n_top, 1);
     CU_ASSERT_STRING_EQUAL(snap->sessions[0]->top[0]->name, "@app.lua:7");
     ljmp__snapshot__free_unpacked(snap, NULL);
-    o.uid = 2000;
+    o.uid = USER_B;
     snap = take(&o, NULL);
     CU_ASSERT_EQUAL_FATAL(snap->n_sessions, 1);
     CU_ASSERT_EQUAL(snap->sessions[0]->info->pid, 200);
