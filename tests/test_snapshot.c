@@ -77,28 +77,22 @@ static void stream_start(struct session *s)
     feed(s, &b);
 }
 
-/* n blocks of size bytes at line l, at addresses from base on. */
-static void allocs(struct session *s, uint64_t l, unsigned n, uint64_t size,
-                   uint64_t base)
+/* n blocks of size bytes allocated (or freed) at line l, at addresses
+ * from base on. */
+static void blocks(struct session *s, int freed, uint64_t l, unsigned n,
+                   uint64_t size, uint64_t base)
 {
     struct lm_buf b = {0};
     struct lm_loc_ref loc = line(l);
 
     for (unsigned i = 0; i < n; i++)
-        lm_enc_alloc(&b, LM_REV_R3, &loc, base + i * 0x1000, size);
+        (freed ? lm_enc_free : lm_enc_alloc)(&b, LM_REV_R3, &loc,
+                                             base + i * 0x1000, size);
     feed(s, &b);
 }
 
-static void frees(struct session *s, uint64_t l, unsigned n, uint64_t size,
-                  uint64_t base)
-{
-    struct lm_buf b = {0};
-    struct lm_loc_ref loc = line(l);
-
-    for (unsigned i = 0; i < n; i++)
-        lm_enc_free(&b, LM_REV_R3, &loc, base + i * 0x1000, size);
-    feed(s, &b);
-}
+#define allocs(s, l, n, size, base) blocks(s, 0, l, n, size, base)
+#define frees(s, l, n, size, base)  blocks(s, 1, l, n, size, base)
 
 /* Builds a snapshot in a turn of its own, packs it and reads it back, as
  * a subscriber would. */
