@@ -39,7 +39,7 @@ struct pending_record {
 
 /* The control module's own state. */
 struct control {
-    struct subscriptions subs;
+    struct subscription_set subs;
     TAILQ_HEAD(, pending_record) pending; /* record requests waiting */
     unsigned npending;
 };
@@ -732,7 +732,7 @@ int control_start(struct server *srv)
         return -1;
     srv->ctl = c;
     TAILQ_INIT(&c->pending);
-    return subscriptions_init(
+    return subscription_set_init(
         &c->subs, srv->base, PRIO_CONTROL, srv->cfg.peer_queue,
         &srv->counters.snapshots_dropped, &subscription_ops, srv);
 }
@@ -741,7 +741,7 @@ void control_free(struct server *srv)
 {
     if (srv->ctl == NULL)
         return;
-    subscriptions_free(&srv->ctl->subs);
+    subscription_set_free(&srv->ctl->subs);
     free(srv->ctl);
     srv->ctl = NULL;
 }

@@ -3,16 +3,9 @@
 #ifndef LJMPD_SNAPSHOT_H
 #define LJMPD_SNAPSHOT_H
 
+#include "arena.h"
 #include "server.h"
 #include "session.h"
-
-/* Messages are built in an arena and freed at once after packing. */
-struct arena {
-    struct arena_block *head;
-};
-
-void *arena_alloc(struct arena *a, size_t n);
-void arena_free(struct arena *a);
 
 /* What a subscriber saw of one session at its previous snapshot, per row
  * (name group) of the session. */

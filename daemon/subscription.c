@@ -13,7 +13,7 @@
  */
 static void send_due(struct subscription *sub)
 {
-    struct subscriptions *set = sub->set;
+    struct subscription_set *set = sub->set;
     uint64_t now = clock_now_ms();
 
     if (set->ops->backlog(sub) > set->bound) {
@@ -30,7 +30,7 @@ static void send_due(struct subscription *sub)
 /* The snapshots that came due in this turn of the loop, in one batch. */
 static void on_due(evutil_socket_t fd, short what, void *arg)
 {
-    struct subscriptions *set = arg;
+    struct subscription_set *set = arg;
     struct subscription *sub;
 
     (void)fd;
@@ -53,7 +53,7 @@ static void on_due(evutil_socket_t fd, short what, void *arg)
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct subscription *sub = arg;
-    struct subscriptions *set = sub->set;
+    struct subscription_set *set = sub->set;
 
     (void)fd;
     (void)what;
@@ -65,16 +65,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     event_active(set->due_ev, 0, 0);
 }
 
-int subscriptions_init(struct subscriptions *set, struct event_base *base,
-                       int prio, size_t bound, uint64_t *dropped,
-                       const struct subscription_ops *ops, void *arg)
+int subscription_set_init(struct subscription_set *set, struct event_base *base,
+                          int prio, size_t bound, uint64_t *dropped,
+                          const struct subscription_ops *ops, void *arg)
 {
-    *set = (struct subscriptions){.base = base,
-                                  .prio = prio,
-                                  .bound = bound,
-                                  .dropped = dropped,
-                                  .ops = ops,
-                                  .arg = arg};
+    *set = (struct subscription_set){.base = base,
+                                     .prio = prio,
+                                     .bound = bound,
+                                     .dropped = dropped,
+                                     .ops = ops,
+                                     .arg = arg};
     TAILQ_INIT(&set->due);
     set->due_ev = event_new(base, -1, 0, on_due, set);
     if (set->due_ev == NULL || event_priority_set(set->due_ev, prio) != 0)
@@ -82,14 +82,14 @@ int subscriptions_init(struct subscriptions *set, struct event_base *base,
     return 0;
 }
 
-void subscriptions_free(struct subscriptions *set)
+void subscription_set_free(struct subscription_set *set)
 {
     if (set->due_ev != NULL)
         event_free(set->due_ev);
     set->due_ev = NULL;
 }
 
-struct subscription *subscription_new(struct subscriptions *set, void *owner,
+struct subscription *subscription_new(struct subscription_set *set, void *owner,
                                       uint64_t request_id,
                                       const struct snapshot_opts *opts,
                                       unsigned interval_ms, uint64_t now_ms)
@@ -121,7 +121,7 @@ struct subscription *subscription_new(struct subscriptions *set, void *owner,
 
 void subscription_free(struct subscription *sub)
 {
-    struct subscriptions *set = sub->set;
+    struct subscription_set *set = sub->set;
 
     if (sub->due)
         TAILQ_REMOVE(&set->due, sub, due_link);

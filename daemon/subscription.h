@@ -29,7 +29,7 @@ struct subscription_ops {
 TAILQ_HEAD(subscription_list, subscription);
 
 /* Every subscription of a daemon. */
-struct subscriptions {
+struct subscription_set {
     struct event_base *base;
     int prio;
     size_t bound; /* a subscriber's backlog past which snapshots coalesce */
@@ -42,7 +42,7 @@ struct subscriptions {
 };
 
 struct subscription {
-    struct subscriptions *set;
+    struct subscription_set *set;
     void *owner; /* the subscriber (a peer) */
     uint64_t request_id;
     struct snapshot_opts opts;
@@ -58,14 +58,14 @@ struct subscription {
 
 /* 0, or -1 out of memory.  Timers and the due callback run at prio;
  * *dropped counts the snapshots coalesced. */
-int subscriptions_init(struct subscriptions *set, struct event_base *base,
-                       int prio, size_t bound, uint64_t *dropped,
-                       const struct subscription_ops *ops, void *arg);
-void subscriptions_free(struct subscriptions *set);
+int subscription_set_init(struct subscription_set *set, struct event_base *base,
+                          int prio, size_t bound, uint64_t *dropped,
+                          const struct subscription_ops *ops, void *arg);
+void subscription_set_free(struct subscription_set *set);
 
 /* A subscription of owner's, every interval_ms from now (its first
  * snapshot is the caller's to send, as number 1); NULL out of memory. */
-struct subscription *subscription_new(struct subscriptions *set, void *owner,
+struct subscription *subscription_new(struct subscription_set *set, void *owner,
                                       uint64_t request_id,
                                       const struct snapshot_opts *opts,
                                       unsigned interval_ms, uint64_t now_ms);

@@ -20,7 +20,7 @@ struct subscriber {
 
 struct fixture {
     struct event_base *base;
-    struct subscriptions set;
+    struct subscription_set set;
     uint64_t dropped;
     unsigned batches, open; /* batches begun; one is open */
 };
@@ -76,14 +76,14 @@ static void fixture_init(struct fixture *fx)
     memset(fx, 0, sizeof(*fx));
     fx->base = event_base_new();
     CU_ASSERT_FATAL(fx->base != NULL);
-    CU_ASSERT_FATAL(subscriptions_init(&fx->set, fx->base, 0, 1000,
-                                       &fx->dropped, &fake_ops, fx) == 0);
+    CU_ASSERT_FATAL(subscription_set_init(&fx->set, fx->base, 0, 1000,
+                                          &fx->dropped, &fake_ops, fx) == 0);
     current = fx;
 }
 
 static void fixture_free(struct fixture *fx)
 {
-    subscriptions_free(&fx->set);
+    subscription_set_free(&fx->set);
     event_base_free(fx->base);
 }
 
