@@ -311,7 +311,7 @@ static int server_start(struct server *srv)
                               srv->cfg.inline_bytes)) == NULL ||
         symload_start(srv) != 0 || peerfd_start() != 0 ||
         control_start(srv) != 0 || attach_start(srv) != 0 ||
-        watch_sessions(srv) != 0)
+        snapshot_start(srv) != 0 || watch_sessions(srv) != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -375,6 +375,7 @@ static void server_free(struct server *srv)
         TAILQ_REMOVE(&srv->sessions, s, link);
         session_free(s);
     }
+    snapshot_free(srv); /* after the sessions, whose views go first */
     recorder_free(srv); /* after the sessions that finish theirs */
     peerfd_stop();      /* after the peers and sessions that close theirs */
     if (srv->ingest != NULL)

@@ -35,6 +35,7 @@ struct server_counters {
 };
 
 struct peer_handler;
+struct snapshots;
 struct session_observer;
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
@@ -51,8 +52,7 @@ struct server {
     uint64_t next_session_id, next_peer_id;
     struct attach *attach; /* attach and detach waits (attach.c) */
     struct control *ctl;   /* subscriptions, record requests (control.c) */
-    uint64_t snapshot_turn, views_taken;
-    int snapshot_turn_open;
+    struct snapshots *snapshots; /* the snapshots' turns (snapshot.c) */
     uint64_t start_ms;
     struct server_counters counters;
     struct feed *feed;

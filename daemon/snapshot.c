@@ -353,6 +353,29 @@ static void view_drop_parts(struct session_view *v)
     v->nparts = 0;
 }
 
+/* The snapshots' own state: their turns, and the views taken so far. */
+struct snapshots {
+    uint64_t turn; /* the open one, or the last */
+    int open;
+    uint64_t views_taken; /* a view's id: the count when it was taken */
+};
+
+int snapshot_start(struct server *srv)
+{
+    return (srv->snapshots = calloc(1, sizeof(*srv->snapshots))) ? 0 : -1;
+}
+
+void snapshot_free(struct server *srv)
+{
+    free(srv->snapshots);
+    srv->snapshots = NULL;
+}
+
+uint64_t snapshot_views_taken(const struct server *srv)
+{
+    return srv->snapshots->views_taken;
+}
+
 /* The view of s the snapshots keep in its slot, or NULL. */
 static struct session_view *view_of(struct session *s)
 {
@@ -390,10 +413,12 @@ const struct session_observer snapshot_observer = {
 
 int snapshot_turn_begin(struct server *srv)
 {
-    if (srv->snapshot_turn_open)
+    struct snapshots *t = srv->snapshots;
+
+    if (t->open)
         return 0;
-    srv->snapshot_turn_open = 1;
-    srv->snapshot_turn++;
+    t->open = 1;
+    t->turn++;
     return 1;
 }
 
@@ -407,7 +432,7 @@ void snapshot_turn_end(struct server *srv)
         if (v != NULL)
             view_end_turn(v);
     }
-    srv->snapshot_turn_open = 0;
+    srv->snapshots->open = 0;
 }
 
 static int view_is_current(struct session *s, uint64_t turn)
@@ -463,7 +488,7 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
     v->nlocs = s->prof.state.nlocs;
     v->memory_bytes = lm_state_memory(&s->prof.state);
     v->at_ms = now;
-    v->id = ++srv->views_taken;
+    v->id = ++srv->snapshots->views_taken;
     v->turn = turn;
     return 0;
 }
@@ -665,7 +690,7 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_bases *bases, uint64_t now)
 {
     Ljmp__Snapshot *snap = arena_alloc(a, sizeof(*snap));
-    uint64_t turn = srv->snapshot_turn, oldest = now;
+    uint64_t turn = srv->snapshots->turn, oldest = now;
     struct session *s;
     size_t n = 0, i = 0;
 
@@ -717,7 +742,7 @@ int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         if (!snapshot_matches(s, opts) ||
-            !view_is_current(s, srv->snapshot_turn))
+            !view_is_current(s, srv->snapshots->turn))
             continue;
         if (update_base(bases, find_base(bases, s->id), s) != 0)
             return -1;

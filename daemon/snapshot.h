@@ -47,6 +47,12 @@ Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s);
 Ljmp__DaemonCounters *snapshot_daemon(struct arena *a,
                                       const struct server *srv);
 
+/* The snapshots' state in srv: 0, or -1 out of memory. */
+int snapshot_start(struct server *srv);
+void snapshot_free(struct server *srv);
+/* How many sessions' views were taken so far: once a session per turn. */
+uint64_t snapshot_views_taken(const struct server *srv);
+
 /*
  * Snapshots are built in turns: those of one turn share the sessions'
  * views, their counters as the first of them found them, and the parts

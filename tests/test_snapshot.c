@@ -128,6 +128,7 @@ static void setup(void)
     CU_ASSERT_FATAL(srv.base != NULL);
     CU_ASSERT_FATAL(event_base_priority_init(srv.base, PRIO_LEVELS) == 0);
     CU_ASSERT_FATAL(recorder_start(&srv) == 0);
+    CU_ASSERT_FATAL(snapshot_start(&srv) == 0);
     /* Who keeps state in sessions that snapshots read. */
     CU_ASSERT_FATAL(session_observe(&srv, &recorder_observer) == 0);
     CU_ASSERT_FATAL(session_observe(&srv, &snapshot_observer) == 0);
@@ -135,6 +136,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    snapshot_free(&srv);
     recorder_free(&srv);
     event_base_free(srv.base);
 }
@@ -251,14 +253,14 @@ static void test_turn_shares_views(void)
     allocs(s, 5, 1, 10, 0x10000);
     CU_ASSERT(snapshot_turn_begin(&srv));
     Ljmp__Snapshot *first = take(&o, NULL);
-    uint64_t views = srv.views_taken;
+    uint64_t views = snapshot_views_taken(&srv);
     allocs(s, 5, 1, 10, 0x20000);
     Ljmp__Snapshot *second = take(&o, NULL);
-    CU_ASSERT_EQUAL(srv.views_taken, views);
+    CU_ASSERT_EQUAL(snapshot_views_taken(&srv), views);
     CU_ASSERT_EQUAL(second->sessions[0]->totals->alloc_events, 1);
     snapshot_turn_end(&srv);
     Ljmp__Snapshot *third = take(&o, NULL);
-    CU_ASSERT_EQUAL(srv.views_taken, views + 1);
+    CU_ASSERT_EQUAL(snapshot_views_taken(&srv), views + 1);
     CU_ASSERT_EQUAL(third->sessions[0]->totals->alloc_events, 2);
     ljmp__snapshot__free_unpacked(first, NULL);
     ljmp__snapshot__free_unpacked(second, NULL);
