@@ -1,11 +1,12 @@
 #!/bin/sh
 # Checks that no files of the tree depend on each other in a loop: neither
-# by #include (a module is its .c and its .h) nor by calls (what each
-# object file defines and uses).  usage: check_layers.sh SOURCE_DIR BUILD_DIR
+# by #include (a module is its .c and its .h; the VM's new files included,
+# LuaJIT's own are not the tree's) nor by calls (what each object file of
+# the core, ljmpd, ljmpctl and the unit tests defines and uses).  usage: check_layers.sh SOURCE_DIR BUILD_DIR
 set -eu
 src=$1
 build=$2
-dirs="core daemon client proto"
+dirs="core daemon client proto luajit-patch/src tests bench"
 pairs=$(mktemp)
 trap 'rm -f "$pairs"' EXIT
 
@@ -43,7 +44,8 @@ check "includes among modules" || status=1
 # Calls: an object that uses a symbol another object of the same library
 # defines needs that object.
 for lib in core/CMakeFiles/ljmpcore.dir daemon/CMakeFiles/ljmpdmod.dir \
-  client/CMakeFiles/ljmpctl.dir; do
+  client/CMakeFiles/ljmpctl.dir tests/CMakeFiles/test_core.dir \
+  tests/CMakeFiles/test_units.dir; do
   objs=$(ls "$build/$lib"/*.o 2>/dev/null || true)
   [ -n "$objs" ] || { echo "check_layers: no objects in $build/$lib" >&2; exit 1; }
   # shellcheck disable=SC2086
