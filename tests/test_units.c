@@ -11,5 +11,6 @@ int main(void)
     register_feed_tests();
     register_subscription_tests();
     register_snapshot_tests();
+    register_session_tests();
     return test_run_all();
 }
