@@ -56,7 +56,7 @@ static const char usage_text[] =
     "                           are coalesced and its requests wait (1048576)\n"
     "      --max-locations N    allocation sites per session (1048576)\n"
     "      --max-string BYTES   longest symbol name accepted (1048576)\n"
-    "  -v, --verbose            more log (repeat for debug)\n"
+    "  -v, --verbose            debug log\n"
     "  -q, --quiet              errors and warnings only\n"
     "  -h, --help               this text\n"
     "\n"

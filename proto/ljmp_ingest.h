@@ -81,10 +81,11 @@
 
 /*
  * Attach and detach: ljmpd sends the VM's process SIGRTMIN + offset
- * (LJMP_DEFAULT_SIGNAL_OFFSET unless both sides have LJMP_SIGNAL=offset)
- * with sigqueue(3), the request in the value.  The VM connects to its
- * ingest socket ($LJMP_INGEST, else ljmpd's default path) at its next
- * safe point.
+ * with sigqueue(3), the request in the value.  The offset is
+ * LJMP_DEFAULT_SIGNAL_OFFSET, or the LJMP_SIGNAL=offset the VM was started
+ * with, which its agent reads and ljmpd reads from /proc/PID/environ.
+ * The VM connects to its ingest socket ($LJMP_INGEST, else ljmpd's
+ * default path) at its next safe point.
  */
 #define LJMP_DEFAULT_SIGNAL_OFFSET 7
 enum ljmp_request {
