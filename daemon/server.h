@@ -34,9 +34,14 @@ struct server_counters {
 #undef SERVER_COUNTER_FIELD
 };
 
+struct attach;
+struct control;
+struct feed;
 struct peer_handler;
-struct snapshots;
+struct recorder;
 struct session_observer;
+struct snapshots;
+struct symload;
 TAILQ_HEAD(session_list, session);
 TAILQ_HEAD(peer_list, peer);
 
@@ -50,14 +55,15 @@ struct server {
     struct peer_list peers;
     unsigned nlive, nended, npeers, nsubscribers;
     uint64_t next_session_id, next_peer_id;
-    struct attach *attach; /* attach and detach waits (attach.c) */
-    struct control *ctl;   /* subscriptions, record requests (control.c) */
-    struct snapshots *snapshots; /* the snapshots' turns (snapshot.c) */
     uint64_t start_ms;
     struct server_counters counters;
-    struct feed *feed;
-    struct symload *symload;
-    struct recorder *recorder; /* recordings (recorder.c) */
+    /* Each module's own state, made by its start function. */
+    struct feed *feed;           /* the decoding threads (feed.c) */
+    struct symload *symload;     /* the C symbol readers (symload.c) */
+    struct recorder *recorder;   /* recordings (recorder.c) */
+    struct attach *attach;       /* attach and detach waits (attach.c) */
+    struct control *ctl;         /* subscriptions, record requests */
+    struct snapshots *snapshots; /* the snapshots' turns (snapshot.c) */
     /* Who serves control peers' requests (peer.h). */
     const struct peer_handler *peer_handler;
     /* Who watches sessions (session.h), in the order they registered. */
