@@ -745,7 +745,8 @@ void session_adopt_symbols(struct session *s, struct lm_symtab *symtab,
 
 void session_hold(struct session *s)
 {
-    if (s->holds++ == 0)
+    /* An ended session is not read any more (its event is gone). */
+    if (s->holds++ == 0 && s->phase != SESSION_ENDED)
         session_pause_reading(s);
 }
 
