@@ -395,7 +395,8 @@ static const char record_help[] =
     "Options:\n"
     "  -o, --output FILE   where to record (required)\n"
     "      --wait SECONDS  wait this long for PID to start streaming (0)\n"
-    "      --force         overwrite FILE if it exists\n"
+    "      --force         overwrite FILE if it exists (never through a\n"
+    "                      symbolic link)\n"
     "      --no-wait       return once recording has begun\n";
 
 /* What `record` was asked for. */
@@ -482,12 +483,17 @@ static int cmd_record(const struct ctl_args *args)
               stderr);
         return EXIT_USAGE;
     }
+    /* Without --force the file must be new; with it, a symbolic link
+     * there is not followed: in a shared directory another user may have
+     * planted one to a file of ours. */
     int fd = open(a.output,
-                  O_WRONLY | O_CREAT | O_CLOEXEC | (a.force ? O_TRUNC : O_EXCL),
+                  O_WRONLY | O_CREAT | O_CLOEXEC |
+                      (a.force ? O_TRUNC | O_NOFOLLOW : O_EXCL),
                   0644);
     if (fd < 0) {
         fprintf(stderr, "ljmpctl record: cannot create %s: %s%s\n", a.output,
-                strerror(errno),
+                errno == ELOOP ? "it is a symbolic link, not followed"
+                               : strerror(errno),
                 errno == EEXIST ? " (--force overwrites)" : "");
         return EXIT_USAGE;
     }

@@ -288,6 +288,32 @@ static void test_help_of_each_command(void)
     }
 }
 
+/* record never follows a symbolic link to the file it writes: without
+ * --force the file must be new, and with it a link is refused, its
+ * target untouched (all before ljmpd is asked: none runs here). */
+static void test_record_file_not_followed(void)
+{
+    char path[300], *out, *err;
+
+    write_file("target.bin", "keep", 4);
+    snprintf(path, sizeof(path), "%s/link.bin", test_dir);
+    CU_ASSERT_EQUAL_FATAL(symlink("target.bin", path), 0);
+    CU_ASSERT_EQUAL(
+        ljmpctl("-s none.sock record 1 -o link.bin --force", &out, &err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "link.bin"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "symbolic link, not followed"));
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL(ljmpctl("-s none.sock record 1 -o link.bin", &out, &err),
+                    1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--force overwrites"));
+    free(out);
+    free(err);
+    char *kept = test_slurp("target.bin");
+    CU_ASSERT_STRING_EQUAL(kept, "keep");
+    free(kept);
+}
+
 void register_cli_tests(void)
 {
     CU_pSuite s = CU_add_suite("ljmpctl report", setup, teardown);
@@ -301,4 +327,5 @@ void register_cli_tests(void)
     CU_add_test(s, "options miswritten", test_options_miswritten);
     CU_add_test(s, "own options accepted", test_own_options_accepted);
     CU_add_test(s, "help of each command", test_help_of_each_command);
+    CU_add_test(s, "record follows no link", test_record_file_not_followed);
 }
