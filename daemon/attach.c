@@ -2,6 +2,7 @@
  * bounded wait for its stream to begin or end. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -353,14 +354,26 @@ static int too_many_ops(struct peer *p, uint64_t id)
     return 1;
 }
 
+/* Whether a request names a process id at all (a pid_t is signed, the
+ * wire's is not): else the client is told, the number as it sent it. */
+static int names_a_pid(struct peer *p, uint64_t id, int has_pid, uint32_t pid)
+{
+    if (has_pid && pid > 0 && pid <= INT32_MAX)
+        return 1;
+    peer_send_error(p, id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                    "no such process: %u", has_pid ? pid : 0);
+    return 0;
+}
+
 void attach_request(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__AttachRequest *r = req->attach;
-    pid_t pid = r->has_pid ? (pid_t)r->pid : 0;
+    pid_t pid = (pid_t)r->pid;
     struct proc_facts f;
     char why[384];
 
-    if (too_many_ops(p, req->id))
+    if (!names_a_pid(p, req->id, r->has_pid, r->pid) ||
+        too_many_ops(p, req->id))
         return;
     int pidfd = open_process(pid);
     int code = check_target(p, pid, &f, why, sizeof(why));
@@ -394,13 +407,14 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
 void attach_detach_request(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__DetachRequest *r = req->detach;
-    pid_t pid = r->has_pid ? (pid_t)r->pid : 0;
+    pid_t pid = (pid_t)r->pid;
     struct proc_facts f;
     char why[384];
-    struct session *s = streaming_session(p->srv, pid);
 
-    if (too_many_ops(p, req->id))
+    if (!names_a_pid(p, req->id, r->has_pid, r->pid) ||
+        too_many_ops(p, req->id))
         return;
+    struct session *s = streaming_session(p->srv, pid);
     if (s == NULL || !session_visible(s, p->uid)) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
                         "pid %d is not attached: no session of it is "

@@ -3210,12 +3210,37 @@ static int attach_fails_with_env(const char *name, const char *value,
     return failed;
 }
 
+/* A pid the wire carries but no process can have is refused as it was
+ * sent, by attach and by detach. */
+static void attach_pid_out_of_range(void)
+{
+    Ljmp__Response *r;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__AttachRequest ar = LJMP__ATTACH_REQUEST__INIT;
+    Ljmp__DetachRequest dr = LJMP__DETACH_REQUEST__INIT;
+    ar.has_pid = dr.has_pid = 1;
+    ar.pid = dr.pid = UINT32_MAX;
+    for (int detach = 0; detach < 2; detach++) {
+        req.body_case =
+            detach ? LJMP__REQUEST__BODY_DETACH : LJMP__REQUEST__BODY_ATTACH;
+        req.attach = &ar;
+        if (detach)
+            req.detach = &dr;
+        r = call(&req);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r->error);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r->error->message, "4294967295"));
+        ljmp__response__free_unpacked(r, NULL);
+    }
+}
+
 static void test_attach_refusals(void)
 {
     Ljmp__Response *r;
     char args[256], *err;
 
     CU_ASSERT(ljmpctl_fails("attach 2147483646", 5, "no such process"));
+    attach_pid_out_of_range();
 
     snprintf(args, sizeof(args), "attach %d", (int)getpid());
     CU_ASSERT(ljmpctl_fails(args, 5, "not a patched LuaJIT VM"));
