@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -400,6 +401,29 @@ static void server_free(struct server *srv)
         event_base_free(srv->base);
 }
 
+/*
+ * Every session and client holds descriptors (a socket, a pipe, a record
+ * file), and at the soft limit accept() backs off for a second at a time:
+ * the soft limit goes up to the hard one.  Under the unit both are set
+ * (LimitNOFILE=), and its filter would refuse the call: it is not made.
+ */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        log_warn("cannot raise the descriptor limit from %llu to %llu: %s",
+                 (unsigned long long)was, (unsigned long long)rl.rlim_max,
+                 strerror(errno));
+    else
+        log_debug("descriptor limit raised from %llu to %llu",
+                  (unsigned long long)was, (unsigned long long)rl.rlim_max);
+}
+
 int main(int argc, char **argv)
 {
     static struct server srv;
@@ -407,6 +431,7 @@ int main(int argc, char **argv)
 
     options_parse(&srv.cfg, argc, argv);
     log_init((enum log_level)srv.cfg.verbose);
+    raise_fd_limit();
     /* A client that hangs up mid-write is an EPIPE, not a death. */
     signal(SIGPIPE, SIG_IGN);
     if (server_start(&srv) != 0) {

@@ -4,6 +4,7 @@
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -20,6 +21,13 @@ int main(int argc, char **argv)
     if ((f = fopen(argv[1], "r")) == NULL) {
         perror(argv[1]);
         return 2;
+    }
+    /* The unit's LimitNOFILE= gives ljmpd soft and hard limits alike, and
+     * ljmpd then raises nothing (the filter refuses it). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     /* Stricter than a unit with SystemCallErrorNumber=: a call the unit
      * would refuse ends the process, so a test cannot miss it. */

@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -3595,6 +3596,61 @@ static void test_daemon_killed(void)
 }
 
 /* A clean stop: SIGTERM tells subscribers goodbye and exits 0. */
+/* The soft descriptor limit of pid, from /proc (0 if unreadable). */
+static unsigned long long soft_fd_limit(pid_t pid)
+{
+    char path[64], line[256];
+    unsigned long long soft = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "Max open files %llu", &soft) == 1)
+            break;
+    fclose(f);
+    return soft;
+}
+
+/* Started by hand with a soft descriptor limit under the hard one, ljmpd
+ * raises it: at the soft limit it would turn clients away. */
+static void test_fd_limit_raised(void)
+{
+    char ingest[200], control[200];
+    struct rlimit rl;
+
+    CU_ASSERT_FATAL(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    if (rl.rlim_max <= 256) {
+        test_skip("the hard descriptor limit leaves nothing to raise");
+        return;
+    }
+    snprintf(ingest, sizeof(ingest), "%s/fdl-ingest.sock", test_dir);
+    snprintf(control, sizeof(control), "%s/fdl-control.sock", test_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit low = {256, rl.rlim_max};
+        setrlimit(RLIMIT_NOFILE, &low);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDERR_FILENO);
+        execl(LJMPD_PATH, LJMPD_PATH, "-i", ingest, "-c", control,
+              (char *)NULL);
+        _exit(127);
+    }
+    int up = 0;
+    for (int i = 0; i < 500 && !up; i++) {
+        int fd = connect_unix(control);
+        if ((up = fd >= 0))
+            close(fd);
+        else
+            sleep_ms(10);
+    }
+    CU_ASSERT(up);
+    CU_ASSERT_EQUAL(soft_fd_limit(pid), (unsigned long long)rl.rlim_max);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
 static void test_clean_shutdown(void)
 {
     struct conn c;
@@ -3713,6 +3769,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "top in a terminal", test_top);
     CU_add_test(s, "eviction is per user", test_eviction_per_user);
     CU_add_test(s, "slots per user", test_slots_per_user);
+    CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
     return test_run_all();
