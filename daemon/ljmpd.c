@@ -164,6 +164,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     control_expire_records(srv, now);
     recorder_check_stalls(srv, now);
     peer_close_idle(srv, now);
+    log_limits_flush(now);
     notify_status(srv);
 }
 

@@ -5,6 +5,7 @@
 
 #include <event2/event.h>
 
+#include "clock.h"
 #include "log.h"
 
 static enum log_level max_level = LOG_INFO;
@@ -66,6 +67,59 @@ void log_msg(enum log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     log_vmsg(level, fmt, ap);
     va_end(ap);
+}
+
+/* The limits whose windows hold lines back, for log_limits_flush. */
+static struct log_limit *holding;
+
+/* Ends l's window: its count, if any, is logged, and l is unlisted. */
+static void limit_window_over(struct log_limit *l, uint64_t now)
+{
+    if (l->held_back > 0)
+        log_msg(LOG_WARN, "%u more %s in %llu s were not logged", l->held_back,
+                l->cause, (unsigned long long)(now - l->since_ms + 999) / 1000);
+    l->lines = l->held_back = 0;
+    l->since_ms = now;
+}
+
+void log_limited(struct log_limit *l, enum log_level level, const char *fmt,
+                 ...)
+{
+    uint64_t now = clock_now_ms();
+    va_list ap;
+
+    if (level > max_level)
+        return;
+    if (now - l->since_ms >= LOG_WINDOW_MS && l->held_back == 0) {
+        l->lines = 0;
+        l->since_ms = now;
+    }
+    if (l->lines >= LOG_BURST) {
+        if (l->held_back++ == 0) {
+            l->next = holding;
+            holding = l;
+        }
+        return;
+    }
+    l->lines++;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+void log_limits_flush(uint64_t now)
+{
+    struct log_limit **at = &holding;
+
+    while (*at != NULL) {
+        struct log_limit *l = *at;
+        if (now - l->since_ms < LOG_WINDOW_MS) {
+            at = &l->next;
+            continue;
+        }
+        *at = l->next;
+        limit_window_over(l, now);
+    }
 }
 
 static void libevent_log(int severity, const char *msg)

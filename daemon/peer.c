@@ -67,6 +67,12 @@ static void refuse(struct server *srv, int fd, const char *why)
     peerfd_close_socket(fd);
 }
 
+/* Lines about clients turned away, which any local user (for a daemon
+ * whose control socket is open to all) can cause as often as it
+ * connects. */
+static struct log_limit refusals = LOG_LIMIT("refused control connections");
+static struct log_limit rejections = LOG_LIMIT("rejected clients");
+
 /* Whether the client on fd may connect, by its credentials (*cred): when
  * it may not, it is told why if it can be, counted and closed, and -1
  * returned. */
@@ -75,15 +81,17 @@ static int admit(struct server *srv, int fd, struct ucred *cred)
     socklen_t len = sizeof(*cred);
 
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0) {
-        log_warn("control: no peer credentials: %s", strerror(errno));
+        log_limited(&refusals, LOG_WARN, "control: no peer credentials: %s",
+                    strerror(errno));
         srv->counters.control_rejected++;
         peerfd_close_socket(fd);
         return -1;
     }
     if (srv->npeers >= srv->cfg.max_peers) {
-        log_warn("control: pid %d refused: %u clients connected already "
-                 "(--max-clients)",
-                 (int)cred->pid, srv->npeers);
+        log_limited(&refusals, LOG_WARN,
+                    "control: pid %d refused: %u clients connected already "
+                    "(--max-clients)",
+                    (int)cred->pid, srv->npeers);
         refuse(srv, fd,
                "ljmpd serves as many clients as it may already "
                "(--max-clients): try again later");
@@ -91,9 +99,10 @@ static int admit(struct server *srv, int fd, struct ucred *cred)
     }
     if (!quota_may_take_slot(cred->uid, peers_of(srv, cred->uid),
                              srv->cfg.max_peers)) {
-        log_warn("control: pid %d refused: uid %u has half of the %u "
-                 "client slots already (--max-clients)",
-                 (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_peers);
+        log_limited(&refusals, LOG_WARN,
+                    "control: pid %d refused: uid %u has half of the %u "
+                    "client slots already (--max-clients)",
+                    (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_peers);
         refuse(srv, fd,
                "your user has half of ljmpd's client connections open "
                "already (--max-clients): close some");
@@ -273,8 +282,9 @@ void peer_send_error(struct peer *p, uint64_t id, Ljmp__ErrorCode code,
 /* A peer that broke the protocol: told why, counted, closed. */
 static void peer_reject(struct peer *p, const char *why)
 {
-    log_warn("control %llu: pid %d: %s; connection closed",
-             (unsigned long long)p->id, (int)p->pid, why);
+    log_limited(&rejections, LOG_WARN,
+                "control %llu: pid %d: %s; connection closed",
+                (unsigned long long)p->id, (int)p->pid, why);
     p->srv->counters.control_rejected++;
     peer_send_error(p, 0, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s", why);
     peer_close_after_flush(p);

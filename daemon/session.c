@@ -158,6 +158,11 @@ static const struct feed_ops session_feed_ops = {
     .done = session_fed,
 };
 
+/* Lines about ingest peers turned away, which any local user can cause as
+ * often as it connects. */
+static struct log_limit refusals = LOG_LIMIT("refused ingest connections");
+static struct log_limit rejections = LOG_LIMIT("rejected ingest peers");
+
 /* Whether the peer on fd may stream, by its credentials (*cred): when it
  * may not, it is told nothing, counted and closed, and -1 returned. */
 static int admit(struct server *srv, int fd, struct ucred *cred)
@@ -165,17 +170,20 @@ static int admit(struct server *srv, int fd, struct ucred *cred)
     socklen_t len = sizeof(*cred);
 
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0) {
-        log_warn("ingest: no peer credentials: %s; connection closed",
-                 strerror(errno));
+        log_limited(&refusals, LOG_WARN,
+                    "ingest: no peer credentials: %s; connection closed",
+                    strerror(errno));
     } else if (srv->nlive >= srv->cfg.max_sessions) {
-        log_warn("ingest: pid %d refused: %u sessions streaming already "
-                 "(--max-sessions)",
-                 (int)cred->pid, srv->nlive);
+        log_limited(&refusals, LOG_WARN,
+                    "ingest: pid %d refused: %u sessions streaming already "
+                    "(--max-sessions)",
+                    (int)cred->pid, srv->nlive);
     } else if (!quota_may_take_slot(cred->uid, live_sessions_of(srv, cred->uid),
                                     srv->cfg.max_sessions)) {
-        log_warn("ingest: pid %d refused: uid %u streams half of the %u "
-                 "sessions already (--max-sessions)",
-                 (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_sessions);
+        log_limited(&refusals, LOG_WARN,
+                    "ingest: pid %d refused: uid %u streams half of the %u "
+                    "sessions already (--max-sessions)",
+                    (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_sessions);
     } else {
         return 0;
     }
@@ -292,8 +300,8 @@ session_reject(struct session *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    log_warn("ingest: pid %d uid %d rejected: %s", (int)s->pid, (int)s->uid,
-             why);
+    log_limited(&rejections, LOG_WARN, "ingest: pid %d uid %d rejected: %s",
+                (int)s->pid, (int)s->uid, why);
     snprintf(s->reason, sizeof(s->reason), "%s", why);
     s->rejected = 1;
     srv->counters.sessions_rejected++;

@@ -1513,6 +1513,53 @@ static void test_peer_text_in_log(void)
     free(log);
 }
 
+/* Occurrences of what in the log, from byte from on. */
+static unsigned log_count(size_t from, const char *what)
+{
+    char *log = test_slurp("ljmpd.log");
+    unsigned n = 0;
+
+    if (strlen(log) > from)
+        for (const char *p = log + from; (p = strstr(p, what)) != NULL; p++)
+            n++;
+    free(log);
+    return n;
+}
+
+static size_t log_size(void)
+{
+    char *log = test_slurp("ljmpd.log");
+    size_t n = strlen(log);
+
+    free(log);
+    return n;
+}
+
+/* A peer that connects and sends garbage in a loop cannot flood the log:
+ * past a burst, its rejections are counted and the count logged once
+ * the window is over. */
+static void test_rejections_not_flooding_the_log(void)
+{
+    enum { PEERS = 300 };
+    size_t from = log_size();
+    unsigned shown, told = 0;
+
+    for (int i = 0; i < PEERS; i++) {
+        int fd = connect_unix(ingest_path);
+        CU_ASSERT_FATAL(fd >= 0);
+        CU_ASSERT_EQUAL(write(fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+        close(fd);
+    }
+    /* Until every one is rejected, and the count said. */
+    for (int i = 0; i < 800 && told == 0; i++) {
+        sleep_ms(10);
+        told = log_count(from, "rejected ingest peers in");
+    }
+    shown = log_count(from, "rejected: not an ljmp ingest stream");
+    CU_ASSERT(shown >= 1 && shown <= 2 * 20);
+    CU_ASSERT_EQUAL(told, 1);
+}
+
 /* A command line with a newline and an escape sequence: `ljmpctl list`
  * and `snapshot` print it on one line, the escape made harmless. */
 static void test_peer_text_on_terminal(void)
@@ -3732,6 +3779,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "a pipe VM's wake-asks", test_pipe_wake_asks);
     CU_add_test(s, "peer text in the log", test_peer_text_in_log);
     CU_add_test(s, "peer text on a terminal", test_peer_text_on_terminal);
+    CU_add_test(s, "rejections do not flood the log",
+                test_rejections_not_flooding_the_log);
     CU_add_test(s, "a long C name is cut", test_long_c_name_cut);
     CU_add_test(s, "a FIFO among the mapped files", test_mapped_fifo);
     CU_add_test(s, "C symbols read off the loop", test_symbols_off_the_loop);
