@@ -136,22 +136,35 @@ static void send_all(int fd, const void *p, size_t n)
     CU_ASSERT_EQUAL_FATAL(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
 }
 
-/* Turns of the loop until *flag is set, for a second at most. */
-static void loop_until(const int *flag)
-{
-    for (int i = 0; i < 1000 && !*flag; i++) {
-        event_base_loop(srv.base, EVLOOP_NONBLOCK);
-        if (!*flag)
-            usleep(1000);
-    }
-}
-
 static void loop_a_while(void)
 {
     for (int i = 0; i < 20; i++) {
         event_base_loop(srv.base, EVLOOP_NONBLOCK);
         usleep(1000);
     }
+}
+
+/* Turns of the loop until s ended, for a few seconds at most. */
+static void loop_until_ended(const struct session *s)
+{
+    for (int i = 0; i < 200 && s->phase != SESSION_ENDED; i++)
+        loop_a_while();
+}
+
+/* A session whose hello was taken and which the first observer holds;
+ * the VM's end in *vm. */
+static struct session *held_session(int *vm)
+{
+    uint8_t hello[LJMP_HELLO_MAX];
+
+    first.hold_on_start = 1;
+    struct session *s = connect_vm(vm);
+    size_t n = ljmp_hello_encode(hello, LJMP_INGEST_ACK_VERSION, 1, "test VM");
+    send_all(*vm, hello, n);
+    for (int i = 0; i < 200 && first.held == NULL; i++)
+        loop_a_while();
+    CU_ASSERT_FATAL(first.held == s);
+    return s;
 }
 
 /* One allocation at @t.lua:1, then its free. */
@@ -179,7 +192,7 @@ static void test_hold_then_stream(void)
 {
     uint8_t hello[LJMP_HELLO_MAX], trailer[LJMP_TRAILER_SIZE], ack;
     struct lm_buf head = {0}, rest = {0};
-    int vm, started = 0, ended = 0;
+    int vm;
 
     setup();
     first.hold_on_start = 1;
@@ -198,10 +211,8 @@ static void test_hold_then_stream(void)
     send_all(vm, first_write, n + head.len);
     free(first_write);
 
-    for (int i = 0; i < 1000 && !started; i++) {
+    for (int i = 0; i < 200 && first.held == NULL; i++)
         loop_a_while();
-        started = first.held != NULL;
-    }
     CU_ASSERT_FATAL(first.held == s);
     CU_ASSERT_STRING_EQUAL(seen, "ab");
     CU_ASSERT_EQUAL(s->phase, SESSION_STREAM);
@@ -222,10 +233,7 @@ static void test_hold_then_stream(void)
     ljmp_trailer_encode(trailer, 50, head.len + rest.len);
     send_all(vm, trailer, sizeof(trailer));
     close(vm);
-    for (int i = 0; i < 1000 && !ended; i++) {
-        loop_a_while();
-        ended = s->phase == SESSION_ENDED;
-    }
+    loop_until_ended(s);
     CU_ASSERT_EQUAL(s->state, LJMP__SESSION_STATE__COMPLETE);
     CU_ASSERT_EQUAL(decoded(s), 50);
     CU_ASSERT_EQUAL(first.fed_bytes, head.len + rest.len);
@@ -244,24 +252,15 @@ static void test_hold_then_stream(void)
  * once the hold is released, and the session is truncated. */
 static void test_hangup_while_held(void)
 {
-    uint8_t hello[LJMP_HELLO_MAX];
-    int vm, ended = 0;
+    int vm;
 
     setup();
-    first.hold_on_start = 1;
-    struct session *s = connect_vm(&vm);
-    size_t n = ljmp_hello_encode(hello, LJMP_INGEST_ACK_VERSION, 1, "test VM");
-    send_all(vm, hello, n);
-    loop_until((const int *)&first.held);
-    CU_ASSERT_FATAL(first.held == s);
+    struct session *s = held_session(&vm);
     close(vm);
     loop_a_while();
     CU_ASSERT_EQUAL(s->phase, SESSION_STREAM);
     session_release(s);
-    for (int i = 0; i < 1000 && !ended; i++) {
-        loop_a_while();
-        ended = s->phase == SESSION_ENDED;
-    }
+    loop_until_ended(s);
     CU_ASSERT_EQUAL(s->state, LJMP__SESSION_STATE__TRUNCATED);
     CU_ASSERT_STRING_EQUAL(seen, "abAB");
     CU_ASSERT_EQUAL(first.fed_bytes, 0);
@@ -272,16 +271,11 @@ static void test_hangup_while_held(void)
  * ended when the hold is released: the VM is not told to stream. */
 static void test_released_after_the_end(void)
 {
-    uint8_t hello[LJMP_HELLO_MAX], byte;
+    uint8_t byte;
     int vm;
 
     setup();
-    first.hold_on_start = 1;
-    struct session *s = connect_vm(&vm);
-    size_t n = ljmp_hello_encode(hello, LJMP_INGEST_ACK_VERSION, 1, "test VM");
-    send_all(vm, hello, n);
-    loop_until((const int *)&first.held);
-    CU_ASSERT_FATAL(first.held == s);
+    struct session *s = held_session(&vm);
     session_end(s, LJMP__SESSION_STATE__FAILED, "%s", "ended by the test");
     session_release(s);
     loop_a_while();
