@@ -32,7 +32,7 @@ static const char top_help[] =
     "      --once         one snapshot, then exit\n"
     "      --count N      N snapshots, then exit\n"
     "  -n, --top N        sites per session (default: what fits, or 20)\n"
-    "      --interval MS  refresh interval (1000; at least 50)\n"
+    "      --interval MS  refresh interval (1000; 50 to 3600000)\n"
     "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
     "                     alloc-rate, event-rate, free-bytes\n"
     "      --session ID   one session, by the id `ljmpctl list` shows\n";
@@ -394,12 +394,12 @@ static int cmd_top(const struct ctl_args *args)
 }
 
 /* -n takes any number (ljmpd sends at most 1000 sites); an interval is
- * at least 50 ms, as ljmpd wants. */
+ * within what ljmpd takes for a subscription, 50 ms to an hour. */
 static const struct opt_use top_options[] = {
     {OPT_ONCE, 0, 0, NULL},
     {OPT_COUNT, 0, UINT64_MAX, NULL},
     {OPT_TOP, 0, UINT64_MAX, NULL},
-    {OPT_INTERVAL, 50, 86400000, "ms"},
+    {OPT_INTERVAL, 50, 3600000, "ms"},
     {OPT_SORT, 0, 0, NULL},
     {OPT_SESSION, 0, UINT64_MAX, NULL},
     OPT_USE_END,

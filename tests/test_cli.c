@@ -212,7 +212,10 @@ static void test_options_miswritten(void)
                            "help list)\n"));
     CU_ASSERT(refused_with("top --interval 10",
                            "ljmpctl top: --interval wants a number of ms from "
-                           "50 to 86400000, not '10'\n"));
+                           "50 to 3600000, not '10'\n"));
+    CU_ASSERT(refused_with("top --interval 3600001",
+                           "ljmpctl top: --interval wants a number of ms from "
+                           "50 to 3600000, not '3600001'\n"));
     CU_ASSERT(refused_with("watch --interval 3600001",
                            "ljmpctl watch: --interval wants a number of ms up "
                            "to 3600000, not '3600001'\n"));
