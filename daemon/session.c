@@ -23,7 +23,7 @@ static void start_streaming(struct session *s);
 
 int session_observe(struct server *srv, const struct session_observer *o)
 {
-    if (srv->nobservers == sizeof(srv->observers) / sizeof(srv->observers[0]))
+    if (srv->nobservers == SESSION_OBSERVERS)
         return -1;
     srv->observers[srv->nobservers++] = o;
     return 0;

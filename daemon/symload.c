@@ -30,10 +30,9 @@ enum { SYMLOAD_READERS = 4 };
 /* A session's C symbols, read on a reader thread into a table of the
  * job's own, then moved into the session's state on the loop. */
 struct symload_job {
-    struct symload_job *next;      /* in the to-do or the done list */
-    struct symload_job *next_wait; /* the loop's: in the waiting list */
-    struct session *s;   /* the loop's: NULL once the session is gone */
-    struct event *timer; /* the loop's: how long the session waits */
+    struct symload_job *next; /* in the to-do or the done list */
+    struct session *s;        /* the loop's: NULL once the session is gone */
+    struct event *timer;      /* the loop's: how long the session waits */
     pid_t pid;
     uid_t uid;
     size_t budget;
@@ -57,8 +56,7 @@ struct symload {
     struct symload_job *done, **done_tail;
     uid_t last_uid; /* whose load was taken last */
     int stopping;
-    struct bell bell;            /* rung when the done list was empty */
-    struct symload_job *waiting; /* the loop's: jobs sessions wait for */
+    struct bell bell; /* rung when the done list was empty */
     struct reader readers[SYMLOAD_READERS];
     pthread_t threads[SYMLOAD_READERS]; /* readers[i]'s */
     unsigned nreaders, idle;
@@ -210,7 +208,7 @@ static void more_readers(struct symload *l)
             return;
 }
 
-static void stop_waiting(struct symload *l, struct symload_job *j);
+static void stop_waiting(struct symload_job *j);
 static void give_symbols(struct session *s, struct symload_job *j);
 
 /* Loads done: each to its session, if it is still there. */
@@ -231,7 +229,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         list = j->next;
         struct session *s = j->s;
         if (s != NULL) {
-            stop_waiting(l, j);
+            stop_waiting(j);
             give_symbols(s, j);
             session_release(s);
         }
@@ -263,15 +261,12 @@ int symload_start(struct server *srv)
     return 0;
 }
 
-/* s waits no longer for j (its symbols came, or not in time, or it is
- * going): j is read, if it is, for no session. */
-static void stop_waiting(struct symload *l, struct symload_job *j)
+/* Its session waits no longer for j (its symbols came, or not in time, or
+ * it is going): j is read, if it is, for no session.  Only the loop reads
+ * j->s: a reader reads into j's own fields, and on_done frees a job read
+ * for no session. */
+static void stop_waiting(struct symload_job *j)
 {
-    struct symload_job **at = &l->waiting;
-
-    while (*at != j)
-        at = &(*at)->next_wait;
-    *at = j->next_wait;
     if (j->timer != NULL)
         event_free(j->timer);
     j->timer = NULL;
@@ -286,7 +281,7 @@ static void cancel(struct symload *l, struct symload_job *j)
     struct symload_job **at;
     int queued = 0;
 
-    stop_waiting(l, j);
+    stop_waiting(j);
     pthread_mutex_lock(&l->mu);
     for (at = &l->todo; *at != NULL; at = &(*at)->next)
         if (*at == j) {
@@ -407,8 +402,6 @@ static void session_started(struct session *s, void *arg)
     j->start_ms = s->process_start_ms;
     j->s = s;
     *session_slot(s, &symload_observer) = j;
-    j->next_wait = l->waiting;
-    l->waiting = j;
     j->timer = evtimer_new(s->srv->base, symbols_late, j);
     if (j->timer != NULL)
         evtimer_add(j->timer, &wait);
@@ -452,6 +445,8 @@ static void drop_list(struct symload_job *list)
 void symload_stop(struct server *srv)
 {
     struct symload *l = srv->symload;
+    struct session *s;
+    struct symload_job *j;
 
     if (l == NULL)
         return;
@@ -472,8 +467,9 @@ void symload_stop(struct server *srv)
                  "a FUSE daemon never answers keeps the process until "
                  "the mount goes)",
                  left, HELPER_STOP_WAIT_S);
-    while (l->waiting != NULL)
-        stop_waiting(l, l->waiting);
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    if ((j = waited_by(s)) != NULL)
+        stop_waiting(j);
     pthread_mutex_lock(&l->mu);
     drop_list(l->todo);
     drop_list(l->done);
