@@ -7,7 +7,9 @@ set(CPACK_PACKAGE_CONTACT ${LJMP_PACKAGE_MAINTAINER})
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 # No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPack would put it before each
 # package's own first line (its synopsis), below.
-set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
+# Packages install under /usr whatever the build's CMAKE_INSTALL_PREFIX:
+# the paths that name the prefix are written at install time.
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # Installed binaries and libraries lose their symbols in the packages.
 set(CPACK_STRIP_FILES TRUE)
 
