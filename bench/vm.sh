@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
-# VM overhead of memprof: stock Debian luajit, the patched VM with the
-# profiler off, profiling to a file, and streaming to a socket drained by
-# a reader, on the socket or through a pipe (LJMP_PIPE=1).  RUNS rounds
-# (default 8), each running the six in a random
-# order; medians, and the medians of each round's ratios to the
-# profiler off.  PROGRAMS="binary_trees ..." runs some of bench/vm/ only.
+# VM overhead of memprof: the same LuaJIT source unpatched, the patched VM
+# with the profiler off, profiling to a file, and streaming to a socket
+# drained by a reader, on the socket or through a pipe (LJMP_PIPE=1).
+# RUNS rounds (default 8), each running the five in a random order;
+# medians, and the medians of each round's ratios to the profiler off.
+# PROGRAMS="binary_trees ..." runs some of bench/vm/ only.  Installs
+# nothing: the unpatched VM is built in the build tree.
 # See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-8}
-command -v luajit >/dev/null || {
-  echo "vm.sh: installing Debian's luajit for the stock figures" >&2
-  apt-get install -y -qq luajit >/dev/null
-}
 cmake -S . -B build >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
 lj=build/luajit-patch/work/src/luajit
 bench=build/bench/ljmp-bench
-# The same source unpatched, built the same way: what the patch costs.
+# The same source unpatched, built the same way (luajit-patch/CMakeLists.txt's
+# make flags): what the patch costs.  Rebuilt when the source or the
+# flags change.
 pristine=build/bench-luajit-pristine
-if [ ! -x "$pristine/src/luajit" ]; then
+multiarch=$(gcc -print-multiarch 2>/dev/null || true)
+flags=(amalg CC=cc Q= E=@: PREFIX=/usr "MULTILIB=lib${multiarch:+/$multiarch}")
+if [ ! -x "$pristine/src/luajit" ] ||
+  [ "$pristine/src/luajit" -ot build/luajit-patch/pristine/src/luajit.c ] ||
+  [ "$(cat "$pristine.flags" 2>/dev/null)" != "${flags[*]}" ]; then
   echo "vm.sh: building the unpatched LuaJIT for comparison" >&2
   rm -rf "$pristine"
   cp -a build/luajit-patch/pristine "$pristine"
-  env -u CFLAGS -u LDFLAGS make -C "$pristine/src" -j "$(nproc)" amalg \
-    CC=cc Q= E=@: >"$pristine.log" 2>&1
+  env -u CFLAGS -u LDFLAGS make -C "$pristine/src" -j "$(nproc)" "${flags[@]}" \
+    >"$pristine.log" 2>&1
+  echo "${flags[*]}" >"$pristine.flags"
 fi
 tmp=$(mktemp -d)
 trap 'kill "$drain" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -35,24 +39,23 @@ sleep 0.2
 once() {
   "$bench" exec --runs 1 -- "$@" | sed -n 's/^wall *median \([0-9.]*\) s.*/\1/p'
 }
-# The six configurations, by index: 0 Debian, 1 unpatched, 2 off,
-# 3 file, 4 socket, 5 pipe.
+# The five configurations, by index: 0 unpatched, 1 off, 2 file,
+# 3 socket, 4 pipe.
 # pad is the Lua chunk that allocates the round's padding, first.
 config() { # index program
   local p=bench/vm/$2.lua
   case $1 in
-    0) once luajit -e "$pad" "$p" ;;
-    1) once "$pristine/src/luajit" -e "$pad" "$p" ;;
-    2) once "$lj" -e "$pad" "$p" ;;
-    3) once "$lj" -e "$pad" -e "assert(misc.memprof.start('$tmp/$2.bin'))" "$p" ;;
-    4) once env LJMP_SOCKET="$tmp/ingest.sock" "$lj" -e "$pad" "$p" ;;
-    5) once env LJMP_PIPE=1 LJMP_SOCKET="$tmp/ingest.sock" "$lj" -e "$pad" "$p" ;;
+    0) once "$pristine/src/luajit" -e "$pad" "$p" ;;
+    1) once "$lj" -e "$pad" "$p" ;;
+    2) once "$lj" -e "$pad" -e "assert(misc.memprof.start('$tmp/$2.bin'))" "$p" ;;
+    3) once env LJMP_SOCKET="$tmp/ingest.sock" "$lj" -e "$pad" "$p" ;;
+    4) once env LJMP_PIPE=1 LJMP_SOCKET="$tmp/ingest.sock" "$lj" -e "$pad" "$p" ;;
   esac
 }
-labels=("Debian's luajit (shared lib)" "same source, unpatched"
-  "patched, profiler off" "patched, profiling to a file"
-  "patched, streaming to a socket" "patched, streaming through a pipe")
-# Each round runs the six in a random order: run one after another, a
+labels=("same source, unpatched" "patched, profiler off"
+  "patched, profiling to a file" "patched, streaming to a socket"
+  "patched, streaming through a pipe")
+# Each round runs the five in a random order: run one after another, a
 # configuration would meet the machine's drift (10-20% over minutes) at
 # the same point of every round, and ratios between them lean by a few
 # percent (bench/README.md).
@@ -62,20 +65,20 @@ for prog in ${PROGRAMS:-alloc_loop binary_trees string_build jit_numeric}; do
   for r in $(seq "$runs"); do
     # A string of 0 to 112 bytes, kept, before the program: the heap's
     # layout moves binary_trees by up to 10% (bench/README.md), so that
-    # rounds take eight layouts in turn, the same for all six.
+    # rounds take eight layouts in turn, the same for all five.
     pad="LJMP_BENCH_PAD = ('x'):rep($((16 * ((r - 1) % 8))))"
     declare -A t=()
-    for i in $(shuf -e 0 1 2 3 4 5); do t[$i]=$(config "$i" "$prog"); done
-    echo "${t[0]} ${t[1]} ${t[2]} ${t[3]} ${t[4]} ${t[5]}" >>"$tmp/times"
+    for i in $(shuf -e 0 1 2 3 4); do t[$i]=$(config "$i" "$prog"); done
+    echo "${t[0]} ${t[1]} ${t[2]} ${t[3]} ${t[4]}" >>"$tmp/times"
   done
-  for i in 0 1 2 3 4 5; do
+  for i in 0 1 2 3 4; do
     printf '%-34s%s s' "${labels[$i]}" \
       "$(awk -v c=$((i + 1)) '{print $c}' "$tmp/times" | sort -n |
         awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')"
     # The median of the rounds' ratios to the profiler off, from the
     # same round: the figure the targets are about.
-    if [ "$i" != 2 ]; then
-      printf '  (%sx off)' "$(awk -v c=$((i + 1)) '{printf "%.3f\n", $c / $3}' \
+    if [ "$i" != 1 ]; then
+      printf '  (%sx off)' "$(awk -v c=$((i + 1)) '{printf "%.3f\n", $c / $2}' \
         "$tmp/times" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')"
     fi
     echo
