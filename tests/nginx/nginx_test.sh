@@ -645,6 +645,7 @@ case_idle_attach() {
 
 # --- main ------------------------------------------------------------------
 
+case_name=$*
 [ -x "$NGINX" ] || skip "nginx is not installed ($NGINX)"
 [ -f "$MODULES/ngx_http_lua_module.so" ] ||
   skip "nginx's Lua module is not installed ($MODULES/ngx_http_lua_module.so)"
