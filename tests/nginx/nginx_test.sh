@@ -636,7 +636,11 @@ case_idle_attach() {
   done
   [ "$st" = STREAMING ] ||
     fail "expected a streaming session of pid $w after one request to the armed worker, saw: ${st:-none}"
+  # A streaming VM stops at its next Lua call: detach under load.
+  wrk_start idle 2 4
+  sleep 0.3
   detach "$w"
+  wrk_check idle
   expect_complete "$w"
   stop_nginx
   stop_ljmpd
