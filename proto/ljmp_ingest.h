@@ -83,10 +83,17 @@
  * Attach and detach: ljmpd sends the VM's process SIGRTMIN + offset
  * with sigqueue(3), the request in the value.  The offset is
  * LJMP_DEFAULT_SIGNAL_OFFSET, or the LJMP_SIGNAL=offset the VM was started
- * with, which its agent reads and ljmpd reads from /proc/PID/environ.
- * The VM connects to its ingest socket ($LJMP_INGEST, else ljmpd's
+ * with.  The VM connects to its ingest socket ($LJMP_INGEST, else ljmpd's
  * default path) at its next safe point.
+ *
+ * The agent names its signal (the number itself) and that socket in
+ * /proc/PID/maps: a page mapped from a memfd named by LJMP_AGENT_NAME_FMT,
+ * which the maps line shows as "/memfd:" NAME " (deleted)".  The path is
+ * the name's last field and may hold spaces.  Where that line is missing,
+ * ljmpd reads LJMP_SIGNAL and LJMP_INGEST from /proc/PID/environ.
  */
+#define LJMP_AGENT_NAME_PREFIX     "ljmp-agent v1 "
+#define LJMP_AGENT_NAME_FMT        LJMP_AGENT_NAME_PREFIX "sig=%d ingest=%s"
 #define LJMP_DEFAULT_SIGNAL_OFFSET 7
 enum ljmp_request {
     LJMP_REQ_ATTACH = 1,

@@ -397,6 +397,102 @@ static void test_fork_drops_pending_attach(void)
     close(lfd);
 }
 
+/* The agent's name in /proc/self/maps (ljmp_ingest.h), or "" if it has
+ * none: what ljmpd reads to learn its signal and ingest socket. */
+static void agent_name(char *out, size_t len)
+{
+    char line[1024];
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    out[0] = '\0';
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        char *p = strstr(line, "/memfd:" LJMP_AGENT_NAME_PREFIX);
+        if (p != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(out, len, "%s", p + 7);
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+}
+
+/* Whether the agent's signal is handled (its handler is in place). */
+static int agent_handles_signal(void)
+{
+    struct sigaction cur;
+
+    return sigaction(SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, NULL, &cur) == 0 &&
+           (cur.sa_flags & SA_SIGINFO);
+}
+
+/* Accepts one VM's connection within ms and acknowledges its hello: 1 if
+ * one came. */
+static int accept_vm(int lfd, int ms)
+{
+    struct pollfd came = {.fd = lfd, .events = POLLIN};
+    uint8_t ack = LJMP_HELLO_ACK;
+
+    if (poll(&came, 1, ms) != 1)
+        return 0;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+        return 0;
+    CU_ASSERT_EQUAL(send(fd, &ack, 1, MSG_NOSIGNAL), 1);
+    close(fd);
+    return 1;
+}
+
+/*
+ * nginx's reload makes the new VM before it closes the old one, and the
+ * workers it forks then run only the new one: the agent serves every VM
+ * of the process and stays while any lives.  It names itself, its signal
+ * and its ingest socket in /proc/PID/maps while installed, and only then.
+ */
+static void test_agent_outlives_first_vm(void)
+{
+    char path[256], name[512], want[512];
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    CU_ASSERT_FATAL(snprintf(path, sizeof(sa.sun_path), "%s/reload.sock",
+                             test_dir) < (int)sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    CU_ASSERT_FATAL(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CU_ASSERT_FATAL(listen(lfd, 4) == 0);
+    snprintf(want, sizeof(want), LJMP_AGENT_NAME_FMT " (deleted)",
+             SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, path);
+    setenv("LJMP_INGEST", path, 1);
+    lua_State *old = luaL_newstate();
+    unsetenv("LJMP_INGEST");
+    agent_name(name, sizeof(name));
+    CU_ASSERT_STRING_EQUAL(name, want);
+    lua_State *young = luaL_newstate();
+    luaL_openlibs(young);
+    lua_close(old);
+    /* The VM that installed the agent is gone; the agent is not. */
+    CU_ASSERT(agent_handles_signal());
+    agent_name(name, sizeof(name));
+    CU_ASSERT_STRING_EQUAL(name, want);
+    union sigval v = {.sival_int = LJMP_REQ_ATTACH};
+    CU_ASSERT_FATAL(
+        sigqueue(getpid(), SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET, v) == 0);
+    CU_ASSERT_EQUAL(luaL_dostring(young, "local t = {} t[1] = {}"), 0);
+    CU_ASSERT(accept_vm(lfd, 2000));
+    lua_close(young);
+    /* No VM left: no agent, and nothing named. */
+    CU_ASSERT(!agent_handles_signal());
+    agent_name(name, sizeof(name));
+    CU_ASSERT_STRING_EQUAL(name, "");
+    /* A VM made later installs it again. */
+    lua_State *later = luaL_newstate();
+    CU_ASSERT(agent_handles_signal());
+    agent_name(name, sizeof(name));
+    CU_ASSERT_NOT_EQUAL(name[0], '\0');
+    CU_ASSERT_PTR_NULL(strstr(name, path)); /* LJMP_INGEST was unset */
+    lua_close(later);
+    close(lfd);
+}
+
 /* A listener that acknowledges every VM's hello and reads its stream (from
  * the pipe the hello brings), noting each peer's pid, until told to stop. */
 struct fake_ingest {
@@ -523,6 +619,8 @@ int main(void)
                 test_fork_with_pending_detach);
     CU_add_test(s, "a fork drops a pending attach",
                 test_fork_drops_pending_attach);
+    CU_add_test(s, "the agent outlives the VM that installed it",
+                test_agent_outlives_first_vm);
     CU_add_test(s, "a host's own signal handler is kept",
                 test_host_signal_kept);
     return test_run_all();

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -527,7 +528,6 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 {
   struct sockaddr_un sa;
   uint8_t hello[LJMP_HELLO_MAX];
-  size_t n;
   Sink *sk;
   int fd;
   if (running_already(e)) return -1;
@@ -585,37 +585,63 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 /*
 ** ljmpd attaches to a running program by a real-time signal whose value
 ** says what to do (LJMP_REQ_ATTACH, LJMP_REQ_DETACH).  A signal handler
-** may do almost nothing, so it only arms a one-shot count hook; the
-** profiler starts or stops in that hook, at the VM's next safe point.
-** An idle VM or a long compiled loop delays it until Lua runs in the
-** interpreter again.
+** may do almost nothing, so it only arms a one-shot count hook on every
+** VM of the process; the profiler starts or stops in the hook of the
+** first VM that reaches a safe point.  An idle VM or a long compiled loop
+** delays it until Lua runs in the interpreter again: the request stays
+** armed until then.
+**
+** A process may hold several VMs, made and closed in any order: nginx
+** makes the new one of a reload before it closes the old one, and its
+** workers forked afterwards inherit both, running only the new one.  The
+** agent serves up to AGENT_VMS of them and stays installed while any
+** lives.
 */
 
 /* Not a signal's request: a forked child starts a session of its own. */
 #define REQ_FOLLOW_FORK 0x100
+#define AGENT_VMS 16
+
+typedef struct AgentVM {
+  lua_State *volatile L;  /* main thread; NULL: a free slot */
+  lua_Hook saved_hook;  /* the program's own hook, given back */
+  int saved_mask, saved_count;
+} AgentVM;
 
 typedef struct Agent {
-  lua_State *L;  /* main thread of the VM served; NULL if none */
+  int installed;
   int sig;
   char ingest[108];  /* where attach connects */
   int max_stall_ms;
   char follow[108];  /* where a forked child connects */
   int follow_stall_ms;
+  global_State *follow_g;  /* the VM that follows */
   volatile sig_atomic_t request;
-  int ignoring;  /* we set SIG_IGN when our VM closed: ours to take back */
-  lua_Hook saved_hook;  /* the program's own hook, given back */
-  int saved_mask, saved_count;
+  int ignoring;  /* we set SIG_IGN when our last VM closed: ours to take */
+  void *named;  /* the mapping that names the agent in /proc/PID/maps */
+  AgentVM vm[AGENT_VMS];
 } Agent;
 
 static Agent agent;
 
+static AgentVM *agent_vm(global_State *g)
+{
+  int i;
+  for (i = 0; i < AGENT_VMS; i++)
+    if (agent.vm[i].L != NULL && G(agent.vm[i].L) == g) return &agent.vm[i];
+  return NULL;
+}
+
 static void agent_hook(lua_State *L, lua_Debug *ar)
 {
+  AgentVM *v = agent_vm(G(L));
   int req = agent.request;
   LjmpError e;
   UNUSED(ar);
+  if (v != NULL) lua_sethook(L, v->saved_hook, v->saved_mask, v->saved_count);
+  else lua_sethook(L, NULL, 0, 0);
+  if (req == REQ_FOLLOW_FORK && G(L) != agent.follow_g) return;
   agent.request = 0;
-  lua_sethook(L, agent.saved_hook, agent.saved_mask, agent.saved_count);
   if (req == LJMP_REQ_ATTACH && !lj_memprof_running()) {
     if (lj_ljmp_start_socket(L, agent.ingest, agent.max_stall_ms, &e) != 0)
       env_err = e.err;
@@ -627,18 +653,20 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   }
 }
 
-/* Arms the one-shot hook that serves agent.request (mask and count as
-** lua_sethook takes them): from a signal handler, or in a forked child. */
-static void agent_arm(lua_State *L, int mask, int count)
+/* Arms the one-shot hook that serves agent.request on one VM (mask and
+** count as lua_sethook takes them): from a signal handler, or in a
+** forked child. */
+static void agent_arm(AgentVM *v, int mask, int count)
 {
+  lua_State *L = v->L;
   /* The program's own hook is saved unless ours is in place already (a
   ** request still waiting): then only when it fires changes, so that a
   ** child forked while its parent's request waited follows after
   ** FOLLOW_AFTER_INS bytecodes, not at the first. */
   if (lua_gethook(L) != agent_hook) {
-    agent.saved_hook = lua_gethook(L);
-    agent.saved_mask = lua_gethookmask(L);
-    agent.saved_count = lua_gethookcount(L);
+    v->saved_hook = lua_gethook(L);
+    v->saved_mask = lua_gethookmask(L);
+    v->saved_count = lua_gethookcount(L);
   }
   /* lua_sethook is the one VM call meant to be made asynchronously. */
   lua_sethook(L, agent_hook, mask, count);
@@ -646,14 +674,17 @@ static void agent_arm(lua_State *L, int mask, int count)
 
 static void agent_signal(int sig, siginfo_t *si, void *uc)
 {
-  lua_State *L = agent.L;
   int req = si->si_code == SI_QUEUE ? si->si_value.sival_int
 				    : LJMP_REQ_ATTACH;
+  int i;
   UNUSED(sig); UNUSED(uc);
-  if (L == NULL || (req != LJMP_REQ_ATTACH && req != LJMP_REQ_DETACH))
-    return;
+  if (req != LJMP_REQ_ATTACH && req != LJMP_REQ_DETACH) return;
+  /* A detach while an attach still waits disarms it: the first hook to
+  ** fire finds nothing running, and stops nothing. */
   agent.request = req;
-  agent_arm(L, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  for (i = 0; i < AGENT_VMS; i++)
+    if (agent.vm[i].L != NULL)
+      agent_arm(&agent.vm[i], LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 /*
@@ -671,11 +702,20 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
 
 static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
 {
+  AgentVM *v, own;
   if (L == NULL) return;
   strcpy(agent.follow, path);
   agent.follow_stall_ms = max_stall_ms;
+  agent.follow_g = G(L);
   agent.request = REQ_FOLLOW_FORK;
-  agent_arm(L, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
+  /* A VM the agent does not serve (LJMP_AGENT=0) still follows; its
+  ** own hook is then not given back. */
+  if ((v = agent_vm(G(L))) == NULL) {
+    memset(&own, 0, sizeof(own));
+    own.L = L;
+    v = &own;
+  }
+  agent_arm(v, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
 }
 
 /* Where attach connects: $LJMP_INGEST, else ljmpd's default socket. */
@@ -691,6 +731,34 @@ static void agent_ingest_path(char *out, size_t len)
     snprintf(out, len, "/run/ljmp/ingest.sock");
 }
 
+/*
+** The agent names itself, its signal and where attach connects in
+** /proc/PID/maps, through a page mapped from an empty memfd of that name
+** (LJMP_AGENT_NAME_FMT): ljmpd reads it there, since a program may
+** overwrite the environment /proc/PID/environ shows (nginx writes its
+** process titles over it).  The page holds nothing and is never touched;
+** forked children inherit it with the agent, exec drops both.  Without
+** memfd_create (an old kernel, a seccomp filter), ljmpd reads the
+** environment instead.
+*/
+static void agent_publish(void)
+{
+  char name[sizeof(LJMP_AGENT_NAME_PREFIX) + 32 + sizeof(agent.ingest)];
+  void *p;
+  int fd;
+  snprintf(name, sizeof(name), LJMP_AGENT_NAME_FMT, agent.sig, agent.ingest);
+  if ((fd = memfd_create(name, MFD_CLOEXEC)) < 0) return;
+  p = mmap(NULL, 4096, PROT_NONE, MAP_SHARED, fd, 0);
+  close(fd);
+  agent.named = p == MAP_FAILED ? NULL : p;
+}
+
+static void agent_unpublish(void)
+{
+  if (agent.named != NULL) munmap(agent.named, 4096);
+  agent.named = NULL;
+}
+
 /* A request signalled to the parent is not its child's: a child forked
 ** while one waits for a safe point drops it (the parent still serves
 ** it).  A request to follow a profile (follow_fork, from the profiler's
@@ -701,29 +769,26 @@ static void agent_forked(void)
     agent.request = 0;
 }
 
-static void agent_install(lua_State *L)
+/* Takes the signal for the process: 0, or -1 if the agent is off or the
+** host handles that signal itself. */
+static int agent_take_signal(void)
 {
   static int fork_handled;
-  const char *on = getenv("LJMP_AGENT");
   const char *sig = getenv("LJMP_SIGNAL");
   const char *stall = getenv("LJMP_MAX_STALL_MS");
-  struct sigaction sa;
-  if (agent.L != NULL || (on != NULL && strcmp(on, "0") == 0)) return;
+  struct sigaction sa, cur;
   {
     /* An offset from SIGRTMIN; out of range (or not a number), no agent. */
     char *end = NULL;
     long k = sig ? strtol(sig, &end, 10) : LJMP_DEFAULT_SIGNAL_OFFSET;
-    if ((sig && end == sig) || k < 0 || k > SIGRTMAX - SIGRTMIN) return;
+    if ((sig && end == sig) || k < 0 || k > SIGRTMAX - SIGRTMIN) return -1;
     agent.sig = SIGRTMIN + (int)k;
   }
-  {
-    /* A signal the host handles already is the host's: no agent then. */
-    struct sigaction cur;
-    if (sigaction(agent.sig, NULL, &cur) != 0) return;
-    if (((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) &&
-	!(cur.sa_handler == SIG_IGN && agent.ignoring))
-      return;
-  }
+  /* A signal the host handles already is the host's: no agent then. */
+  if (sigaction(agent.sig, NULL, &cur) != 0) return -1;
+  if (((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) &&
+      !(cur.sa_handler == SIG_IGN && agent.ignoring))
+    return -1;
   agent_ingest_path(agent.ingest, sizeof(agent.ingest));
   agent.max_stall_ms = stall ? atoi(stall) : 0;
   memset(&sa, 0, sizeof(sa));
@@ -731,21 +796,43 @@ static void agent_install(lua_State *L)
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaddset(&sa.sa_mask, SIGPROF);  /* jit.profile arms hooks too */
-  agent.L = mainthread(G(L));
-  if (sigaction(agent.sig, &sa, NULL) != 0) agent.L = NULL;
-  else if (!fork_handled)
+  if (sigaction(agent.sig, &sa, NULL) != 0) return -1;
+  if (!fork_handled)
     fork_handled = pthread_atfork(NULL, NULL, agent_forked) == 0;
+  agent_publish();
+  return 0;
+}
+
+static void agent_install(lua_State *L)
+{
+  const char *on = getenv("LJMP_AGENT");
+  AgentVM *v;
+  if (on != NULL && strcmp(on, "0") == 0) return;
+  if (!agent.installed) {
+    if (agent_take_signal() != 0) return;
+    agent.installed = 1;
+  }
+  for (v = agent.vm; v < agent.vm + AGENT_VMS && v->L != NULL; v++) ;
+  if (v == agent.vm + AGENT_VMS) return;  /* more VMs than it serves */
+  v->saved_hook = NULL;
+  v->saved_mask = v->saved_count = 0;
+  v->L = mainthread(G(L));  /* last: the handler may run at any point */
 }
 
 void lj_ljmp_vm_closing(global_State *g)
 {
-  if (agent.L != NULL && G(agent.L) == g) {
-    /* The handler may run between these two: it checks agent.L. */
-    signal(agent.sig, SIG_IGN);  /* its default would end the process */
-    agent.ignoring = 1;
-    agent.L = NULL;
-    agent.request = 0;
-  }
+  AgentVM *v = agent.installed ? agent_vm(g) : NULL;
+  int i;
+  if (v == NULL) return;
+  /* The handler may run between any two of these: it reads the slots. */
+  v->L = NULL;
+  for (i = 0; i < AGENT_VMS; i++)
+    if (agent.vm[i].L != NULL) return;
+  signal(agent.sig, SIG_IGN);  /* its default would end the process */
+  agent.ignoring = 1;
+  agent.installed = 0;
+  agent.request = 0;
+  agent_unpublish();
 }
 
 void lj_ljmp_env_start(lua_State *L)
