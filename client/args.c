@@ -39,6 +39,8 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_FORCE] = {"force", 0, VALUE_NONE},
     [OPT_NO_WAIT] = {"no-wait", 0, VALUE_NONE},
     [OPT_TIMEOUT] = {"timeout", 0, VALUE_NUMBER},
+    [OPT_TREE] = {"tree", 0, VALUE_NONE},
+    [OPT_UNIT] = {"unit", 0, VALUE_TEXT},
 };
 
 /* getopt_long's value for an option: above every letter, so that a

@@ -25,6 +25,8 @@ enum ctl_opt {
     OPT_FORCE,          /* --force */
     OPT_NO_WAIT,        /* --no-wait */
     OPT_TIMEOUT,        /* --timeout MS */
+    OPT_TREE,           /* --tree */
+    OPT_UNIT,           /* --unit NAME */
     NOPTS
 };
 

@@ -66,6 +66,62 @@ static void print_daemon(FILE *out, const Ljmp__DaemonCounters *d)
             (unsigned long long)d->sessions_truncated);
 }
 
+/* Processes signalled to attach that have not run Lua since. */
+static void print_armed(const Ljmp__SessionList *l)
+{
+    if (l->n_armed == 0)
+        return;
+    printf("armed (each streams from its next Lua call):\n");
+    printf("%-8s %-6s %-6s  %-19s  %s\n", "PID", "UID", "FOLLOW", "SINCE",
+           "COMMAND");
+    for (size_t i = 0; i < l->n_armed; i++) {
+        const Ljmp__ArmedProcess *m = l->armed[i];
+        printf("%-8u %-6u ", m->pid, m->uid);
+        if (m->follow_id != 0)
+            printf("%-6llu  ", (unsigned long long)m->follow_id);
+        else
+            printf("%-6s  ", "-");
+        put_time(stdout, m->since_ms);
+        printf("  %s\n", m->cmdline ? m->cmdline : "");
+    }
+}
+
+static void print_pids(const char *what, const uint32_t *pids, size_t n)
+{
+    printf(" %zu %s", n, what);
+    for (size_t i = 0; i < n; i++)
+        printf("%s%u", i ? " " : " (", pids[i]);
+    if (n > 0)
+        putchar(')');
+}
+
+void live_print_follow(const Ljmp__Follow *f)
+{
+    if (f->has_root_pid && f->root_pid != 0)
+        printf("follow %llu: the tree of pid %u:", (unsigned long long)f->id,
+               f->root_pid);
+    else
+        printf("follow %llu: unit %s:", (unsigned long long)f->id,
+               f->unit ? f->unit : "?");
+    print_pids("streaming", f->streaming, f->n_streaming);
+    putchar(',');
+    print_pids("armed", f->armed, f->n_armed);
+    if (f->n_skipped > 0) {
+        putchar(',');
+        print_pids("skipped", f->skipped, f->n_skipped);
+    }
+    putchar('\n');
+    for (size_t i = 0; i < f->n_skipped && i < f->n_skip_reasons; i++)
+        printf("  skipped %u: %s\n", f->skipped[i], f->skip_reasons[i]);
+}
+
+/* What attach --tree and --unit keep following. */
+static void print_follows(const Ljmp__SessionList *l)
+{
+    for (size_t i = 0; i < l->n_follows; i++)
+        live_print_follow(l->follows[i]);
+}
+
 static void print_list(const Ljmp__SessionList *l)
 {
     printf("%-7s %-8s %-6s %-10s %12s %14s %10s  %-19s  %s\n", "SESSION", "PID",
@@ -86,6 +142,8 @@ static void print_list(const Ljmp__SessionList *l)
         if (s->reason != NULL && s->state != LJMP__SESSION_STATE__STREAMING)
             printf("        %s\n", s->reason);
     }
+    print_armed(l);
+    print_follows(l);
     print_daemon(stdout, l->daemon);
 }
 
@@ -93,8 +151,10 @@ static const char list_help[] =
     "usage: ljmpctl list [--json]\n"
     "\n"
     "Lists the sessions ljmpd knows: streaming ones and finished ones it\n"
-    "still keeps, with their state, events and live heap, and the daemon's\n"
-    "own counters (drops, rejected peers, malformed streams).\n";
+    "still keeps, with their state, events and live heap; the processes\n"
+    "armed by attach that have not run Lua since; what attach --tree and\n"
+    "--unit follow; and the daemon's own counters (drops, rejected peers,\n"
+    "malformed streams).\n";
 
 static int cmd_list(const struct ctl_args *a)
 {

@@ -237,7 +237,7 @@ Ljmp__Response *conn_ask(struct conn *c, const char *cmd, Ljmp__Request *req,
         *rc = EXIT_NO_DAEMON;
         return NULL;
     }
-    if ((*rc = conn_error(cmd, resp)) == 0 &&
+    if ((*rc = conn_error(cmd, resp)) == 0 && expect != 0 &&
         (uint32_t)resp->body_case != expect) {
         fprintf(stderr, "ljmpctl %s: unexpected answer from ljmpd\n", cmd);
         *rc = EXIT_NO_DAEMON;

@@ -44,7 +44,8 @@ Ljmp__Response *conn_call(struct conn *c, Ljmp__Request *req, int fd);
 /*
  * A command's one question: opens c, sends req (with fd passed if >= 0)
  * and waits up to timeout_ms for its answer.  The response if it carries
- * the body expect (a LJMP__RESPONSE__BODY_* value); else NULL with *rc the
+ * the body expect (a LJMP__RESPONSE__BODY_* value, or any body for 0);
+ * else NULL with *rc the
  * exit status and the reason said on stderr (ljmpd not reachable, its
  * error, an answer of another kind).  The caller closes c either way.
  */

@@ -41,3 +41,13 @@ void arena_free(struct arena *a)
         free(b);
     }
 }
+
+char *arena_strdup(struct arena *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = arena_alloc(a, n);
+
+    if (d != NULL)
+        memcpy(d, s, n);
+    return d;
+}

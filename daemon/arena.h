@@ -12,6 +12,8 @@ struct arena {
 
 /* n bytes, zeroed and aligned for any type; NULL when out of memory. */
 void *arena_alloc(struct arena *a, size_t n);
+/* A copy of the string s; NULL when out of memory. */
+char *arena_strdup(struct arena *a, const char *s);
 /* Frees everything taken from a; a is empty again. */
 void arena_free(struct arena *a);
 

@@ -1,5 +1,6 @@
-/* Attach and detach by pid: checks, the signal to the VM's agent, and the
- * bounded wait for its stream to begin or end. */
+/* Attach and detach by pid: checks, the signal to the VM's agent, the
+ * bounded wait for its stream to begin or end, and the processes armed
+ * that have not run Lua since. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -11,15 +12,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agentfacts.h"
 #include "attach.h"
 #include "clock.h"
+#include "procinfo.h"
 #include "peer.h"
 #include "session.h"
 #include "log.h"
 #include "snapshot.h"
 
-#define DEFAULT_WAIT_MS 5000
-#define MAX_WAIT_MS     60000
+#define ATTACH_WAIT_MS 500
+#define DETACH_WAIT_MS 5000
+#define MAX_WAIT_MS    60000
+/* Processes armed at once, every caller's: each holds a descriptor. */
+#define MAX_ARMED 4096
 
 /* A request waiting for a VM: attach waits for its hello, detach for the
  * end of its session. */
@@ -27,6 +33,7 @@ struct op_wait {
     TAILQ_ENTRY(op_wait) link;
     struct server *srv;
     int detach;
+    uid_t uid; /* attach: the process's */
     pid_t pid;
     uint64_t session_id; /* detach: the session that must end */
     struct peer *peer;
@@ -35,151 +42,38 @@ struct op_wait {
     struct event *timer;
 };
 
-/* The attach module's state: the requests waiting for a VM. */
+/* A process whose agent was signalled to attach and whose VM has not
+ * connected since: it will at its next Lua call.  Its pidfd tells when it
+ * exits, and the record goes then. */
+struct armed {
+    TAILQ_ENTRY(armed) link;
+    struct server *srv;
+    pid_t pid;
+    uid_t uid; /* the process's */
+    uint64_t since_ms;
+    uint64_t follow_id;
+    int pidfd;
+    struct event *exited;
+};
+
+/* The attach module's state: the requests waiting for a VM, and the
+ * processes armed. */
 struct attach {
     TAILQ_HEAD(, op_wait) ops;
+    TAILQ_HEAD(, armed) armed;
+    unsigned narmed;
 };
 
-/* What /proc says about a process, for the checks. */
-struct proc_facts {
-    uid_t uid;        /* real uid */
-    int signal;       /* the agent's signal number, from its environment */
-    int agent_off;    /* LJMP_AGENT=0 */
-    int env_known;    /* the environment could be read */
-    char ingest[108]; /* where its agent connects (as lj_ljmp.c decides) */
-    char xdg[108];    /* its XDG_RUNTIME_DIR */
-    unsigned long long caught; /* SigCgt */
-    unsigned long long ignored;
-};
-
-static int read_status(pid_t pid, struct proc_facts *f)
+/* Facts and checks for pid on behalf of a caller of uid `caller`: 0, or
+ * an error code with the reason in why. */
+static int check_target(struct server *srv, pid_t pid, uid_t caller,
+                        struct agent_facts *f, char *why, size_t len)
 {
-    char path[64], line[256];
-    FILE *fp;
-    int have = 0;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if ((fp = fopen(path, "re")) == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), fp) != NULL) {
-        unsigned u;
-        if (sscanf(line, "Uid: %u", &u) == 1)
-            f->uid = (uid_t)u, have |= 1;
-        else if (sscanf(line, "SigCgt: %llx", &f->caught) == 1)
-            have |= 2;
-        else if (sscanf(line, "SigIgn: %llx", &f->ignored) == 1)
-            have |= 4;
-    }
-    fclose(fp);
-    return have == 7 ? 0 : -1;
-}
-
-/* The real-time signal an LJMP_SIGNAL value names (an offset from
- * SIGRTMIN, as the VM's agent reads it), or -1 if it names none. */
-static int rt_signal(const char *offset)
-{
-    char *end;
-    long k = strtol(offset, &end, 10);
-
-    if (end == offset || k < 0 || k > SIGRTMAX - SIGRTMIN)
-        return -1;
-    return SIGRTMIN + (int)k;
-}
-
-/* LJMP_AGENT, LJMP_SIGNAL and LJMP_INGEST from the process's environment
- * (readable by its owner and root). */
-static void read_environ(pid_t pid, struct proc_facts *f)
-{
-    char path[64];
-    static char buf[65536];
-    ssize_t n;
-    int fd;
-
-    f->signal = SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET;
-    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n < 0)
-        return;
-    buf[n] = '\0';
-    f->env_known = 1;
-    for (char *v = buf; v < buf + n; v += strlen(v) + 1) {
-        if (strcmp(v, "LJMP_AGENT=0") == 0)
-            f->agent_off = 1;
-        else if (strncmp(v, "LJMP_SIGNAL=", 12) == 0)
-            f->signal = rt_signal(v + 12);
-        else if (strncmp(v, "LJMP_INGEST=", 12) == 0 && v[12] != '\0')
-            snprintf(f->ingest, sizeof(f->ingest), "%s", v + 12);
-        else if (strncmp(v, "XDG_RUNTIME_DIR=", 16) == 0 && v[16] != '\0')
-            snprintf(f->xdg, sizeof(f->xdg), "%s", v + 16);
-    }
-    /* The agent's own rule: $LJMP_INGEST, else the default for its user. */
-    if (f->ingest[0] == '\0') {
-        if (f->uid != 0 && f->xdg[0] != '\0')
-            snprintf(f->ingest, sizeof(f->ingest), "%.80s/ljmp/ingest.sock",
-                     f->xdg);
-        else
-            snprintf(f->ingest, sizeof(f->ingest), "/run/ljmp/ingest.sock");
-    }
-}
-
-static int sig_bit(unsigned long long mask, int sig)
-{
-    return sig >= 1 && sig <= 64 && (mask >> (sig - 1) & 1);
-}
-
-/*
- * Whether the caller may attach to pid and pid can be attached: 0, or an
- * error code with the reason in why.
- */
-static int check_target(const struct peer *p, pid_t pid, struct proc_facts *f,
-                        char *why, size_t len)
-{
-    memset(f, 0, sizeof(*f));
-    if (pid <= 0 || read_status(pid, f) != 0) {
+    if (agentfacts_read(pid, f) != 0) {
         snprintf(why, len, "no such process: %d", (int)pid);
         return LJMP__ERROR_CODE__ERR_NO_SESSION;
     }
-    if (p->uid != 0 && p->uid != f->uid) {
-        snprintf(why, len,
-                 "permission denied: pid %d belongs to uid %u, and you are "
-                 "uid %u (only its owner or root may attach)",
-                 (int)pid, (unsigned)f->uid, (unsigned)p->uid);
-        return LJMP__ERROR_CODE__ERR_PERMISSION;
-    }
-    read_environ(pid, f);
-    if (f->agent_off) {
-        snprintf(why, len,
-                 "pid %d disabled its attach agent (LJMP_AGENT=0 in its "
-                 "environment)",
-                 (int)pid);
-        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
-    }
-    if (f->signal < 0) {
-        snprintf(why, len,
-                 "pid %d has an LJMP_SIGNAL that names no real-time signal "
-                 "(its agent is off)",
-                 (int)pid);
-        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
-    }
-    if (!sig_bit(f->caught, f->signal)) {
-        snprintf(why, len,
-                 "pid %d is not a patched LuaJIT VM with its attach agent "
-                 "(it does not handle signal %d%s)",
-                 (int)pid, f->signal,
-                 sig_bit(f->ignored, f->signal) ? "; its VM has closed" : "");
-        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
-    }
-    if (f->env_known && strcmp(f->ingest, p->srv->cfg.ingest_path) != 0) {
-        snprintf(why, len,
-                 "pid %d would connect to %s, not to this ljmpd's %s (set "
-                 "LJMP_INGEST in its environment, or run ljmpd there)",
-                 (int)pid, f->ingest, p->srv->cfg.ingest_path);
-        return LJMP__ERROR_CODE__ERR_UNSUPPORTED;
-    }
-    return 0;
+    return agentfacts_check(f, pid, caller, srv->cfg.ingest_path, why, len);
 }
 
 static void respond_session(struct peer *p, uint64_t id,
@@ -199,6 +93,151 @@ static void respond_session(struct peer *p, uint64_t id,
     arena_free(&a);
 }
 
+/* -- Processes armed ----------------------------------------------------- */
+
+static struct armed *armed_find(struct server *srv, pid_t pid)
+{
+    struct armed *a;
+
+    TAILQ_FOREACH(a, &srv->attach->armed, link)
+    if (a->pid == pid)
+        return a;
+    return NULL;
+}
+
+static void armed_free(struct armed *a)
+{
+    TAILQ_REMOVE(&a->srv->attach->armed, a, link);
+    a->srv->attach->narmed--;
+    if (a->exited != NULL)
+        event_free(a->exited);
+    if (a->pidfd >= 0)
+        close(a->pidfd);
+    free(a);
+}
+
+static void armed_exited(evutil_socket_t fd, short what, void *arg)
+{
+    struct armed *a = arg;
+
+    (void)fd;
+    (void)what;
+    log_info("attach: pid %d exited while armed", (int)a->pid);
+    armed_free(a);
+}
+
+static int open_process(pid_t pid);
+
+/* Keeps pid armed (the record it has already, or a new one): the record,
+ * or NULL when MAX_ARMED are or out of memory. */
+static struct armed *armed_keep(struct server *srv, pid_t pid, uid_t uid,
+                                uint64_t follow_id)
+{
+    struct armed *a = armed_find(srv, pid);
+
+    if (a != NULL) {
+        if (a->follow_id == 0)
+            a->follow_id = follow_id;
+        return a;
+    }
+    if (srv->attach->narmed >= MAX_ARMED || (a = calloc(1, sizeof(*a))) == NULL)
+        return NULL;
+    a->srv = srv;
+    a->pid = pid;
+    a->uid = uid;
+    a->since_ms = clock_wall_ms(clock_now_ms());
+    a->follow_id = follow_id;
+    /* A pidfd turns readable when its process exits. */
+    if ((a->pidfd = open_process(pid)) >= 0) {
+        a->exited = event_new(srv->base, a->pidfd, EV_READ, armed_exited, a);
+        if (a->exited == NULL || event_add(a->exited, NULL) != 0) {
+            if (a->exited != NULL)
+                event_free(a->exited);
+            close(a->pidfd);
+            free(a);
+            return NULL;
+        }
+    }
+    TAILQ_INSERT_TAIL(&srv->attach->armed, a, link);
+    srv->attach->narmed++;
+    return a;
+}
+
+/* Whether an armed record is still its process's: without a pidfd (an
+ * old kernel), the pid is checked when the record is shown. */
+static int armed_alive(const struct armed *a)
+{
+    return a->pidfd >= 0 || kill(a->pid, 0) == 0 || errno == EPERM;
+}
+
+static Ljmp__ArmedProcess *armed_info(struct arena *ar, const struct armed *a)
+{
+    Ljmp__ArmedProcess *m = arena_alloc(ar, sizeof(*m));
+    char *cmd = procinfo_cmdline(a->pid);
+
+    if (m == NULL || cmd == NULL) {
+        free(cmd);
+        return NULL;
+    }
+    ljmp__armed_process__init(m);
+    m->has_pid = m->has_uid = m->has_since_ms = m->has_follow_id = 1;
+    m->pid = (uint32_t)a->pid;
+    m->uid = (uint32_t)a->uid;
+    m->since_ms = a->since_ms;
+    m->follow_id = a->follow_id;
+    m->cmdline = arena_strdup(ar, cmd);
+    free(cmd);
+    return m->cmdline != NULL ? m : NULL;
+}
+
+static void respond_armed(struct peer *p, uint64_t id, const struct armed *a,
+                          const char *note)
+{
+    struct arena ar = {0};
+    Ljmp__Response resp;
+
+    peer_response_init(&resp, id);
+    resp.body_case = LJMP__RESPONSE__BODY_ARMED;
+    resp.armed = armed_info(&ar, a);
+    resp.note = (char *)note;
+    if (resp.armed != NULL)
+        peer_send(p, &resp);
+    else
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL, "out of memory");
+    arena_free(&ar);
+}
+
+int attach_list_armed(struct server *srv, struct arena *ar, uid_t caller,
+                      Ljmp__SessionList *list)
+{
+    struct armed *a, *next;
+
+    list->armed =
+        arena_alloc(ar, (srv->attach->narmed + 1) * sizeof(*list->armed));
+    if (list->armed == NULL)
+        return -1;
+    for (a = TAILQ_FIRST(&srv->attach->armed); a != NULL; a = next) {
+        next = TAILQ_NEXT(a, link);
+        if (!armed_alive(a)) {
+            armed_free(a);
+            continue;
+        }
+        if (caller != 0 && caller != a->uid)
+            continue;
+        if ((list->armed[list->n_armed] = armed_info(ar, a)) == NULL)
+            return -1;
+        list->n_armed++;
+    }
+    return 0;
+}
+
+int attach_is_armed(struct server *srv, pid_t pid)
+{
+    return armed_find(srv, pid) != NULL;
+}
+
+/* -- Waits ---------------------------------------------------------------- */
+
 /* Ends a wait; its client may go if it asked for nothing else (unless
  * the client is being freed: check 0). */
 static void op_free(struct op_wait *w, int check)
@@ -211,6 +250,25 @@ static void op_free(struct op_wait *w, int check)
     peer_wait_end(p);
     if (check)
         peer_idle_check(p);
+}
+
+/* No stream yet: the VM runs no Lua now (an idle worker), and starts at
+ * its next Lua call; ljmpd keeps it armed and says so. */
+static void attach_timeout(struct op_wait *w)
+{
+    struct armed *a = armed_keep(w->srv, w->pid, w->uid, 0);
+
+    if (a == NULL) {
+        peer_send_error(w->peer, w->request_id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "pid %d did not connect within %u ms, and cannot be "
+                        "kept armed: %u processes are (or out of memory)",
+                        (int)w->pid, w->wait_ms, w->srv->attach->narmed);
+        return;
+    }
+    log_info("attach: pid %d armed (no Lua ran within %u ms)", (int)w->pid,
+             w->wait_ms);
+    respond_armed(w->peer, w->request_id, a,
+                  "armed: its stream starts at its next Lua call");
 }
 
 static void op_timeout(evutil_socket_t fd, short what, void *arg)
@@ -226,17 +284,12 @@ static void op_timeout(evutil_socket_t fd, short what, void *arg)
                         "is still streaming",
                         (int)w->pid, w->wait_ms);
     else
-        peer_send_error(w->peer, w->request_id, LJMP__ERROR_CODE__ERR_TIMEOUT,
-                        "pid %d did not connect within %u ms: no Lua code "
-                        "ran (an idle VM starts at its next Lua call, and "
-                        "will then), or it is profiling already (to a file, "
-                        "or to another ljmpd), or it could not connect",
-                        (int)w->pid, w->wait_ms);
+        attach_timeout(w);
     op_free(w, 1);
 }
 
 static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
-                       uint64_t session_id, unsigned wait_ms)
+                       uid_t uid, uint64_t session_id, unsigned wait_ms)
 {
     struct op_wait *w = calloc(1, sizeof(*w));
     struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
@@ -253,6 +306,7 @@ static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
     w->srv = p->srv;
     w->detach = detach;
     w->pid = pid;
+    w->uid = uid;
     w->session_id = session_id;
     w->peer = p;
     w->request_id = id;
@@ -263,8 +317,7 @@ static int op_wait_for(struct peer *p, uint64_t id, int detach, pid_t pid,
     return 0;
 }
 
-/* The newest session of pid that is streaming (not ending), or NULL. */
-static struct session *streaming_session(struct server *srv, pid_t pid)
+struct session *attach_streaming_session(struct server *srv, pid_t pid)
 {
     struct session *s, *found = NULL;
 
@@ -275,12 +328,14 @@ static struct session *streaming_session(struct server *srv, pid_t pid)
     return found;
 }
 
-static unsigned wait_of(int has, uint32_t ms)
+static unsigned wait_of(int has, uint32_t ms, unsigned dflt)
 {
     if (!has || ms == 0)
-        return DEFAULT_WAIT_MS;
+        return dflt;
     return ms < MAX_WAIT_MS ? ms : MAX_WAIT_MS;
 }
+
+/* -- Signals -------------------------------------------------------------- */
 
 /*
  * A handle on the process before it is checked: if it exits and its pid
@@ -318,18 +373,69 @@ static int queue_signal(int pidfd, pid_t pid, int sig, int request)
     return sigqueue(pid, sig, v);
 }
 
-static int send_request(struct peer *p, uint64_t id, int pidfd, pid_t pid,
-                        int sig, int request)
+/* Checks pid for a caller and signals the request to its agent: 0, or an
+ * error code with the reason in why. */
+static int signal_agent(struct server *srv, pid_t pid, uid_t caller,
+                        int request, struct agent_facts *f, char *why,
+                        size_t len)
 {
-    if (queue_signal(pidfd, pid, sig, request) == 0)
-        return 0;
-    peer_send_error(p, id,
-                    errno == EPERM ? LJMP__ERROR_CODE__ERR_PERMISSION
-                                   : LJMP__ERROR_CODE__ERR_NO_SESSION,
-                    "cannot signal pid %d: %s%s", (int)pid, strerror(errno),
-                    errno == EPERM ? " (ljmpd runs as another user)" : "");
-    return -1;
+    int pidfd = open_process(pid);
+    int code = check_target(srv, pid, caller, f, why, len);
+
+    if (code == 0 && queue_signal(pidfd, pid, f->signal, request) != 0) {
+        int err = errno;
+        snprintf(why, len, "cannot signal pid %d: %s%s", (int)pid,
+                 strerror(err),
+                 err == EPERM ? " (ljmpd runs as another user)" : "");
+        code = err == EPERM ? LJMP__ERROR_CODE__ERR_PERMISSION
+                            : LJMP__ERROR_CODE__ERR_NO_SESSION;
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+    return code;
 }
+
+int attach_arm(struct server *srv, pid_t pid, uid_t caller, uint64_t follow_id,
+               char *why, size_t len)
+{
+    struct agent_facts f;
+    int code;
+
+    if (attach_streaming_session(srv, pid) != NULL)
+        return ATTACH_STREAMING;
+    if ((code = signal_agent(srv, pid, caller, LJMP_REQ_ATTACH, &f, why,
+                             len)) != 0)
+        return -code;
+    log_info("attach: pid %d signalled for uid %u (follow %llu)", (int)pid,
+             (unsigned)caller, (unsigned long long)follow_id);
+    if (armed_keep(srv, pid, f.uid, follow_id) == NULL) {
+        snprintf(why, len, "%u processes are armed already (or out of memory)",
+                 srv->attach->narmed);
+        return -LJMP__ERROR_CODE__ERR_INTERNAL;
+    }
+    return ATTACH_ARMED;
+}
+
+int attach_end(struct server *srv, pid_t pid, uid_t caller)
+{
+    struct agent_facts f;
+    struct armed *a = armed_find(srv, pid);
+    char why[384];
+    int streaming = attach_streaming_session(srv, pid) != NULL;
+
+    if (!streaming && a == NULL)
+        return -1;
+    if (a != NULL)
+        armed_free(a);
+    if (signal_agent(srv, pid, caller, LJMP_REQ_DETACH, &f, why, sizeof(why)) !=
+        0) {
+        log_info("detach: %s", why);
+        return -1;
+    }
+    return streaming ? ATTACH_STREAMING : ATTACH_ARMED;
+}
+
+/* -- Requests ------------------------------------------------------------- */
 
 /*
  * Attach and detach requests a client may have waiting for a VM: each
@@ -369,86 +475,93 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__AttachRequest *r = req->attach;
     pid_t pid = (pid_t)r->pid;
-    struct proc_facts f;
+    struct agent_facts f;
+    struct session *s;
     char why[384];
 
     if (!names_a_pid(p, req->id, r->has_pid, r->pid) ||
         too_many_ops(p, req->id))
         return;
-    int pidfd = open_process(pid);
-    int code = check_target(p, pid, &f, why, sizeof(why));
-    struct session *s;
-
-    if (code != 0) {
-        if (pidfd >= 0)
-            close(pidfd);
-        peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
-        return;
-    }
-    if ((s = streaming_session(p->srv, pid)) != NULL &&
+    if ((s = attach_streaming_session(p->srv, pid)) != NULL &&
         session_visible(s, p->uid)) {
-        if (pidfd >= 0)
-            close(pidfd);
         respond_session(p, req->id, s, "already attached");
         return;
     }
-    int sent = send_request(p, req->id, pidfd, pid, f.signal, LJMP_REQ_ATTACH);
-    if (pidfd >= 0)
-        close(pidfd);
-    if (sent != 0)
+    int code = signal_agent(p->srv, pid, p->uid, LJMP_REQ_ATTACH, &f, why,
+                            sizeof(why));
+    if (code != 0) {
+        peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;
+    }
     log_info("attach: pid %d signalled for uid %u", (int)pid, (unsigned)p->uid);
-    if (op_wait_for(p, req->id, 0, pid, 0,
-                    wait_of(r->has_timeout_ms, r->timeout_ms)) != 0)
+    if (op_wait_for(
+            p, req->id, 0, pid, f.uid, 0,
+            wait_of(r->has_timeout_ms, r->timeout_ms, ATTACH_WAIT_MS)) != 0)
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
                         "out of memory");
+}
+
+/* Detach of a process armed and not streaming yet: disarmed at once. */
+static void disarm(struct peer *p, uint64_t id, struct armed *a)
+{
+    struct agent_facts f;
+    char why[384];
+
+    if (signal_agent(p->srv, a->pid, p->uid, LJMP_REQ_DETACH, &f, why,
+                     sizeof(why)) != 0)
+        log_info("detach: %s (dropped as armed)", why);
+    respond_armed(p, id, a, "disarmed: it had not run Lua since it was armed");
+    armed_free(a);
 }
 
 void attach_detach_request(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__DetachRequest *r = req->detach;
     pid_t pid = (pid_t)r->pid;
-    struct proc_facts f;
+    struct agent_facts f;
+    struct armed *a;
     char why[384];
 
     if (!names_a_pid(p, req->id, r->has_pid, r->pid) ||
         too_many_ops(p, req->id))
         return;
-    struct session *s = streaming_session(p->srv, pid);
+    struct session *s = attach_streaming_session(p->srv, pid);
     if (s == NULL || !session_visible(s, p->uid)) {
+        if ((a = armed_find(p->srv, pid)) != NULL &&
+            (p->uid == 0 || p->uid == a->uid)) {
+            disarm(p, req->id, a);
+            return;
+        }
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
                         "pid %d is not attached: no session of it is "
-                        "streaming to this ljmpd",
+                        "streaming to this ljmpd, and it is not armed",
                         (int)pid);
         return;
     }
-    int pidfd = open_process(pid);
-    int code = check_target(p, pid, &f, why, sizeof(why));
+    int code = signal_agent(p->srv, pid, p->uid, LJMP_REQ_DETACH, &f, why,
+                            sizeof(why));
     if (code != 0) {
-        if (pidfd >= 0)
-            close(pidfd);
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;
     }
-    int sent = send_request(p, req->id, pidfd, pid, f.signal, LJMP_REQ_DETACH);
-    if (pidfd >= 0)
-        close(pidfd);
-    if (sent != 0)
-        return;
     log_info("detach: pid %d signalled for uid %u", (int)pid, (unsigned)p->uid);
-    if (op_wait_for(p, req->id, 1, pid, s->id,
-                    wait_of(r->has_timeout_ms, r->timeout_ms)) != 0)
+    if (op_wait_for(
+            p, req->id, 1, pid, f.uid, s->id,
+            wait_of(r->has_timeout_ms, r->timeout_ms, DETACH_WAIT_MS)) != 0)
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
                         "out of memory");
 }
 
-/* Attach requests for s's process are answered. */
+/* Attach requests for s's process are answered; it is armed no more. */
 static void session_started(struct session *s, void *arg)
 {
     struct server *srv = s->srv;
     struct op_wait *w, *next;
+    struct armed *a = armed_find(srv, s->pid);
 
     (void)arg;
+    if (a != NULL)
+        armed_free(a);
     for (w = TAILQ_FIRST(&srv->attach->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (!w->detach && w->pid == s->pid) {
@@ -495,11 +608,15 @@ int attach_start(struct server *srv)
     if ((srv->attach = calloc(1, sizeof(*srv->attach))) == NULL)
         return -1;
     TAILQ_INIT(&srv->attach->ops);
+    TAILQ_INIT(&srv->attach->armed);
     return 0;
 }
 
 void attach_free(struct server *srv)
 {
-    free(srv->attach); /* its waits went with their peers */
+    /* The waits went with their peers; the armed records go here. */
+    while (!TAILQ_EMPTY(&srv->attach->armed))
+        armed_free(TAILQ_FIRST(&srv->attach->armed));
+    free(srv->attach);
     srv->attach = NULL;
 }

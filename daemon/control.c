@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "follow.h"
 #include "clock.h"
 #include "control.h"
 #include "peer.h"
@@ -186,7 +187,9 @@ static void do_list(struct peer *p, const Ljmp__Request *req)
             goto oom;
         list.sessions[list.n_sessions++] = ss;
     }
-    if ((list.daemon = snapshot_daemon(&a, p->srv)) == NULL)
+    if ((list.daemon = snapshot_daemon(&a, p->srv)) == NULL ||
+        attach_list_armed(p->srv, &a, p->uid, &list) != 0 ||
+        follow_list(p->srv, &a, p->uid, &list) != 0)
         goto oom;
     peer_response_init(&resp, req->id);
     resp.body_case = LJMP__RESPONSE__BODY_LIST;
@@ -688,10 +691,16 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
         do_record(p, req);
         break;
     case LJMP__REQUEST__BODY_ATTACH:
-        attach_request(p, req);
+        if (req->attach->tree || req->attach->unit != NULL)
+            follow_request(p, req);
+        else
+            attach_request(p, req);
         break;
     case LJMP__REQUEST__BODY_DETACH:
-        attach_detach_request(p, req);
+        if (req->detach->tree || req->detach->unit != NULL)
+            follow_detach_request(p, req);
+        else
+            attach_detach_request(p, req);
         break;
     default:
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,

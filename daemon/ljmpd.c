@@ -25,6 +25,7 @@
 #include "retention.h"
 #include "snapshot.h"
 #include "attach.h"
+#include "follow.h"
 #include "server.h"
 #include "session.h"
 #include "symload.h"
@@ -313,7 +314,8 @@ static int server_start(struct server *srv)
                               srv->cfg.inline_bytes)) == NULL ||
         symload_start(srv) != 0 || peerfd_start() != 0 ||
         control_start(srv) != 0 || attach_start(srv) != 0 ||
-        snapshot_start(srv) != 0 || watch_sessions(srv) != 0)
+        follow_start(srv) != 0 || snapshot_start(srv) != 0 ||
+        watch_sessions(srv) != 0)
         return -1;
     if ((activated = activated_sockets(srv, &ifd, &cfd)) < 0)
         return -1;
@@ -372,6 +374,7 @@ static void server_free(struct server *srv)
     while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
         peer_free(p);
     control_free(srv); /* after the peers that hold subscriptions */
+    follow_free(srv);
     attach_free(srv);
     while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
         TAILQ_REMOVE(&srv->sessions, s, link);

@@ -37,6 +37,7 @@ struct server_counters {
 struct attach;
 struct control;
 struct feed;
+struct follows;
 struct peer_handler;
 struct recorder;
 struct session_observer;
@@ -62,6 +63,7 @@ struct server {
     struct symload *symload;     /* the C symbol readers (symload.c) */
     struct recorder *recorder;   /* recordings (recorder.c) */
     struct attach *attach;       /* attach and detach waits (attach.c) */
+    struct follows *follows;     /* attach --tree, --unit (follow.c) */
     struct control *ctl;         /* subscriptions, record requests */
     struct snapshots *snapshots; /* the snapshots' turns (snapshot.c) */
     /* Who serves control peers' requests (peer.h). */

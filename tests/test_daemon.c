@@ -3247,9 +3247,16 @@ static int attach_fails_with_env(const char *name, const char *value,
 {
     char args[64];
 
+    const char *was = getenv(name);
+    char *saved = was ? strdup(was) : NULL;
+
     setenv(name, value, 1);
     struct vm vm = vm_start("idle.lua", NULL, NULL, 0, 0);
-    unsetenv(name);
+    if (saved != NULL)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    free(saved);
     sleep_ms(200);
     snprintf(args, sizeof(args), "attach %d", (int)vm.pid);
     int failed = ljmpctl_fails(args, 5, why);
@@ -3301,12 +3308,15 @@ static void test_attach_refusals(void)
     CU_ASSERT(attach_fails_with_env("LJMP_SIGNAL", "2147483647",
                                     "names no real-time signal"));
 
-    /* An idle VM runs no Lua: the wait ends, with the reason. */
+    /* A VM whose agent says it connects elsewhere (LJMP_INGEST as it was
+     * started with), with the path it will use. */
+    CU_ASSERT(attach_fails_with_env("LJMP_INGEST", "/nowhere/ljmp/in.sock",
+                                    "would connect to /nowhere/ljmp/in.sock"));
+
+    /* An idle VM runs no Lua: the wait ends with it armed. */
     struct vm idle = vm_start("idle.lua", NULL, NULL, 0, 1);
     vm_release(&idle);
     sleep_ms(200);
-    snprintf(args, sizeof(args), "attach %d --timeout 300", (int)idle.pid);
-    CU_ASSERT(ljmpctl_fails(args, 5, "did not connect within 300 ms"));
     /* A client that sends its request, then more, and half-closes gets
      * every answer: the wait's, once it is over, and the others', though
      * they outgrow its queue while it does not read (the wait ending
@@ -3340,15 +3350,14 @@ static void test_attach_refusals(void)
         CU_ASSERT_NOT_EQUAL(conn_send(&c, &snap, -1), 0);
     shutdown(c.fd, SHUT_WR);
     sleep_ms(1000); /* the wait ends while the answers are queued */
-    int timeouts = 0, snapshots = 0, answers = 0;
+    int armed = 0, snapshots = 0, answers = 0;
     while ((r = conn_recv(&c, 3000)) != NULL) {
         answers++;
-        timeouts +=
-            r->error != NULL && r->error->code == LJMP__ERROR_CODE__ERR_TIMEOUT;
+        armed += r->body_case == LJMP__RESPONSE__BODY_ARMED;
         snapshots += r->body_case == LJMP__RESPONSE__BODY_SNAPSHOT;
         ljmp__response__free_unpacked(r, NULL);
     }
-    CU_ASSERT_EQUAL(timeouts, 1);
+    CU_ASSERT_EQUAL(armed, 1);
     CU_ASSERT_EQUAL(snapshots, MORE);
     CU_ASSERT_EQUAL(answers, 1 + SMALL + MORE);
     conn_close(&c);
@@ -3398,6 +3407,238 @@ static void test_attach_refusals(void)
     free(err);
     kill(vm.pid, SIGKILL);
     vm_wait(&vm, 1000);
+}
+
+/* Whether the list response names pid as armed. */
+static int listed_armed(const Ljmp__Response *r, pid_t pid)
+{
+    for (size_t i = 0; r != NULL && r->body_case == LJMP__RESPONSE__BODY_LIST &&
+                       i < r->list->n_armed;
+         i++)
+        if (r->list->armed[i]->pid == (uint32_t)pid)
+            return 1;
+    return 0;
+}
+
+static int is_armed(pid_t pid)
+{
+    Ljmp__Response *r = list_sessions();
+    int armed = listed_armed(r, pid);
+
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return armed;
+}
+
+/*
+ * An idle VM (an nginx worker between requests) is armed at once: attach
+ * succeeds saying so, list shows it, detach disarms it, and once armed
+ * again its session starts when it next runs Lua.
+ */
+static void test_attach_idle_armed(void)
+{
+    char args[128];
+    struct vm idle = vm_start("idle.lua", NULL, NULL, 0, 0);
+
+    sleep_ms(200);
+    snprintf(args, sizeof(args), "attach %d", (int)idle.pid);
+    uint64_t t0 = ms_now();
+    CU_ASSERT_EQUAL(ljmpctl(args, "armed.out"), 0);
+    CU_ASSERT(ms_now() - t0 < 3000);
+    CU_ASSERT(file_shows("armed.out",
+                         "armed: its stream starts at its next "
+                         "Lua call",
+                         0));
+    CU_ASSERT(is_armed(idle.pid));
+    CU_ASSERT_EQUAL(ljmpctl("list", "list.out"), 0);
+    CU_ASSERT(file_shows("list.out", "armed (each streams from its next", 0));
+    snprintf(args, sizeof(args), "detach %d", (int)idle.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "disarm.out"), 0);
+    CU_ASSERT(file_shows("disarm.out", "disarmed", 0));
+    CU_ASSERT(!is_armed(idle.pid));
+    /* Disarmed in the VM too: Lua running now starts no stream. */
+    CU_ASSERT_EQUAL(write(idle.in, "one\n", 4), 4);
+    sleep_ms(300);
+    Ljmp__Response *r = list_sessions();
+    CU_ASSERT_PTR_NULL(session_in(r, idle.pid));
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(vm_wait(&idle, 5000), 0);
+
+    /* Armed again, the session starts at its next Lua call. */
+    idle = vm_start("idle.lua", NULL, NULL, 0, 0);
+    sleep_ms(200);
+    snprintf(args, sizeof(args), "attach %d --timeout 100", (int)idle.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "armed2.out"), 0);
+    CU_ASSERT(is_armed(idle.pid));
+    CU_ASSERT_EQUAL(write(idle.in, "two\n", 4), 4);
+    r = wait_session(idle.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    const Ljmp__SessionSnapshot *ss = session_in(r, idle.pid);
+    CU_ASSERT(ss != NULL && ss->info->state == LJMP__SESSION_STATE__COMPLETE);
+    CU_ASSERT(!listed_armed(r, idle.pid));
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(vm_wait(&idle, 5000), 0);
+
+    /* A process that exits while armed is dropped. */
+    idle = vm_start("idle.lua", NULL, NULL, 0, 0);
+    sleep_ms(200);
+    snprintf(args, sizeof(args), "attach %d --timeout 100", (int)idle.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "armed3.out"), 0);
+    CU_ASSERT(is_armed(idle.pid));
+    kill(idle.pid, SIGKILL);
+    vm_wait(&idle, 1000);
+    sleep_ms(100);
+    CU_ASSERT(!is_armed(idle.pid));
+}
+
+/*
+ * nginx writes its process titles over its environment, which
+ * /proc/PID/environ then shows: ljmpd learns where the agent connects
+ * from the agent's own name in /proc/PID/maps instead.
+ */
+static void test_attach_after_title(void)
+{
+    char stop[200], args[128];
+
+    snprintf(stop, sizeof(stop), "%s/title.stop", test_dir);
+    struct vm vm = vm_start("title.lua", stop, NULL, 0, 0);
+    sleep_ms(300);
+    char *env = NULL;
+    {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/environ", (int)vm.pid);
+        FILE *f = fopen(path, "r");
+        char buf[8192] = "";
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        for (size_t i = 0; i < n; i++)
+            buf[i] = buf[i] ? buf[i] : ' ';
+        env = strstr(buf, "LJMP_INGEST=");
+    }
+    CU_ASSERT_PTR_NULL(env); /* the title is written over it */
+    snprintf(args, sizeof(args), "attach %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "title.out"), 0);
+    CU_ASSERT(file_shows("title.out", "attached, session", 0));
+    snprintf(args, sizeof(args), "detach %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "title2.out"), 0);
+    CU_ASSERT(file_shows("title2.out", "complete", 0));
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 10000), 0);
+}
+
+/* The pids of root's VM children now (n at most), from /proc. */
+static size_t children_of(pid_t root, pid_t *out, size_t n)
+{
+    char path[64], buf[4096];
+    size_t k = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)root,
+             (int)root);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    for (char *p = buf; k < n && *p;) {
+        char *end, comm[64] = "";
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        p = end;
+        /* The VMs only, not the shell's sleeps. */
+        snprintf(path, sizeof(path), "/proc/%ld/comm", v);
+        if ((f = fopen(path, "r")) != NULL) {
+            if (fgets(comm, sizeof(comm), f) == NULL)
+                comm[0] = '\0';
+            fclose(f);
+        }
+        if (strncmp(comm, "luajit", 6) == 0)
+            out[k++] = (pid_t)v;
+    }
+    return k;
+}
+
+/* How many of pids stream to ljmpd now. */
+static size_t streaming_of(const pid_t *pids, size_t n)
+{
+    Ljmp__Response *r = list_sessions();
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const Ljmp__SessionSnapshot *s = session_in(r, pids[i]);
+        k += s != NULL && s->info->state == LJMP__SESSION_STATE__STREAMING;
+    }
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return k;
+}
+
+/*
+ * attach --tree: a parent (not a VM) and its VM children are one target;
+ * a child that appears later is attached as it starts; detach --tree ends
+ * every stream, each complete.
+ */
+static void test_attach_tree(void)
+{
+    char cmd[2048], stop[200], spawn[200], args[128];
+    pid_t kids[8];
+    size_t n = 0;
+
+    snprintf(stop, sizeof(stop), "%s/tree.stop", test_dir);
+    snprintf(spawn, sizeof(spawn), "%s/tree.spawn", test_dir);
+    snprintf(cmd, sizeof(cmd),
+             "%s %s/busy.lua %s 30 & %s %s/busy.lua %s 30 & "
+             "while [ ! -e %s ]; do sleep 0.05; done; "
+             "%s %s/busy.lua %s 30 & wait",
+             LUAJIT_BIN, VM_SCRIPTS, stop, LUAJIT_BIN, VM_SCRIPTS, stop, spawn,
+             LUAJIT_BIN, VM_SCRIPTS, stop);
+    pid_t root = fork();
+    if (root == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100 && (n = children_of(root, kids, 8)) < 2; i++)
+        sleep_ms(20);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    sleep_ms(200); /* their agents are installed */
+    snprintf(args, sizeof(args), "attach --tree %d", (int)root);
+    CU_ASSERT_EQUAL(ljmpctl(args, "tree.out"), 0);
+    CU_ASSERT(file_shows("tree.out", "the tree of pid", 0));
+    CU_ASSERT(file_shows("tree.out", "skipped", 0)); /* sh has no agent */
+    for (int i = 0; i < 100 && streaming_of(kids, n) < 2; i++)
+        sleep_ms(20);
+    CU_ASSERT_EQUAL(streaming_of(kids, n), 2);
+    /* A third child, after the attach: followed. */
+    fclose(fopen(spawn, "w"));
+    for (int i = 0; i < 100 && (n = children_of(root, kids, 8)) < 3; i++)
+        sleep_ms(20);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    for (int i = 0; i < 150 && streaming_of(kids, n) < 3; i++)
+        sleep_ms(20);
+    CU_ASSERT_EQUAL(streaming_of(kids, n), 3);
+    CU_ASSERT_EQUAL(ljmpctl("list", "tree-list.out"), 0);
+    CU_ASSERT(file_shows("tree-list.out", "3 streaming", 0));
+    snprintf(args, sizeof(args), "detach --tree %d", (int)root);
+    CU_ASSERT_EQUAL(ljmpctl(args, "tree-detach.out"), 0);
+    CU_ASSERT_EQUAL(streaming_of(kids, n), 0);
+    Ljmp__Response *r = list_sessions();
+    for (size_t i = 0; i < n; i++) {
+        const Ljmp__SessionSnapshot *s = session_in(r, kids[i]);
+        CU_ASSERT(s != NULL && s->info->state == LJMP__SESSION_STATE__COMPLETE);
+    }
+    CU_ASSERT(r != NULL && r->list->n_follows == 0);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    /* Not followed any more: detach again finds nothing attached. */
+    CU_ASSERT(ljmpctl_fails(args, 5, "nothing of it was attached"));
+    fclose(fopen(stop, "w"));
+    int st;
+    CU_ASSERT_EQUAL(waitpid(root, &st, 0), root);
 }
 
 /* tmux with a private server: 0 on success. */
@@ -3815,6 +4056,10 @@ int main(int argc, char **argv)
     CU_add_test(s, "idle client", test_idle_client);
     CU_add_test(s, "attach and detach", test_attach_detach);
     CU_add_test(s, "attach refusals", test_attach_refusals);
+    CU_add_test(s, "an idle VM is armed", test_attach_idle_armed);
+    CU_add_test(s, "attach after the title overwrote the environment",
+                test_attach_after_title);
+    CU_add_test(s, "attach and detach a tree", test_attach_tree);
     CU_add_test(s, "top in a terminal", test_top);
     CU_add_test(s, "eviction is per user", test_eviction_per_user);
     CU_add_test(s, "slots per user", test_slots_per_user);
