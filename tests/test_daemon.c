@@ -3641,6 +3641,78 @@ static void test_attach_tree(void)
     CU_ASSERT_EQUAL(waitpid(root, &st, 0), root);
 }
 
+/* Where the unified cgroup hierarchy is mounted, or "" if nowhere. */
+static void cgroup2_mount(char *out, size_t len)
+{
+    char dev[64], dir[256], type[64];
+    FILE *f = fopen("/proc/self/mounts", "r");
+
+    out[0] = '\0';
+    while (f != NULL &&
+           fscanf(f, "%63s %255s %63s %*[^\n]", dev, dir, type) == 3)
+        if (strcmp(type, "cgroup2") == 0) {
+            snprintf(out, len, "%s", dir);
+            break;
+        }
+    if (f != NULL)
+        fclose(f);
+}
+
+/* Writes pid into a cgroup's cgroup.procs: 0, or -1. */
+static int move_to_cgroup(const char *cg, pid_t pid)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+    if ((f = fopen(path, "w")) == NULL)
+        return -1;
+    int ok = fprintf(f, "%d\n", (int)pid) > 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/*
+ * attach --unit: the processes whose cgroup path names the unit (a
+ * cgroup made here, named as systemd names a service's), followed; detach
+ * --unit ends their streams.
+ */
+static void test_attach_unit(void)
+{
+    char mnt[256], cg[512], unit[64], stop[200], args[128];
+
+    cgroup2_mount(mnt, sizeof(mnt));
+    snprintf(unit, sizeof(unit), "ljmp-test-%d.service", (int)getpid());
+    snprintf(cg, sizeof(cg), "%s/%s", mnt, unit);
+    if (mnt[0] == '\0' || mkdir(cg, 0755) != 0) {
+        test_skip_rest(mnt[0] ? "attach --unit: cannot make a cgroup"
+                              : "attach --unit: no cgroup2 mount");
+        return;
+    }
+    snprintf(stop, sizeof(stop), "%s/unit.stop", test_dir);
+    struct vm vm = vm_start("busy.lua", stop, "30", 0, 0);
+    struct vm other = vm_start("busy.lua", stop, "30", 0, 0);
+    sleep_ms(200);
+    if (move_to_cgroup(cg, vm.pid) != 0) {
+        test_skip_rest("attach --unit: cannot move a process to a cgroup");
+    } else {
+        snprintf(args, sizeof(args), "attach --unit %s", unit);
+        CU_ASSERT_EQUAL(ljmpctl(args, "unit.out"), 0);
+        CU_ASSERT(file_shows("unit.out", unit, 0));
+        for (int i = 0; i < 100 && streaming_of(&vm.pid, 1) < 1; i++)
+            sleep_ms(20);
+        CU_ASSERT_EQUAL(streaming_of(&vm.pid, 1), 1);
+        CU_ASSERT_EQUAL(streaming_of(&other.pid, 1), 0); /* not a member */
+        snprintf(args, sizeof(args), "detach --unit %s", unit);
+        CU_ASSERT_EQUAL(ljmpctl(args, "unit-detach.out"), 0);
+        CU_ASSERT_EQUAL(streaming_of(&vm.pid, 1), 0);
+        move_to_cgroup(mnt, vm.pid);
+    }
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 10000), 0);
+    CU_ASSERT_EQUAL(vm_wait(&other, 10000), 0);
+    rmdir(cg);
+}
+
 /* tmux with a private server: 0 on success. */
 static int tmux(const char *args, const char *out)
 {
@@ -4060,6 +4132,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "attach after the title overwrote the environment",
                 test_attach_after_title);
     CU_add_test(s, "attach and detach a tree", test_attach_tree);
+    CU_add_test(s, "attach and detach a unit", test_attach_unit);
     CU_add_test(s, "top in a terminal", test_top);
     CU_add_test(s, "eviction is per user", test_eviction_per_user);
     CU_add_test(s, "slots per user", test_slots_per_user);
