@@ -219,7 +219,8 @@ static int follow_members(struct server *srv, struct follow *f, const pid_t *m,
     if (seen == NULL)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        if (!bsearch(&m[i], f->seen, f->nseen, sizeof(pid_t), pid_cmp)) {
+        if (f->nseen == 0 ||
+            !bsearch(&m[i], f->seen, f->nseen, sizeof(pid_t), pid_cmp)) {
             int r = attach_arm(srv, m[i], f->uid, f->id, why, sizeof(why));
             if (r < 0)
                 log_info("follow %llu: pid %d not attached: %s",
