@@ -183,7 +183,8 @@ static size_t members_of(const struct follow *f, const struct proc_scan *sc,
             if (sc->e[i].pid == f->root)
                 out[n++] = f->root;
         /* Descendants, a generation a pass: a process whose parent is a
-         * member is one. */
+         * member is one (a scan lists each pid once, so none is added
+         * twice in a pass). */
         while (grew && n > 0) {
             grew = 0;
             qsort(out, n, sizeof(*out), pid_cmp);
@@ -191,14 +192,8 @@ static size_t members_of(const struct follow *f, const struct proc_scan *sc,
             for (size_t i = 0; i < sc->n && n < MAX_MEMBERS; i++) {
                 const struct proc_entry *e = &sc->e[i];
                 if (bsearch(&e->ppid, out, had, sizeof(*out), pid_cmp) &&
-                    !bsearch(&e->pid, out, had, sizeof(*out), pid_cmp) &&
-                    e->pid != f->root) {
-                    int dup = 0;
-                    for (size_t k = had; k < n; k++)
-                        dup |= out[k] == e->pid;
-                    if (!dup)
-                        out[n++] = e->pid, grew = 1;
-                }
+                    !bsearch(&e->pid, out, had, sizeof(*out), pid_cmp))
+                    out[n++] = e->pid, grew = 1;
             }
         }
     }
@@ -306,10 +301,9 @@ static uint32_t *arena_pids(struct arena *ar, size_t n)
     return arena_alloc(ar, (n ? n : 1) * sizeof(uint32_t));
 }
 
-/* f as the wire shows it, with its members now (m, n), each as streaming,
- * armed or skipped (and why) for a caller. */
-static Ljmp__Follow *follow_info(struct server *srv, struct arena *ar,
-                                 const struct follow *f, const pid_t *m,
+/* f's head on the wire (what it follows, who asked, since when), with
+ * room for n members streaming and n armed; NULL out of memory. */
+static Ljmp__Follow *follow_head(struct arena *ar, const struct follow *f,
                                  size_t n)
 {
     Ljmp__Follow *w = arena_alloc(ar, sizeof(*w));
@@ -329,30 +323,51 @@ static Ljmp__Follow *follow_info(struct server *srv, struct arena *ar,
     }
     w->streaming = arena_pids(ar, n);
     w->armed = arena_pids(ar, n);
+    return w->streaming != NULL && w->armed != NULL ? w : NULL;
+}
+
+/* Counts pid among w's members streaming or armed: 1, or 0 if it is
+ * neither. */
+static int add_attached(struct server *srv, Ljmp__Follow *w, pid_t pid)
+{
+    if (attach_streaming_session(srv, pid) != NULL)
+        w->streaming[w->n_streaming++] = (uint32_t)pid;
+    else if (attach_is_armed(srv, pid))
+        w->armed[w->n_armed++] = (uint32_t)pid;
+    else
+        return 0;
+    return 1;
+}
+
+/* f as the wire shows it, with its members now (m, n), each as streaming,
+ * armed or skipped (and why) for a caller. */
+static Ljmp__Follow *follow_info(struct server *srv, struct arena *ar,
+                                 const struct follow *f, const pid_t *m,
+                                 size_t n)
+{
+    Ljmp__Follow *w = follow_head(ar, f, n);
+
+    if (w == NULL)
+        return NULL;
     w->skipped = arena_pids(ar, n);
     w->skip_reasons = arena_alloc(ar, (n ? n : 1) * sizeof(char *));
-    if (!w->streaming || !w->armed || !w->skipped || !w->skip_reasons)
+    if (!w->skipped || !w->skip_reasons)
         return NULL;
     for (size_t i = 0; i < n; i++) {
-        if (attach_streaming_session(srv, m[i]) != NULL) {
-            w->streaming[w->n_streaming++] = (uint32_t)m[i];
-        } else if (attach_is_armed(srv, m[i])) {
+        char why[384];
+        if (add_attached(srv, w, m[i]))
+            continue;
+        /* Not attached: the reason as attach by pid would give it. */
+        int r = attach_arm(srv, m[i], f->uid, f->id, why, sizeof(why));
+        if (r == ATTACH_ARMED) {
             w->armed[w->n_armed++] = (uint32_t)m[i];
-        } else {
-            char why[384];
-            /* Not attached: the reason as attach by pid would give it. */
-            int r = attach_arm(srv, m[i], f->uid, f->id, why, sizeof(why));
-            if (r == ATTACH_ARMED) {
-                w->armed[w->n_armed++] = (uint32_t)m[i];
-                continue;
-            }
-            if (r == ATTACH_STREAMING)
-                snprintf(why, sizeof(why), "streaming");
-            w->skipped[w->n_skipped] = (uint32_t)m[i];
-            if ((w->skip_reasons[w->n_skipped++] = arena_strdup(ar, why)) ==
-                NULL)
-                return NULL;
+            continue;
         }
+        if (r == ATTACH_STREAMING)
+            snprintf(why, sizeof(why), "streaming");
+        w->skipped[w->n_skipped] = (uint32_t)m[i];
+        if ((w->skip_reasons[w->n_skipped++] = arena_strdup(ar, why)) == NULL)
+            return NULL;
     }
     w->n_skip_reasons = w->n_skipped;
     return w;
@@ -524,18 +539,7 @@ void follow_detach_request(struct peer *p, const Ljmp__Request *req)
     int scanned = m != NULL && scan_procs(&sc, root == 0) == 0;
     if (scanned) {
         size_t n = members_of(f, &sc, m);
-        if ((w = arena_alloc(&ar, sizeof(*w))) != NULL) {
-            ljmp__follow__init(w);
-            w->has_id = 1;
-            w->id = f->id;
-            w->has_root_pid = root != 0;
-            w->root_pid = (uint32_t)root;
-            w->unit = root ? NULL : arena_strdup(&ar, unit);
-            w->streaming = arena_pids(&ar, n);
-            w->armed = arena_pids(&ar, n);
-            if (w->streaming == NULL || w->armed == NULL)
-                w = NULL;
-        }
+        w = follow_head(&ar, f, n);
         for (size_t i = 0; w != NULL && i < n; i++) {
             int ended = attach_end(srv, m[i], p->uid);
             if (ended == ATTACH_STREAMING)
@@ -572,29 +576,12 @@ int follow_list(struct server *srv, struct arena *ar, uid_t caller,
     {
         if (caller != 0 && caller != f->uid)
             continue;
-        Ljmp__Follow *w = arena_alloc(ar, sizeof(*w));
+        /* The members it attached, as last seen. */
+        Ljmp__Follow *w = follow_head(ar, f, f->nseen);
         if (w == NULL)
             return -1;
-        ljmp__follow__init(w);
-        w->has_id = w->has_uid = w->has_since_ms = 1;
-        w->id = f->id;
-        w->uid = (uint32_t)f->uid;
-        w->since_ms = f->since_ms;
-        w->has_root_pid = f->root != 0;
-        w->root_pid = (uint32_t)f->root;
-        if (f->root == 0 && (w->unit = arena_strdup(ar, f->unit)) == NULL)
-            return -1;
-        /* The members it attached, as last seen. */
-        w->streaming = arena_pids(ar, f->nseen);
-        w->armed = arena_pids(ar, f->nseen);
-        if (w->streaming == NULL || w->armed == NULL)
-            return -1;
-        for (size_t i = 0; i < f->nseen; i++) {
-            if (attach_streaming_session(srv, f->seen[i]) != NULL)
-                w->streaming[w->n_streaming++] = (uint32_t)f->seen[i];
-            else if (attach_is_armed(srv, f->seen[i]))
-                w->armed[w->n_armed++] = (uint32_t)f->seen[i];
-        }
+        for (size_t i = 0; i < f->nseen; i++)
+            add_attached(srv, w, f->seen[i]);
         list->follows[list->n_follows++] = w;
     }
     return 0;

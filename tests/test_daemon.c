@@ -3430,6 +3430,20 @@ static int is_armed(pid_t pid)
     return armed;
 }
 
+/* An idle VM attached with a short wait, and armed; out gets ljmpctl's
+ * answer. */
+static struct vm idle_armed(const char *out)
+{
+    char args[128];
+    struct vm idle = vm_start("idle.lua", NULL, NULL, 0, 0);
+
+    sleep_ms(200);
+    snprintf(args, sizeof(args), "attach %d --timeout 100", (int)idle.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, out), 0);
+    CU_ASSERT(is_armed(idle.pid));
+    return idle;
+}
+
 /*
  * An idle VM (an nginx worker between requests) is armed at once: attach
  * succeeds saying so, list shows it, detach disarms it, and once armed
@@ -3466,11 +3480,7 @@ static void test_attach_idle_armed(void)
     CU_ASSERT_EQUAL(vm_wait(&idle, 5000), 0);
 
     /* Armed again, the session starts at its next Lua call. */
-    idle = vm_start("idle.lua", NULL, NULL, 0, 0);
-    sleep_ms(200);
-    snprintf(args, sizeof(args), "attach %d --timeout 100", (int)idle.pid);
-    CU_ASSERT_EQUAL(ljmpctl(args, "armed2.out"), 0);
-    CU_ASSERT(is_armed(idle.pid));
+    idle = idle_armed("armed2.out");
     CU_ASSERT_EQUAL(write(idle.in, "two\n", 4), 4);
     r = wait_session(idle.pid, 1, 0, 5000);
     CU_ASSERT_PTR_NOT_NULL(r);
@@ -3482,11 +3492,7 @@ static void test_attach_idle_armed(void)
     CU_ASSERT_EQUAL(vm_wait(&idle, 5000), 0);
 
     /* A process that exits while armed is dropped. */
-    idle = vm_start("idle.lua", NULL, NULL, 0, 0);
-    sleep_ms(200);
-    snprintf(args, sizeof(args), "attach %d --timeout 100", (int)idle.pid);
-    CU_ASSERT_EQUAL(ljmpctl(args, "armed3.out"), 0);
-    CU_ASSERT(is_armed(idle.pid));
+    idle = idle_armed("armed3.out");
     kill(idle.pid, SIGKILL);
     vm_wait(&idle, 1000);
     sleep_ms(100);
