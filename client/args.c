@@ -41,6 +41,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_TIMEOUT] = {"timeout", 0, VALUE_NUMBER},
     [OPT_TREE] = {"tree", 0, VALUE_NONE},
     [OPT_UNIT] = {"unit", 0, VALUE_TEXT},
+    [OPT_BY_PROCESS] = {"by-process", 0, VALUE_NONE},
 };
 
 /* getopt_long's value for an option: above every letter, so that a

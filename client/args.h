@@ -27,6 +27,7 @@ enum ctl_opt {
     OPT_TIMEOUT,        /* --timeout MS */
     OPT_TREE,           /* --tree */
     OPT_UNIT,           /* --unit NAME */
+    OPT_BY_PROCESS,     /* --by-process */
     NOPTS
 };
 

@@ -13,6 +13,7 @@
 #include "ljmpctl.h"
 #include "sortkey.h"
 #include "pbjson.h"
+#include "target.h"
 
 /* The PID operand of a live command (0 without one); -1 after a message. */
 static int operand_pid(const char *cmd, const struct ctl_args *a, uint32_t *pid)
@@ -219,35 +220,85 @@ static void print_session_block(const Ljmp__SessionSnapshot *ss)
     }
 }
 
-/* What a snapshot shows: PID's sessions (all for 0) or --session's, its
- * top sites (20 unless -n) by its sort key (live bytes unless --sort). */
+/* A merged view (--tree, --unit) as a block: its members, totals and
+ * rows, each row's shares under it. */
+static void print_merged_block(const Ljmp__Snapshot *snap,
+                               const struct view_target *t)
+{
+    const Ljmp__MergedView *m = snap->merged;
+    const Ljmp__Totals *tt = m->totals;
+    char what[300];
+
+    view_target_name(t, what, sizeof(what));
+    printf("%s: %u process%s merged:", what, m->members,
+           m->members == 1 ? "" : "es");
+    for (size_t i = 0; i < snap->n_sessions; i++)
+        if (snap->sessions[i]->info != NULL)
+            printf(" %u", snap->sessions[i]->info->pid);
+    printf("\n  events %llu; allocated %llu B, freed %llu B; live %llu B in "
+           "%llu blocks; %.0f events/s, %.0f B/s\n",
+           (unsigned long long)ljmp_wire_totals_events(tt),
+           (unsigned long long)tt->alloc_bytes,
+           (unsigned long long)tt->freed_bytes,
+           (unsigned long long)tt->live_bytes,
+           (unsigned long long)tt->live_blocks, m->events_per_s,
+           m->alloc_bytes_per_s);
+    if (m->n_top == 0)
+        return;
+    printf("  %14s %10s %14s %10s %12s %10s %10s  %s\n", "LIVE BYTES", "BLOCKS",
+           "ALLOC BYTES", "ALLOCS", "ALLOC B/S", "EVENTS/S", "FREES",
+           "LOCATION");
+    for (size_t i = 0; i < m->n_top; i++) {
+        const Ljmp__Location *l = m->top[i];
+        printf("  %14llu %10llu %14llu %10llu %12.0f %10.0f %10llu  %s\n",
+               (unsigned long long)l->live_bytes,
+               (unsigned long long)l->live_blocks,
+               (unsigned long long)(l->alloc_bytes + l->realloc_new_bytes),
+               (unsigned long long)l->alloc_events, l->alloc_bytes_per_s,
+               l->events_per_s, (unsigned long long)l->free_events, l->name);
+        for (size_t k = 0; k < l->n_by_process; k++) {
+            const Ljmp__ProcessShare *sh = l->by_process[k];
+            printf("  %14llu %10llu %14llu %10llu %12.0f %10s %10llu    pid "
+                   "%u\n",
+                   (unsigned long long)sh->live_bytes,
+                   (unsigned long long)sh->live_blocks,
+                   (unsigned long long)sh->alloc_bytes,
+                   (unsigned long long)sh->alloc_events, sh->alloc_bytes_per_s,
+                   "", (unsigned long long)sh->free_events, sh->pid);
+        }
+    }
+}
+
+/* What a snapshot shows: the target's sessions (every one by default),
+ * its top sites (20 unless -n) by its sort key (live bytes unless
+ * --sort). */
 static void fill_options(Ljmp__SnapshotOptions *o, Ljmp__Selector *sel,
-                         const struct ctl_args *a, uint32_t pid)
+                         const struct ctl_args *a, const struct view_target *t)
 {
     ljmp__snapshot_options__init(o);
     ljmp__selector__init(sel);
-    sel->has_pid = pid != 0;
-    sel->pid = pid;
-    sel->session_id = args_get(a, OPT_SESSION, 0);
-    sel->has_session_id = sel->session_id != 0;
-    o->sessions = sel;
+    view_target_fill(t, o, sel);
     o->has_top = o->has_sort = 1;
     o->top = (uint32_t)args_get(a, OPT_TOP, 20);
     o->sort = sortkey_table[args_get(a, OPT_SORT, 0)].value;
 }
 
 static const char snapshot_help[] =
-    "usage: ljmpctl snapshot [PID] [OPTIONS]\n"
+    "usage: ljmpctl snapshot [PID | --tree PID | --unit NAME] [OPTIONS]\n"
     "\n"
     "One snapshot of every session (or of PID's newest, or of --session ID):\n"
     "identity, state, totals, and the top allocation sites.  Rates run from\n"
-    "the start of each session.\n"
+    "the start of each session.  With --tree or --unit, one merged view of\n"
+    "the processes streaming (as `ljmpctl top` shows it).\n"
     "\n"
     "Options:\n"
     "  -n, --top N        sites per session (20; at most 1000)\n"
     "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
     "                     alloc-rate, event-rate, free-bytes\n"
     "      --session ID   one session, by the id `ljmpctl list` shows\n"
+    "      --tree         PID and its descendants, merged\n"
+    "      --unit NAME    a systemd unit's processes, merged\n"
+    "      --by-process   each merged site's share per process\n"
     "      --json         the snapshot as one JSON object\n";
 
 static int cmd_snapshot(const struct ctl_args *a)
@@ -257,12 +308,12 @@ static int cmd_snapshot(const struct ctl_args *a)
     Ljmp__SnapshotRequest sr = LJMP__SNAPSHOT_REQUEST__INIT;
     Ljmp__SnapshotOptions o;
     Ljmp__Selector sel;
-    uint32_t pid;
+    struct view_target t;
     int rc;
 
-    if (operand_pid("snapshot", a, &pid) != 0)
+    if (view_target_of("snapshot", a, &t) != 0)
         return EXIT_USAGE;
-    fill_options(&o, &sel, a, pid);
+    fill_options(&o, &sel, a, &t);
     sr.options = &o;
     req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
     req.snapshot = &sr;
@@ -275,13 +326,20 @@ static int cmd_snapshot(const struct ctl_args *a)
             putchar('\n');
         } else {
             pb_mask_controls(&resp->base);
-            for (size_t i = 0; i < snap->n_sessions; i++)
-                print_session_block(snap->sessions[i]);
+            if (snap->merged != NULL)
+                print_merged_block(snap, &t);
+            else
+                for (size_t i = 0; i < snap->n_sessions; i++)
+                    print_session_block(snap->sessions[i]);
             if (snap->n_sessions == 0)
-                printf("no sessions%s\n", pid ? " of that pid" : "");
+                printf("no sessions%s\n", view_target_merged(&t)
+                                              ? " of that target"
+                                          : t.pid ? " of that pid"
+                                                  : "");
             print_daemon(stdout, snap->daemon);
         }
-        if (rc == 0 && (sel.has_pid || sel.has_session_id) &&
+        if (rc == 0 &&
+            (sel.has_pid || sel.has_session_id || sel.unit != NULL) &&
             snap->n_sessions == 0)
             rc = EXIT_REFUSED;
         ljmp__response__free_unpacked(resp, NULL);
@@ -290,9 +348,42 @@ static int cmd_snapshot(const struct ctl_args *a)
     return rc;
 }
 
-/* One line per session of a snapshot, key=value, for scripts. */
+/* A merged view's line: its totals, members and top row. */
+static void print_merged_line(const Ljmp__Snapshot *snap)
+{
+    const Ljmp__MergedView *m = snap->merged;
+    const Ljmp__Totals *t = m->totals;
+
+    printf(
+        "seq=%llu time_ms=%llu merged=%u pids=", (unsigned long long)snap->seq,
+        (unsigned long long)snap->time_ms, m->members);
+    for (size_t i = 0; i < snap->n_sessions; i++)
+        if (snap->sessions[i]->info != NULL)
+            printf("%s%u", i ? "," : "", snap->sessions[i]->info->pid);
+    printf(" events=%llu alloc_bytes=%llu freed_bytes=%llu live_bytes=%llu "
+           "live_blocks=%llu events_per_s=%.0f alloc_bytes_per_s=%.0f "
+           "dropped=%llu",
+           (unsigned long long)ljmp_wire_totals_events(t),
+           (unsigned long long)t->alloc_bytes,
+           (unsigned long long)t->freed_bytes,
+           (unsigned long long)t->live_bytes,
+           (unsigned long long)t->live_blocks, m->events_per_s,
+           m->alloc_bytes_per_s, (unsigned long long)snap->dropped);
+    if (m->n_top > 0)
+        printf(" top=\"%s\" top_live_bytes=%llu", m->top[0]->name,
+               (unsigned long long)m->top[0]->live_bytes);
+    putchar('\n');
+}
+
+/* One line per session of a snapshot, key=value, for scripts; one for a
+ * merged view. */
 static void print_watch_lines(const Ljmp__Snapshot *snap)
 {
+    if (snap->merged != NULL) {
+        print_merged_line(snap);
+        fflush(stdout);
+        return;
+    }
     for (size_t i = 0; i < snap->n_sessions; i++) {
         const Ljmp__SessionSnapshot *ss = snap->sessions[i];
         const Ljmp__Totals *t = ss->totals;
@@ -320,14 +411,16 @@ static void print_watch_lines(const Ljmp__Snapshot *snap)
 }
 
 static const char watch_help[] =
-    "usage: ljmpctl watch [PID] [OPTIONS]\n"
-    "       ljmpctl subscribe [PID] [OPTIONS]\n"
+    "usage: ljmpctl watch [PID | --tree PID | --unit NAME] [OPTIONS]\n"
+    "       ljmpctl subscribe [PID | --tree PID | --unit NAME] [OPTIONS]\n"
     "\n"
     "Subscribes to snapshots and prints, for every snapshot, one line per\n"
     "session: key=value pairs (seq, time_ms, session, pid, state, events,\n"
     "alloc_bytes, freed_bytes, live_bytes, live_blocks, events_per_s,\n"
-    "alloc_bytes_per_s, dropped, top, top_live_bytes); with --json, the\n"
-    "whole snapshot as one JSON object per line.  Rates and deltas run from\n"
+    "alloc_bytes_per_s, dropped, top, top_live_bytes); for --tree or --unit,\n"
+    "one line of the merged view (merged=N pids=P,Q,... and the same keys);\n"
+    "with --json, the whole snapshot as one JSON object per line.  Rates\n"
+    "and deltas run from\n"
     "the previous snapshot.  If this client reads too slowly, ljmpd merges\n"
     "snapshots (dropped= counts them); it never slows the profiled VMs.\n"
     "\n"
@@ -337,6 +430,9 @@ static const char watch_help[] =
     "  -n, --top N        sites per session (20; 0 for totals only)\n"
     "      --sort KEY     as for `ljmpctl snapshot`\n"
     "      --session ID   one session\n"
+    "      --tree         PID and its descendants, merged\n"
+    "      --unit NAME    a systemd unit's processes, merged\n"
+    "      --by-process   each merged site's share per process\n"
     "      --json         JSON lines\n";
 
 static int cmd_watch(const struct ctl_args *a)
@@ -347,12 +443,12 @@ static int cmd_watch(const struct ctl_args *a)
     Ljmp__SnapshotOptions o;
     Ljmp__Selector sel;
     uint64_t seen = 0, count = args_get(a, OPT_COUNT, 0); /* 0: no end */
-    uint32_t pid;
+    struct view_target t;
     int rc = EXIT_OK;
 
-    if (operand_pid("watch", a, &pid) != 0)
+    if (view_target_of("watch", a, &t) != 0)
         return EXIT_USAGE;
-    fill_options(&o, &sel, a, pid);
+    fill_options(&o, &sel, a, &t);
     sr.options = &o;
     sr.has_interval_ms = 1;
     sr.interval_ms = (uint32_t)args_get(a, OPT_INTERVAL, 1000);
@@ -588,6 +684,9 @@ static const struct opt_use snapshot_options[] = {
     {OPT_TOP, 0, 1000, NULL},
     {OPT_SORT, 0, 0, NULL},
     {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_TREE, 0, 0, NULL},
+    {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL},
     {OPT_JSON, 0, 0, NULL},
     OPT_USE_END,
 };
@@ -599,6 +698,9 @@ static const struct opt_use watch_options[] = {
     {OPT_TOP, 0, 1000, NULL},
     {OPT_SORT, 0, 0, NULL},
     {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_TREE, 0, 0, NULL},
+    {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL},
     {OPT_JSON, 0, 0, NULL},
     OPT_USE_END,
 };
@@ -623,7 +725,7 @@ const struct cmd_entry cmd_list_entry = {
 
 const struct cmd_entry cmd_snapshot_entry = {
     .name = "snapshot",
-    .synopsis = "[PID] [OPTIONS]",
+    .synopsis = "[PID | --tree PID | --unit NAME] [OPTIONS]",
     .brief = "one snapshot: totals and top sites",
     .help = snapshot_help,
     .options = snapshot_options,
@@ -634,7 +736,7 @@ const struct cmd_entry cmd_snapshot_entry = {
 
 const struct cmd_entry cmd_watch_entry = {
     .name = "watch",
-    .synopsis = "[PID] [OPTIONS]",
+    .synopsis = "[PID | --tree PID | --unit NAME] [OPTIONS]",
     .brief = "a line per snapshot, for scripts",
     .help = watch_help,
     .options = watch_options,
@@ -645,7 +747,7 @@ const struct cmd_entry cmd_watch_entry = {
 
 const struct cmd_entry cmd_subscribe_entry = {
     .name = "subscribe",
-    .synopsis = "[PID] [OPTIONS]",
+    .synopsis = "[PID | --tree PID | --unit NAME] [OPTIONS]",
     .brief = "the same as watch",
     .help = watch_help,
     .options = watch_options,

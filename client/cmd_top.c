@@ -12,16 +12,24 @@
 
 #include "conn.h"
 #include "ljmpctl.h"
-#include "sortkey.h"
 #include "pbjson.h"
+#include "sortkey.h"
+#include "target.h"
 
 static const char top_help[] =
     "usage: ljmpctl top [PID] [OPTIONS]\n"
+    "       ljmpctl top --tree PID | --unit NAME [OPTIONS]\n"
     "\n"
     "Shows, live, where programs allocate and hold memory: for each session\n"
     "(or PID's newest), its totals and rates, then its allocation sites by\n"
     "the sort key: live bytes and blocks held now, bytes allocated per\n"
     "second and events per second over the last interval, frees.\n"
+    "\n"
+    "With --tree (PID and its descendants, e.g. nginx's master and workers)\n"
+    "or --unit (the processes of a systemd unit), one merged view: the\n"
+    "processes that stream now (or, when none does, the last sessions of\n"
+    "that tree or unit), sites of the same name summed across them;\n"
+    "--by-process shows under each site what each process holds of it.\n"
     "\n"
     "On a terminal, a full-screen table refreshed every interval.  Keys:\n"
     "  l live bytes   b live blocks   a allocated bytes   r alloc rate\n"
@@ -35,11 +43,15 @@ static const char top_help[] =
     "      --interval MS  refresh interval (1000; 50 to 3600000)\n"
     "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
     "                     alloc-rate, event-rate, free-bytes\n"
-    "      --session ID   one session, by the id `ljmpctl list` shows\n";
+    "      --session ID   one session, by the id `ljmpctl list` shows\n"
+    "      --tree         PID and its descendants, merged\n"
+    "      --unit NAME    a systemd unit's processes (NAME.service when NAME\n"
+    "                     has no type), merged\n"
+    "      --by-process   each merged site's share per process\n";
 
 struct top_args {
-    uint32_t pid, top, interval_ms;
-    uint64_t session;
+    struct view_target target;
+    uint32_t top, interval_ms;
     size_t sort; /* index in sortkey_table */
     int once;
     uint64_t count; /* snapshots to show, 0: until q or the end */
@@ -55,12 +67,8 @@ static int top_args_of(const struct ctl_args *args, struct top_args *a)
     unsigned long long top = args_get(args, OPT_TOP, 0);
     a->top = top > 1000 ? 1000 : (uint32_t)top;
     a->interval_ms = (uint32_t)args_get(args, OPT_INTERVAL, 1000);
-    a->session = args_get(args, OPT_SESSION, 0);
     a->sort = (size_t)args_get(args, OPT_SORT, 0);
-    if (args->noperands > 0 &&
-        args_parse_pid("top", args->operands[0], &a->pid) != 0)
-        return -1;
-    return 0;
+    return view_target_of("top", args, &a->target) != 0 ? -1 : 0;
 }
 
 static uint64_t subscribe(struct conn *c, const struct top_args *a,
@@ -71,11 +79,7 @@ static uint64_t subscribe(struct conn *c, const struct top_args *a,
     Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
     Ljmp__Selector sel = LJMP__SELECTOR__INIT;
 
-    sel.has_pid = a->pid != 0;
-    sel.pid = a->pid;
-    sel.has_session_id = a->session != 0;
-    sel.session_id = a->session;
-    o.sessions = &sel;
+    view_target_fill(&a->target, &o, &sel);
     o.has_top = o.has_sort = 1;
     o.top = top;
     o.sort = sortkey_table[a->sort].value;
@@ -104,13 +108,28 @@ static const char *human(char *buf, size_t len, double v)
     return buf;
 }
 
+/* The totals line of a header, the same for a session and a merged view. */
+static void totals_line(char *out, size_t len, const Ljmp__Totals *t,
+                        double events_per_s, double alloc_bytes_per_s)
+{
+    char a[16], f[16], lv[16], rate[16];
+
+    snprintf(out, len,
+             "events %llu (%.0f/s)  allocated %s (%s/s)  freed %s  live %s "
+             "in %llu blocks",
+             (unsigned long long)ljmp_wire_totals_events(t), events_per_s,
+             human(a, sizeof(a), (double)t->alloc_bytes),
+             human(rate, sizeof(rate), alloc_bytes_per_s),
+             human(f, sizeof(f), (double)t->freed_bytes),
+             human(lv, sizeof(lv), (double)t->live_bytes),
+             (unsigned long long)t->live_blocks);
+}
+
 /* The lines of a session's header, the same on a screen and in a block. */
 static void session_header(char *l1, char *l2, size_t len,
                            const Ljmp__SessionSnapshot *ss)
 {
     const Ljmp__SessionInfo *s = ss->info;
-    const Ljmp__Totals *t = ss->totals;
-    char a[16], f[16], lv[16], rate[16];
 
     snprintf(l1, len, "pid %u  session %llu  %s%s%s  %s", s->pid,
              (unsigned long long)s->id, ljmp_wire_state_name(s->state),
@@ -119,15 +138,27 @@ static void session_header(char *l1, char *l2, size_t len,
              s->reason && s->state != LJMP__SESSION_STATE__STREAMING ? s->reason
                                                                      : "",
              s->cmdline ? s->cmdline : "");
-    snprintf(l2, len,
-             "events %llu (%.0f/s)  allocated %s (%s/s)  freed %s  live %s "
-             "in %llu blocks",
-             (unsigned long long)ljmp_wire_totals_events(t), ss->events_per_s,
-             human(a, sizeof(a), (double)t->alloc_bytes),
-             human(rate, sizeof(rate), ss->alloc_bytes_per_s),
-             human(f, sizeof(f), (double)t->freed_bytes),
-             human(lv, sizeof(lv), (double)t->live_bytes),
-             (unsigned long long)t->live_blocks);
+    totals_line(l2, len, ss->totals, ss->events_per_s, ss->alloc_bytes_per_s);
+}
+
+/* A merged view's header: what it is of, its members' pids, its totals. */
+static void merged_header(char *l1, char *l2, size_t len,
+                          const Ljmp__Snapshot *snap, const struct top_args *a)
+{
+    const Ljmp__MergedView *m = snap->merged;
+    char what[300];
+    size_t n;
+
+    view_target_name(&a->target, what, sizeof(what));
+    n = (size_t)snprintf(l1, len, "%s: %u process%s", what, m->members,
+                         m->members == 1 ? "" : "es");
+    for (size_t i = 0; i < snap->n_sessions && n < len; i++) {
+        const Ljmp__SessionInfo *s = snap->sessions[i]->info;
+        if (s != NULL)
+            n += (size_t)snprintf(l1 + n, len - n, "%s%u%s", i ? " " : " (",
+                                  s->pid, i + 1 == snap->n_sessions ? ")" : "");
+    }
+    totals_line(l2, len, m->totals, m->events_per_s, m->alloc_bytes_per_s);
 }
 
 static void daemon_line(char *out, size_t len, const Ljmp__Snapshot *snap)
@@ -165,10 +196,53 @@ static void row_text(char *out, size_t len, const Ljmp__Location *l)
         human(rate, sizeof(rate), l->alloc_bytes_per_s), ev, frees, l->name);
 }
 
+/* What one process holds and did of the row above it. */
+static void share_text(char *out, size_t len, const Ljmp__ProcessShare *sh)
+{
+    char lb[16], ab[16], rate[16], blocks[24], frees[24], who[48];
+
+    snprintf(blocks, sizeof(blocks), "%llu",
+             (unsigned long long)sh->live_blocks);
+    snprintf(frees, sizeof(frees), "%llu", (unsigned long long)sh->free_events);
+    snprintf(who, sizeof(who), "  pid %u", sh->pid);
+    snprintf(out, len, ROW_FORMAT,
+             human(lb, sizeof(lb), (double)sh->live_bytes), blocks,
+             human(ab, sizeof(ab), (double)sh->alloc_bytes),
+             human(rate, sizeof(rate), sh->alloc_bytes_per_s), "", frees, who);
+}
+
 static void row_title(char *out, size_t len)
 {
     snprintf(out, len, ROW_FORMAT, "LIVE", "BLOCKS", "ALLOCATED", "ALLOC/S",
              "EVENTS/S", "FREES", "LOCATION");
+}
+
+/* Why a view shows no session yet. */
+static const char *no_sessions_yet(const struct top_args *a)
+{
+    if (view_target_merged(&a->target))
+        return " of that target yet";
+    return a->target.pid ? " of that pid yet" : " yet";
+}
+
+/* A merged view as plain text: its header, rows and shares. */
+static void print_merged(const Ljmp__Snapshot *snap, const struct top_args *a)
+{
+    const Ljmp__MergedView *m = snap->merged;
+    char l1[1024], l2[1024];
+
+    merged_header(l1, l2, sizeof(l1), snap, a);
+    printf("\n%s\n%s\n", l1, l2);
+    row_title(l1, sizeof(l1));
+    printf("%s\n", l1);
+    for (size_t j = 0; j < m->n_top; j++) {
+        row_text(l1, sizeof(l1), m->top[j]);
+        printf("%s\n", l1);
+        for (size_t k = 0; k < m->top[j]->n_by_process; k++) {
+            share_text(l1, sizeof(l1), m->top[j]->by_process[k]);
+            printf("%s\n", l1);
+        }
+    }
 }
 
 /* One snapshot as plain text: for pipes, files and --once. */
@@ -182,24 +256,56 @@ static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
     localtime_r(&now, &tm);
     strftime(when, sizeof(when), "%H:%M:%S", &tm);
     printf("ljmpctl top  %s  sort: %s\n", when, sortkey_table[a->sort].title);
-    for (size_t i = 0; i < snap->n_sessions; i++) {
-        const Ljmp__SessionSnapshot *ss = snap->sessions[i];
-        if (ss->info == NULL || ss->totals == NULL)
-            continue;
-        session_header(l1, l2, sizeof(l1), ss);
-        printf("\n%s\n%s\n", l1, l2);
-        row_title(l1, sizeof(l1));
-        printf("%s\n", l1);
-        for (size_t j = 0; j < ss->n_top; j++) {
-            row_text(l1, sizeof(l1), ss->top[j]);
+    if (snap->merged != NULL) {
+        print_merged(snap, a);
+    } else {
+        for (size_t i = 0; i < snap->n_sessions; i++) {
+            const Ljmp__SessionSnapshot *ss = snap->sessions[i];
+            if (ss->info == NULL || ss->totals == NULL)
+                continue;
+            session_header(l1, l2, sizeof(l1), ss);
+            printf("\n%s\n%s\n", l1, l2);
+            row_title(l1, sizeof(l1));
             printf("%s\n", l1);
+            for (size_t j = 0; j < ss->n_top; j++) {
+                row_text(l1, sizeof(l1), ss->top[j]);
+                printf("%s\n", l1);
+            }
         }
     }
     if (snap->n_sessions == 0)
-        printf("\nno sessions%s\n", a->pid ? " of that pid yet" : " yet");
+        printf("\nno sessions%s\n", no_sessions_yet(a));
     daemon_line(l1, sizeof(l1), snap);
     printf("\n%s\n\n", l1);
     fflush(stdout);
+}
+
+/* A merged view on the screen from line y: its header, then its rows
+ * (and shares) as many as fit. */
+static void draw_merged(const Ljmp__Snapshot *snap, const struct top_args *a,
+                        int y)
+{
+    const Ljmp__MergedView *m = snap->merged;
+    char line[1024], l2[1024];
+
+    merged_header(line, l2, sizeof(line), snap, a);
+    y++;
+    attron(A_BOLD);
+    mvaddnstr(y++, 0, line, COLS);
+    attroff(A_BOLD);
+    mvaddnstr(y++, 0, l2, COLS);
+    row_title(line, sizeof(line));
+    attron(A_REVERSE);
+    mvaddnstr(y++, 0, line, COLS);
+    attroff(A_REVERSE);
+    for (size_t j = 0; j < m->n_top && y < LINES; j++) {
+        row_text(line, sizeof(line), m->top[j]);
+        mvaddnstr(y++, 0, line, COLS);
+        for (size_t k = 0; k < m->top[j]->n_by_process && y < LINES; k++) {
+            share_text(line, sizeof(line), m->top[j]->by_process[k]);
+            mvaddnstr(y++, 0, line, COLS);
+        }
+    }
 }
 
 /* One snapshot on the screen: each session's header and as many of its
@@ -223,8 +329,12 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
     daemon_line(line, sizeof(line), snap);
     mvaddnstr(y++, 0, line, COLS);
     if (snap->n_sessions == 0)
-        mvprintw(y + 1, 0, "no sessions%s",
-                 a->pid ? " of that pid yet" : " yet");
+        mvprintw(y + 1, 0, "no sessions%s", no_sessions_yet(a));
+    if (snap->merged != NULL) {
+        draw_merged(snap, a, y);
+        refresh();
+        return;
+    }
     size_t left = snap->n_sessions;
     for (size_t i = 0; i < snap->n_sessions && y < rows - 3; i++, left--) {
         const Ljmp__SessionSnapshot *ss = snap->sessions[i];
@@ -396,18 +506,16 @@ static int cmd_top(const struct ctl_args *args)
 /* -n takes any number (ljmpd sends at most 1000 sites); an interval is
  * within what ljmpd takes for a subscription, 50 ms to an hour. */
 static const struct opt_use top_options[] = {
-    {OPT_ONCE, 0, 0, NULL},
-    {OPT_COUNT, 0, UINT64_MAX, NULL},
-    {OPT_TOP, 0, UINT64_MAX, NULL},
-    {OPT_INTERVAL, 50, 3600000, "ms"},
-    {OPT_SORT, 0, 0, NULL},
-    {OPT_SESSION, 0, UINT64_MAX, NULL},
-    OPT_USE_END,
+    {OPT_ONCE, 0, 0, NULL},         {OPT_COUNT, 0, UINT64_MAX, NULL},
+    {OPT_TOP, 0, UINT64_MAX, NULL}, {OPT_INTERVAL, 50, 3600000, "ms"},
+    {OPT_SORT, 0, 0, NULL},         {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_TREE, 0, 0, NULL},         {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL},   OPT_USE_END,
 };
 
 const struct cmd_entry cmd_top_entry = {
     .name = "top",
-    .synopsis = "[PID] [OPTIONS]",
+    .synopsis = "[PID | --tree PID | --unit NAME] [OPTIONS]",
     .brief = "live view of allocation hotspots",
     .help = top_help,
     .options = top_options,

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "control.h"
 #include "peer.h"
+#include "procinfo.h"
 #include "recorder.h"
 #include "session.h"
 #include "log.h"
@@ -56,6 +57,31 @@ static unsigned pending_of(const struct control *c, const struct peer *p)
     return n;
 }
 
+/* Reads which sessions a snapshot is of into o; -1 (and the peer told) if
+ * the selector names no possible target. */
+static int read_selector(struct peer *p, uint64_t id, const Ljmp__Selector *in,
+                         struct snapshot_opts *o)
+{
+    o->pid = in->has_pid ? in->pid : 0;
+    o->session_id = in->has_session_id ? in->session_id : 0;
+    o->tree = in->has_tree && in->tree;
+    if (o->tree && in->unit != NULL) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a tree or a unit, not both");
+        return -1;
+    }
+    if (o->tree && (o->pid == 0 || o->pid > INT32_MAX)) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a tree needs its root's pid");
+        return -1;
+    }
+    if (o->tree)
+        o->tree_start_ms = procinfo_start_ms((pid_t)o->pid);
+    if (in->unit != NULL)
+        return follow_unit_name(p, id, in->unit, o->unit, sizeof(o->unit));
+    return 0;
+}
+
 /* Reads the options of a snapshot or subscription; -1 (and the peer told)
  * if they are out of range. */
 static int read_opts(struct peer *p, uint64_t id,
@@ -67,13 +93,17 @@ static int read_opts(struct peer *p, uint64_t id,
     o->uid = p->uid;
     if (in == NULL)
         return 0;
-    if (in->sessions != NULL) {
-        o->pid = in->sessions->has_pid ? in->sessions->pid : 0;
-        o->session_id =
-            in->sessions->has_session_id ? in->sessions->session_id : 0;
-    }
+    if (in->sessions != NULL && read_selector(p, id, in->sessions, o) != 0)
+        return -1;
     o->top = in->top;
     o->sort = in->sort;
+    o->merge = in->merge;
+    o->by_process = in->by_process;
+    if (o->by_process && !o->merge) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a breakdown by process is of a merged view");
+        return -1;
+    }
     if (o->top > SNAPSHOT_MAX_TOP) {
         peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
                         "top %u is over the limit of %u locations", o->top,

@@ -60,70 +60,6 @@ struct follows {
 
 /* -- /proc ---------------------------------------------------------------- */
 
-/* The parent of pid from /proc/PID/stat (its command may hold spaces and
- * parentheses: the fields start after the last ')'): -1 if unreadable. */
-static pid_t read_ppid(const char *dir)
-{
-    char path[300], buf[1024];
-    FILE *fp;
-    size_t n;
-    int ppid;
-
-    snprintf(path, sizeof(path), "/proc/%s/stat", dir);
-    if ((fp = fopen(path, "re")) == NULL)
-        return -1;
-    n = fread(buf, 1, sizeof(buf) - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    char *close = strrchr(buf, ')');
-    if (close == NULL || sscanf(close + 1, " %*c %d", &ppid) != 1)
-        return -1;
-    return (pid_t)ppid;
-}
-
-/* Whether a cgroup path has name as one of its components. */
-static int path_names(const char *path, const char *name)
-{
-    size_t len = strlen(name);
-
-    for (const char *p = path; (p = strstr(p, name)) != NULL; p++)
-        if (p > path && p[-1] == '/' && (p[len] == '/' || p[len] == '\0'))
-            return 1;
-    return 0;
-}
-
-/* A path that does not fit is no member's: it is left out whole. */
-static void copy_path(char *out, size_t len, const char *path)
-{
-    size_t n = strlen(path);
-
-    if (n < len)
-        memcpy(out, path, n + 1);
-}
-
-/* The systemd cgroup path of a process: the unified hierarchy's, else
- * (a hybrid layout, whose unified line may be "/") systemd's named one. */
-static void read_cgroup(const char *dir, char *out, size_t len)
-{
-    char path[300], line[CGROUP_MAX + 64];
-    FILE *fp;
-
-    out[0] = '\0';
-    snprintf(path, sizeof(path), "/proc/%s/cgroup", dir);
-    if ((fp = fopen(path, "re")) == NULL)
-        return;
-    while (fgets(line, sizeof(line), fp) != NULL) {
-        line[strcspn(line, "\n")] = '\0';
-        const char *v2 = strncmp(line, "0::", 3) == 0 ? line + 3 : NULL;
-        const char *sd = strstr(line, ":name=systemd:");
-        if (v2 != NULL && strcmp(v2, "/") != 0)
-            copy_path(out, len, v2);
-        else if (sd != NULL && out[0] == '\0')
-            copy_path(out, len, sd + 14);
-    }
-    fclose(fp);
-}
-
 /* Every process now, with its parent and (want_units) its cgroup path:
  * 0, or -1 out of memory or without /proc. */
 static int scan_procs(struct proc_scan *sc, int want_units)
@@ -149,11 +85,11 @@ static int scan_procs(struct proc_scan *sc, int want_units)
         }
         struct proc_entry *e = &sc->e[sc->n];
         e->pid = (pid_t)atoi(de->d_name);
-        if ((e->ppid = read_ppid(de->d_name)) < 0)
+        if ((e->ppid = procinfo_ppid(e->pid)) < 0)
             continue; /* gone meanwhile */
         e->cgroup[0] = '\0';
         if (want_units)
-            read_cgroup(de->d_name, e->cgroup, sizeof(e->cgroup));
+            procinfo_cgroup(e->pid, e->cgroup, sizeof(e->cgroup));
         sc->n++;
     }
     closedir(d);
@@ -175,7 +111,7 @@ static size_t members_of(const struct follow *f, const struct proc_scan *sc,
 
     if (f->root == 0) {
         for (size_t i = 0; i < sc->n && n < MAX_MEMBERS; i++)
-            if (path_names(sc->e[i].cgroup, f->unit))
+            if (procinfo_cgroup_names(sc->e[i].cgroup, f->unit))
                 out[n++] = sc->e[i].pid;
     } else {
         int grew = 1;
@@ -391,9 +327,7 @@ static void respond_follow(struct peer *p, uint64_t id, Ljmp__Follow *w,
 
 /* -- Requests ------------------------------------------------------------- */
 
-/* A unit's name as systemd spells it: NAME, or NAME.service for a name
- * without a type.  0, or -1 (told to p) if it cannot name a unit. */
-static int unit_name(struct peer *p, uint64_t id, const char *in, char *out,
+int follow_unit_name(struct peer *p, uint64_t id, const char *in, char *out,
                      size_t len)
 {
     size_t n = strlen(in);
@@ -440,7 +374,7 @@ static int target_of(struct peer *p, uint64_t id, int tree, int has_pid,
         return -1;
     }
     if (unit_in != NULL)
-        return unit_name(p, id, unit_in, unit, len);
+        return follow_unit_name(p, id, unit_in, unit, len);
     if (!has_pid || pid == 0 || pid > INT32_MAX ||
         procinfo_start_ms((pid_t)pid) == 0) {
         peer_send_error(p, id, LJMP__ERROR_CODE__ERR_NO_SESSION,

@@ -194,6 +194,19 @@ static int admit(struct server *srv, int fd, struct ucred *cred)
 
 /* A session for the peer on fd, waiting for its hello; NULL when out of
  * memory (fd is left open). */
+/* Reads the process's ancestors into s and returns its cgroup's path
+ * ("" if unknown; NULL only when out of memory). */
+static char *where_from(struct session *s)
+{
+    char cgroup[512];
+    pid_t p = s->pid;
+
+    while (s->nancestors < SESSION_MAX_ANCESTORS && (p = procinfo_ppid(p)) > 0)
+        s->ancestors[s->nancestors++] = p;
+    procinfo_cgroup(s->pid, cgroup, sizeof(cgroup));
+    return strdup(cgroup);
+}
+
 static struct session *session_new(struct server *srv, int fd,
                                    const struct ucred *cred)
 {
@@ -220,11 +233,12 @@ static struct session *session_new(struct server *srv, int fd,
     pthread_mutex_init(&s->mu, NULL);
     s->cmdline = procinfo_cmdline(s->pid);
     s->process_start_ms = procinfo_start_ms(s->pid);
+    s->cgroup = where_from(s);
     s->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, session_read, s);
     if (s->ev != NULL)
         event_priority_set(s->ev, PRIO_INGEST);
     feed_queue_init(&s->feed, srv->feed, &session_feed_ops, s);
-    if (s->cmdline == NULL || s->ev == NULL ||
+    if (s->cmdline == NULL || s->cgroup == NULL || s->ev == NULL ||
         event_add(s->ev, &hello_tv) != 0) {
         s->fd = -1; /* the caller's to close */
         session_free(s);
@@ -280,6 +294,7 @@ void session_free(struct session *s)
     lm_profile_free(&s->prof);
     csyms_free(&s->csyms);
     free(s->cmdline);
+    free(s->cgroup);
     release_buffers(s);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -18,6 +18,8 @@
 #include "lm_state.h"
 #include "server.h"
 
+#define SESSION_MAX_ANCESTORS 16
+
 enum session_phase {
     SESSION_HELLO,   /* reading the hello */
     SESSION_STREAM,  /* feeding the decoder */
@@ -35,6 +37,12 @@ struct session {
     gid_t gid;
     char *cmdline;
     uint64_t process_start_ms, start_ms, end_ms;
+    /* Where the process stood when it connected, so that a tree or a unit
+     * still selects its session once it has exited: its ancestors,
+     * nearest first, and its systemd cgroup ("" if unknown). */
+    pid_t ancestors[SESSION_MAX_ANCESTORS];
+    unsigned nancestors;
+    char *cgroup;
 
     int fd;           /* the ingest socket */
     int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */

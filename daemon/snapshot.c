@@ -5,6 +5,8 @@
 
 #include "clock.h"
 #include "lm_groups.h"
+#include "lm_hash.h"
+#include "procinfo.h"
 #include "recorder.h"
 #include "log.h"
 #include "snapshot.h"
@@ -118,20 +120,40 @@ Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv)
     return d;
 }
 
+/* Whether s's process was the tree's root or its descendant when s began.
+ * A process that started before the root cannot be: its pid was an older
+ * process's. */
+static int in_tree(const struct session *s, const struct snapshot_opts *o)
+{
+    if (o->tree_start_ms != 0 && s->process_start_ms != 0 &&
+        s->process_start_ms < o->tree_start_ms)
+        return 0;
+    if ((uint32_t)s->pid == o->pid)
+        return 1;
+    for (unsigned i = 0; i < s->nancestors; i++)
+        if ((uint32_t)s->ancestors[i] == o->pid)
+            return 1;
+    return 0;
+}
+
 int snapshot_matches(const struct session *s, const struct snapshot_opts *o)
 {
     if (!session_visible(s, o->uid))
         return 0;
     if (o->session_id != 0)
         return s->id == o->session_id;
+    if (o->unit[0] != '\0')
+        return s->cgroup != NULL && procinfo_cgroup_names(s->cgroup, o->unit);
+    if (o->tree)
+        return in_tree(s, o);
     return o->pid == 0 || (uint32_t)s->pid == o->pid;
 }
 
 /* The rows of a session's view: its locations gathered by name, with
  * their summed counters. */
 struct rows {
-    const struct lm_groups *groups;
-    struct lm_counters *c; /* per group */
+    const struct lm_group *g; /* per row: its name and locations */
+    struct lm_counters *c;
     uint32_t n;
 };
 
@@ -236,7 +258,7 @@ static size_t select_top(const struct rows *rows, const struct session_base *b,
     size_t n = 0;
 
     for (uint32_t id = 0; id < rows->n; id++) {
-        if (rows->groups->v[id].nlocs == 0)
+        if (rows->g[id].nlocs == 0)
             continue;
         struct loc_base now = row_now(&rows->c[id]);
         struct loc_base d = row_delta(&now, b, id);
@@ -272,12 +294,12 @@ static Ljmp__Location *make_location(struct arena *a, const struct rows *rows,
     if (m == NULL)
         return NULL;
     ljmp__location__init(m);
-    m->name = rows->groups->v[id].name;
+    m->name = rows->g[id].name;
 #define PUT(field, value)                                                      \
     m->has_##field = 1;                                                        \
     m->field = (value);
     PUT(id, id)
-    PUT(sites, rows->groups->v[id].nlocs)
+    PUT(sites, rows->g[id].nlocs)
     PUT(live_bytes, c->live_bytes)
     PUT(live_blocks, c->live_blocks)
     PUT(alloc_events, c->alloc_events)
@@ -533,29 +555,68 @@ static int update_base(struct snapshot_bases *bases, struct session_base *b,
     return 0;
 }
 
-/* Session counters minus the base's, for the snapshot's delta. */
-static Ljmp__Totals *make_delta(struct arena *a, const struct session_view *v,
-                                const struct session_base *b)
+/* Counters now minus a base's (none: since the start), for a delta. */
+static Ljmp__Totals *make_delta(struct arena *a, const struct lm_totals *now,
+                                uint64_t stream_now,
+                                const struct lm_totals *base,
+                                uint64_t stream_base)
 {
     Ljmp__Totals *t = arena_alloc(a, sizeof(*t));
-    struct lm_totals d = v->totals;
-    uint64_t stream = v->stream_bytes;
+    struct lm_totals d = *now;
 
     if (t == NULL)
         return NULL;
-    if (b != NULL) {
-        d.alloc_events -= b->totals.alloc_events;
-        d.realloc_events -= b->totals.realloc_events;
-        d.free_events -= b->totals.free_events;
-        d.symtab_events -= b->totals.symtab_events;
-        d.alloc_bytes -= b->totals.alloc_bytes;
-        d.freed_bytes -= b->totals.freed_bytes;
-        stream -= b->stream_bytes;
+    if (base != NULL) {
+        d.alloc_events -= base->alloc_events;
+        d.realloc_events -= base->realloc_events;
+        d.free_events -= base->free_events;
+        d.symtab_events -= base->symtab_events;
+        d.alloc_bytes -= base->alloc_bytes;
+        d.freed_bytes -= base->freed_bytes;
+        stream_now -= stream_base;
     }
-    fill_totals(t, &d, stream);
+    fill_totals(t, &d, stream_now);
     /* Live counters are levels, not flows: a delta leaves them out. */
     t->has_live_bytes = t->has_live_blocks = 0;
     return t;
+}
+
+/* The time a view's rates run over: from the base (or the session's
+ * start) to the view (or the session's end). */
+static void view_span(const struct session *s, const struct session_base *b,
+                      uint64_t *from, uint64_t *end)
+{
+    const struct session_view *v = view_of((struct session *)s);
+
+    *end = s->end_ms != 0 && s->end_ms < v->at_ms ? s->end_ms : v->at_ms;
+    *from = b != NULL ? b->time_ms : s->start_ms;
+}
+
+static double span_seconds(uint64_t from, uint64_t end)
+{
+    return end > from ? (double)(end - from) / 1000.0 : 0;
+}
+
+/* The top rows by sort as Location messages (*n of them, ranked in
+ * heap); NULL when out of memory. */
+static Ljmp__Location **top_locations(struct arena *a, const struct rows *rows,
+                                      const struct session_base *b,
+                                      uint32_t top, Ljmp__SortKey sort,
+                                      double seconds, struct ranked **heap,
+                                      size_t *n)
+{
+    Ljmp__Location **out;
+
+    if ((*heap = arena_alloc(a, top * sizeof(**heap))) == NULL)
+        return NULL;
+    *n = select_top(rows, b, sort, *heap, top);
+    if ((out = arena_alloc(a, (*n ? *n : 1) * sizeof(*out))) == NULL)
+        return NULL;
+    for (size_t i = 0; i < *n; i++)
+        if ((out[i] = make_location(a, rows, b, (*heap)[i].id, seconds)) ==
+            NULL)
+            return NULL;
+    return out;
 }
 
 static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
@@ -564,36 +625,31 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
 {
     const struct session_view *v = view_of(s);
     Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
-    uint64_t end =
-        s->end_ms != 0 && s->end_ms < v->at_ms ? s->end_ms : v->at_ms;
-    uint64_t from = b != NULL ? b->time_ms : s->start_ms;
-    double seconds = end > from ? (double)(end - from) / 1000.0 : 0;
-    struct rows rows = {&v->groups, v->rows, v->nrows};
+    struct rows rows = {v->groups.v, v->rows, v->nrows};
+    uint64_t from, end;
+    struct ranked *heap;
+    size_t n;
 
     if (ss == NULL)
         return NULL;
+    view_span(s, b, &from, &end);
+    double seconds = span_seconds(from, end);
     ljmp__session_snapshot__init(ss);
     if ((ss->info = snapshot_info(a, s)) == NULL ||
         (ss->totals = make_totals(a, &v->totals, v->stream_bytes, v->nlocs,
                                   v->memory_bytes)) == NULL ||
-        (ss->delta = make_delta(a, v, b)) == NULL)
+        (ss->delta =
+             make_delta(a, &v->totals, v->stream_bytes, b ? &b->totals : NULL,
+                        b ? b->stream_bytes : 0)) == NULL)
         return NULL;
     ss->has_alloc_bytes_per_s = ss->has_events_per_s = 1;
     ss->alloc_bytes_per_s = per_second(ss->delta->alloc_bytes, seconds);
     ss->events_per_s = per_second(ljmp_wire_totals_events(ss->delta), seconds);
     if (top == 0)
         return ss;
-    struct ranked *heap = arena_alloc(a, top * sizeof(*heap));
-    if (heap == NULL)
+    if ((ss->top = top_locations(a, &rows, b, top, sort, seconds, &heap, &n)) ==
+        NULL)
         return NULL;
-    size_t n = select_top(&rows, b, sort, heap, top);
-    ss->top = arena_alloc(a, (n ? n : 1) * sizeof(*ss->top));
-    if (ss->top == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        if ((ss->top[i] = make_location(a, &rows, b, heap[i].id, seconds)) ==
-            NULL)
-            return NULL;
     ss->n_top = n;
     return ss;
 }
@@ -685,46 +741,322 @@ static int take_views(struct server *srv, const struct snapshot_opts *opts,
     return 0;
 }
 
+/* -- Merged views --------------------------------------------------------- */
+
+/*
+ * A merged view's rows: the members' rows of one name summed, and their
+ * bases summed too, so that deltas and ranks come out as for one session.
+ * Everything but the name index lives in the snapshot's arena; names are
+ * the members' views', which outlive the snapshot's build.
+ */
+struct merge {
+    struct rows rows;
+    struct lm_group *g;
+    struct loc_base *base;
+    struct lm_totals totals, base_totals;
+    uint64_t stream_bytes, base_stream, memory_bytes, from, end;
+    struct lm_hindex index; /* a name's hash -> its row */
+    uint32_t **row_of;      /* per member, per its row: the merged row */
+    int based;              /* some member had a base */
+};
+
+/* The merged row named name, made if new; LM_NONE when out of memory. */
+static uint32_t merge_row(struct merge *mg, const char *name)
+{
+    uint64_t h = lm_hash_bytes(name, strlen(name));
+    uint32_t slot, r;
+
+    for (r = lm_hindex_first(&mg->index, h, &slot); r != LM_NONE;
+         r = lm_hindex_next(&mg->index, h, &slot))
+        if (strcmp(mg->g[r].name, name) == 0)
+            return r;
+    r = mg->rows.n;
+    if (lm_hindex_insert(&mg->index, h, r) != 0)
+        return LM_NONE;
+    mg->g[r].name = (char *)name;
+    mg->rows.n++;
+    return r;
+}
+
+static void add_counters(struct lm_counters *to, const struct lm_counters *c)
+{
+#define ADD_COUNTER(name) to->name += c->name;
+    LM_COUNTERS(ADD_COUNTER)
+#undef ADD_COUNTER
+}
+
+static void add_totals(struct lm_totals *to, const struct lm_totals *c)
+{
+    to->alloc_events += c->alloc_events;
+    to->realloc_events += c->realloc_events;
+    to->free_events += c->free_events;
+    to->symtab_events += c->symtab_events;
+    to->alloc_bytes += c->alloc_bytes;
+    to->freed_bytes += c->freed_bytes;
+    to->live_bytes += c->live_bytes;
+    to->live_blocks += c->live_blocks;
+}
+
+static void add_base(struct loc_base *to, const struct loc_base *b)
+{
+    to->alloc_events += b->alloc_events;
+    to->alloc_bytes += b->alloc_bytes;
+    to->realloc_events += b->realloc_events;
+    to->free_events += b->free_events;
+    to->free_bytes += b->free_bytes;
+}
+
+/* Adds member k's view (and its base, if any) to mg: 0, or -1 out of
+ * memory. */
+static int merge_member(struct arena *a, struct merge *mg, size_t k,
+                        struct session *s, const struct session_base *b)
+{
+    const struct session_view *v = view_of(s);
+    uint64_t from, end;
+
+    if (mg->row_of != NULL &&
+        (mg->row_of[k] = arena_alloc(a, (v->nrows ? v->nrows : 1) *
+                                            sizeof(uint32_t))) == NULL)
+        return -1;
+    for (uint32_t id = 0; id < v->nrows; id++) {
+        uint32_t r = LM_NONE;
+        if (v->groups.v[id].nlocs != 0) {
+            if ((r = merge_row(mg, v->groups.v[id].name)) == LM_NONE)
+                return -1;
+            mg->g[r].nlocs += v->groups.v[id].nlocs;
+            add_counters(&mg->rows.c[r], &v->rows[id]);
+            if (b != NULL && id < b->nlocs)
+                add_base(&mg->base[r], &b->locs[id]);
+        }
+        if (mg->row_of != NULL)
+            mg->row_of[k][id] = r;
+    }
+    add_totals(&mg->totals, &v->totals);
+    mg->stream_bytes += v->stream_bytes;
+    mg->memory_bytes += v->memory_bytes;
+    if (b != NULL) {
+        add_totals(&mg->base_totals, &b->totals);
+        mg->base_stream += b->stream_bytes;
+        mg->based = 1;
+    }
+    view_span(s, b, &from, &end);
+    if (k == 0 || from < mg->from)
+        mg->from = from;
+    if (end > mg->end)
+        mg->end = end;
+    return 0;
+}
+
+/* What member s holds and did of its row id. */
+static Ljmp__ProcessShare *make_share(struct arena *a, struct session *s,
+                                      const struct session_base *b, uint32_t id)
+{
+    const struct session_view *v = view_of(s);
+    const struct lm_counters *c = &v->rows[id];
+    struct loc_base now = row_now(c), d = row_delta(&now, b, id);
+    Ljmp__ProcessShare *sh = arena_alloc(a, sizeof(*sh));
+    uint64_t from, end;
+
+    if (sh == NULL)
+        return NULL;
+    view_span(s, b, &from, &end);
+    ljmp__process_share__init(sh);
+    sh->has_session_id = sh->has_pid = sh->has_live_bytes = 1;
+    sh->has_live_blocks = sh->has_alloc_bytes = sh->has_alloc_events = 1;
+    sh->has_free_events = sh->has_alloc_bytes_per_s = 1;
+    sh->session_id = s->id;
+    sh->pid = (uint32_t)s->pid;
+    sh->live_bytes = c->live_bytes;
+    sh->live_blocks = c->live_blocks;
+    sh->alloc_bytes = now.alloc_bytes;
+    sh->alloc_events = c->alloc_events;
+    sh->free_events = c->free_events;
+    sh->alloc_bytes_per_s = per_second(d.alloc_bytes, span_seconds(from, end));
+    return sh;
+}
+
+static int cmp_share_desc(const void *x, const void *y)
+{
+    const Ljmp__ProcessShare *a = *(Ljmp__ProcessShare *const *)x;
+    const Ljmp__ProcessShare *b = *(Ljmp__ProcessShare *const *)y;
+
+    if (a->live_bytes != b->live_bytes)
+        return a->live_bytes < b->live_bytes ? 1 : -1;
+    return a->alloc_bytes < b->alloc_bytes ? 1
+                                           : a->alloc_bytes > b->alloc_bytes;
+}
+
+/* Each top location's shares, one per member that has its name, most
+ * held first: 0, or -1 out of memory. */
+static int add_shares(struct arena *a, const struct merge *mg,
+                      struct session **m, size_t nm,
+                      const struct snapshot_bases *bases, Ljmp__Location **top,
+                      const struct ranked *heap, size_t ntop)
+{
+    int32_t *slot =
+        arena_alloc(a, (mg->rows.n ? mg->rows.n : 1) * sizeof(*slot));
+
+    if (slot == NULL)
+        return -1;
+    memset(slot, 0xff, (mg->rows.n ? mg->rows.n : 1) * sizeof(*slot));
+    for (size_t i = 0; i < ntop; i++) {
+        slot[heap[i].id] = (int32_t)i;
+        if ((top[i]->by_process =
+                 arena_alloc(a, nm * sizeof(*top[i]->by_process))) == NULL)
+            return -1;
+    }
+    for (size_t k = 0; k < nm; k++) {
+        const struct session_view *v = view_of(m[k]);
+        const struct session_base *b =
+            bases ? find_base(bases, m[k]->id) : NULL;
+        for (uint32_t id = 0; id < v->nrows; id++) {
+            uint32_t r = mg->row_of[k][id];
+            if (r == LM_NONE || slot[r] < 0)
+                continue;
+            Ljmp__Location *l = top[slot[r]];
+            if ((l->by_process[l->n_by_process++] =
+                     make_share(a, m[k], b, id)) == NULL)
+                return -1;
+        }
+    }
+    for (size_t i = 0; i < ntop; i++)
+        qsort(top[i]->by_process, top[i]->n_by_process,
+              sizeof(*top[i]->by_process), cmp_share_desc);
+    return 0;
+}
+
+/* The merged view of the members m; NULL when out of memory. */
+static Ljmp__MergedView *make_merged(struct arena *a, struct session **m,
+                                     size_t nm,
+                                     const struct snapshot_bases *bases,
+                                     const struct snapshot_opts *o)
+{
+    Ljmp__MergedView *mv = arena_alloc(a, sizeof(*mv));
+    struct merge mg = {0};
+    size_t cap = 0, ntop = 0;
+    struct ranked *heap;
+    int ok = 0;
+
+    for (size_t k = 0; k < nm; k++)
+        cap += view_of(m[k])->nrows;
+    if (mv == NULL || lm_hindex_init(&mg.index) != 0)
+        return NULL;
+    mg.rows.g = mg.g = arena_alloc(a, (cap ? cap : 1) * sizeof(*mg.g));
+    mg.rows.c = arena_alloc(a, (cap ? cap : 1) * sizeof(*mg.rows.c));
+    mg.base = arena_alloc(a, (cap ? cap : 1) * sizeof(*mg.base));
+    if (o->by_process)
+        mg.row_of = arena_alloc(a, (nm ? nm : 1) * sizeof(*mg.row_of));
+    if (mg.g == NULL || mg.rows.c == NULL || mg.base == NULL ||
+        (o->by_process && mg.row_of == NULL))
+        goto out;
+    for (size_t k = 0; k < nm; k++)
+        if (merge_member(a, &mg, k, m[k],
+                         bases ? find_base(bases, m[k]->id) : NULL) != 0)
+            goto out;
+    ljmp__merged_view__init(mv);
+    struct session_base mb = {.locs = mg.base, .nlocs = mg.rows.n};
+    const struct session_base *b = mg.based ? &mb : NULL;
+    double seconds = span_seconds(mg.from, mg.end);
+    if ((mv->totals = make_totals(a, &mg.totals, mg.stream_bytes, mg.rows.n,
+                                  mg.memory_bytes)) == NULL ||
+        (mv->delta = make_delta(a, &mg.totals, mg.stream_bytes,
+                                b ? &mg.base_totals : NULL, mg.base_stream)) ==
+            NULL)
+        goto out;
+    mv->has_alloc_bytes_per_s = mv->has_events_per_s = mv->has_members = 1;
+    mv->alloc_bytes_per_s = per_second(mv->delta->alloc_bytes, seconds);
+    mv->events_per_s = per_second(ljmp_wire_totals_events(mv->delta), seconds);
+    mv->members = (uint32_t)nm;
+    if (o->top > 0) {
+        uint32_t top = o->top < SNAPSHOT_MAX_TOP ? o->top : SNAPSHOT_MAX_TOP;
+        if ((mv->top = top_locations(a, &mg.rows, b, top, o->sort, seconds,
+                                     &heap, &ntop)) == NULL)
+            goto out;
+        mv->n_top = ntop;
+        if (o->by_process &&
+            add_shares(a, &mg, m, nm, bases, mv->top, heap, ntop) != 0)
+            goto out;
+    }
+    ok = 1;
+out:
+    lm_hindex_free(&mg.index);
+    return ok ? mv : NULL;
+}
+
+/*
+ * The sessions a snapshot shows, newest last, into *out: those matching
+ * opts; for a merged view, only those streaming if any is (a process that
+ * has exited holds nothing now).  Returns how many, or -1 out of memory.
+ */
+static long shown_sessions(struct arena *a, struct server *srv,
+                           const struct snapshot_opts *opts,
+                           struct session ***out)
+{
+    struct session *s;
+    size_t n = 0, streaming = 0;
+
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
+        if (!snapshot_matches(s, opts))
+            continue;
+        n++;
+        streaming += s->state == LJMP__SESSION_STATE__STREAMING;
+    }
+    int only_streaming = opts->merge && streaming > 0;
+    if ((*out = arena_alloc(a, (n ? n : 1) * sizeof(**out))) == NULL)
+        return -1;
+    n = 0;
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    if (snapshot_matches(s, opts) &&
+        (!only_streaming || s->state == LJMP__SESSION_STATE__STREAMING))
+        (*out)[n++] = s;
+    return (long)n;
+}
+
 Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
                                const struct snapshot_opts *opts,
                                const struct snapshot_bases *bases, uint64_t now)
 {
     Ljmp__Snapshot *snap = arena_alloc(a, sizeof(*snap));
     uint64_t turn = srv->snapshots->turn, oldest = now;
-    struct session *s;
-    size_t n = 0, i = 0;
+    struct snapshot_opts part = *opts;
+    struct session **m;
+    long n;
 
     if (snap == NULL)
         return NULL;
     ljmp__snapshot__init(snap);
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    n += snapshot_matches(s, opts);
-    if (take_views(srv, opts, turn, now) != 0)
+    if ((n = shown_sessions(a, srv, opts, &m)) < 0 ||
+        take_views(srv, opts, turn, now) != 0)
         return NULL;
+    /* A merged view's members come with their totals only. */
+    if (opts->merge)
+        part.top = 0;
     /* The parts go out as sessions fields that protobuf-c does not know
      * it has: unknown fields, which it packs as they are. */
     ProtobufCMessageUnknownField *parts =
-        arena_alloc(a, (n ? n : 1) * sizeof(*parts));
+        arena_alloc(a, (n ? (size_t)n : 1) * sizeof(*parts));
     if (parts == NULL)
         return NULL;
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    {
-        if (!snapshot_matches(s, opts))
-            continue;
-        const struct session_base *b = bases ? find_base(bases, s->id) : NULL;
+    for (long i = 0; i < n; i++) {
+        const struct session_base *b =
+            bases ? find_base(bases, m[i]->id) : NULL;
         const uint8_t *field;
         size_t len;
-        if (view_part(a, s, opts, b, &field, &len) != 0)
+        if (view_part(a, m[i], &part, b, &field, &len) != 0)
             return NULL;
         parts[i].tag = 4;
         parts[i].wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
         parts[i].data = (uint8_t *)field + 1;
-        parts[i++].len = len - 1;
-        if (view_of(s)->at_ms < oldest)
-            oldest = view_of(s)->at_ms;
+        parts[i].len = len - 1;
+        if (view_of(m[i])->at_ms < oldest)
+            oldest = view_of(m[i])->at_ms;
     }
-    snap->base.n_unknown_fields = (unsigned)i;
+    snap->base.n_unknown_fields = (unsigned)n;
     snap->base.unknown_fields = parts;
+    if (opts->merge &&
+        (snap->merged = make_merged(a, m, (size_t)n, bases, opts)) == NULL)
+        return NULL;
     snap->has_time_ms = 1;
     snap->time_ms = clock_wall_ms(oldest);
     if ((snap->daemon = snapshot_daemon(a, srv)) == NULL)

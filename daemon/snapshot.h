@@ -31,12 +31,20 @@ struct snapshot_bases {
 
 void snapshot_bases_free(struct snapshot_bases *b);
 
+#define SNAPSHOT_UNIT_MAX 256
+
 struct snapshot_opts {
     uint32_t pid;        /* 0: any */
     uint64_t session_id; /* 0: any */
-    uint32_t top;        /* locations per session */
+    int tree;            /* pid and its descendants */
+    /* With tree: when pid's process started (0: it has exited), so that
+     * an older process that had the same pid is not taken for it. */
+    uint64_t tree_start_ms;
+    char unit[SNAPSHOT_UNIT_MAX]; /* a unit's processes; "": any */
+    uint32_t top;                 /* locations per session */
     Ljmp__SortKey sort;
-    uid_t uid; /* whose sessions the caller may see */
+    int merge, by_process; /* one merged view (SnapshotOptions) */
+    uid_t uid;             /* whose sessions the caller may see */
 };
 
 #define SNAPSHOT_MAX_TOP 1000

@@ -45,6 +45,7 @@ static void session_gone(struct session *s)
     lm_profile_free(&s->prof);
     pthread_mutex_destroy(&s->mu);
     free(s->cmdline);
+    free(s->cgroup);
     free(s);
 }
 
@@ -269,6 +270,156 @@ static void test_turn_shares_views(void)
     teardown();
 }
 
+/* A session of a process that stood under ancestors (nearest first) and
+ * in cgroup when it connected. */
+static struct session *member_new(uint64_t id, pid_t pid, const pid_t *up,
+                                  unsigned nup, const char *cgroup)
+{
+    struct session *s = session_new(id, pid, 0);
+
+    for (unsigned i = 0; i < nup; i++)
+        s->ancestors[s->nancestors++] = up[i];
+    s->cgroup = strdup(cgroup);
+    stream_start(s);
+    return s;
+}
+
+static const Ljmp__Location *merged_row(const Ljmp__Snapshot *snap,
+                                        const char *name)
+{
+    for (size_t i = 0; i < snap->merged->n_top; i++)
+        if (strcmp(snap->merged->top[i]->name, name) == 0)
+            return snap->merged->top[i];
+    return NULL;
+}
+
+/* A tree's merged view: its streaming members' rows of one name summed,
+ * ranked, with each member's share; a member that has ended and a process
+ * outside the tree are left out. */
+static void test_merged_tree(void)
+{
+    const pid_t master[] = {100}, grand[] = {101, 100};
+    struct snapshot_opts o = {.tree = 1,
+                              .pid = 100,
+                              .top = 2,
+                              .sort = LJMP__SORT_KEY__SORT_LIVE_BYTES,
+                              .merge = 1,
+                              .by_process = 1};
+
+    setup();
+    struct session *root = member_new(1, 100, NULL, 0, "/a.service");
+    struct session *w1 = member_new(2, 101, master, 1, "/a.service");
+    struct session *w2 = member_new(3, 102, grand, 2, "/a.service");
+    struct session *other = member_new(4, 300, NULL, 0, "/b.service");
+    struct session *gone = member_new(5, 103, master, 1, "/a.service");
+    allocs(root, 5, 1, 100, 0x10000);
+    allocs(w1, 5, 2, 1000, 0x10000);
+    allocs(w2, 5, 3, 10, 0x10000);
+    allocs(w2, 8, 1, 1500, 0x90000);
+    allocs(w1, 9, 1, 1, 0x90000);
+    allocs(other, 5, 1, 99999, 0x10000);
+    allocs(gone, 8, 1, 99999, 0x10000);
+    gone->state = LJMP__SESSION_STATE__COMPLETE;
+
+    Ljmp__Snapshot *snap = take(&o, NULL);
+    CU_ASSERT_FATAL(snap->merged != NULL);
+    CU_ASSERT_EQUAL(snap->merged->members, 3);
+    CU_ASSERT_EQUAL_FATAL(snap->n_sessions, 3);
+    for (size_t i = 0; i < snap->n_sessions; i++) {
+        CU_ASSERT_EQUAL(snap->sessions[i]->n_top, 0);
+        CU_ASSERT_NOT_EQUAL(snap->sessions[i]->info->pid, 300);
+        CU_ASSERT_NOT_EQUAL(snap->sessions[i]->info->pid, 103);
+    }
+    CU_ASSERT_EQUAL(snap->merged->totals->alloc_events, 8);
+    CU_ASSERT_EQUAL(snap->merged->totals->live_bytes, 3631);
+    CU_ASSERT_EQUAL(snap->merged->totals->locations, 3);
+    /* :5 holds 100 + 2000 + 30 across three processes, :8 1500 in one;
+     * :9 (1 byte) is not in the top 2. */
+    CU_ASSERT_EQUAL_FATAL(snap->merged->n_top, 2);
+    const Ljmp__Location *l5 = snap->merged->top[0];
+    CU_ASSERT_STRING_EQUAL(l5->name, "@app.lua:5");
+    CU_ASSERT_EQUAL(l5->live_bytes, 2130);
+    CU_ASSERT_EQUAL(l5->live_blocks, 6);
+    CU_ASSERT_EQUAL(l5->sites, 3);
+    CU_ASSERT_EQUAL_FATAL(l5->n_by_process, 3);
+    CU_ASSERT_EQUAL(l5->by_process[0]->pid, 101);
+    CU_ASSERT_EQUAL(l5->by_process[0]->live_bytes, 2000);
+    CU_ASSERT_EQUAL(l5->by_process[1]->pid, 100);
+    CU_ASSERT_EQUAL(l5->by_process[2]->pid, 102);
+    CU_ASSERT_EQUAL(l5->by_process[2]->alloc_events, 3);
+    CU_ASSERT_STRING_EQUAL(snap->merged->top[1]->name, "@app.lua:8");
+    CU_ASSERT_EQUAL_FATAL(snap->merged->top[1]->n_by_process, 1);
+    CU_ASSERT_EQUAL(snap->merged->top[1]->by_process[0]->pid, 102);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+
+    /* Once none streams, the tree's last sessions are its members. */
+    root->state = w1->state = w2->state = LJMP__SESSION_STATE__TRUNCATED;
+    o.top = 5;
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL(snap->merged->members, 4);
+    CU_ASSERT_EQUAL(merged_row(snap, "@app.lua:8")->live_bytes, 101499);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+
+    /* A root that started after a member's process is another process
+     * that has the same pid: that member is not in its tree. */
+    root->process_start_ms = 5000;
+    w1->process_start_ms = 4000;
+    w2->process_start_ms = gone->process_start_ms = 6000;
+    o.tree_start_ms = 5000;
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL(snap->merged->members, 3);
+    CU_ASSERT_PTR_NULL(merged_row(snap, "@app.lua:9"));
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    session_gone(root);
+    session_gone(w1);
+    session_gone(w2);
+    session_gone(other);
+    session_gone(gone);
+    teardown();
+}
+
+/* A unit's merged view, its deltas running from a subscriber's bases like
+ * a session's. */
+static void test_merged_unit_deltas(void)
+{
+    struct snapshot_bases bases = {0};
+    struct snapshot_opts o = {
+        .top = 5, .merge = 1, .sort = LJMP__SORT_KEY__SORT_ALLOC_BYTES};
+
+    snprintf(o.unit, sizeof(o.unit), "web.service");
+    setup();
+    struct session *a =
+        member_new(1, 100, NULL, 0, "/system.slice/web.service");
+    struct session *b =
+        member_new(2, 200, NULL, 0, "/system.slice/web.service/worker");
+    struct session *c =
+        member_new(3, 300, NULL, 0, "/system.slice/web.service2");
+    allocs(a, 5, 2, 10, 0x10000);
+    allocs(b, 5, 1, 10, 0x10000);
+    allocs(c, 5, 1, 10, 0x10000);
+    Ljmp__Snapshot *snap = take(&o, &bases);
+    CU_ASSERT_EQUAL(snap->merged->members, 2);
+    CU_ASSERT_EQUAL(snap->merged->delta->alloc_events, 3);
+    CU_ASSERT_EQUAL(snap->merged->top[0]->delta_alloc_events, 3);
+    CU_ASSERT_EQUAL(snap->merged->top[0]->n_by_process, 0);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+
+    allocs(a, 5, 1, 10, 0x20000);
+    allocs(b, 6, 4, 10, 0x20000);
+    snap = take(&o, &bases);
+    CU_ASSERT_EQUAL(snap->merged->delta->alloc_events, 5);
+    CU_ASSERT_EQUAL(snap->merged->delta->alloc_bytes, 50);
+    CU_ASSERT_EQUAL(merged_row(snap, "@app.lua:5")->alloc_events, 4);
+    CU_ASSERT_EQUAL(merged_row(snap, "@app.lua:5")->delta_alloc_events, 1);
+    CU_ASSERT_EQUAL(merged_row(snap, "@app.lua:6")->delta_alloc_events, 4);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    snapshot_bases_free(&bases);
+    session_gone(a);
+    session_gone(b);
+    session_gone(c);
+    teardown();
+}
+
 void register_snapshot_tests(void)
 {
     CU_pSuite s = CU_add_suite("snapshots", NULL, NULL);
@@ -276,4 +427,6 @@ void register_snapshot_tests(void)
     CU_add_test(s, "top rows, sessions, visibility, selectors", test_top_rows);
     CU_add_test(s, "deltas from a subscriber's bases", test_deltas_from_bases);
     CU_add_test(s, "a turn's snapshots share views", test_turn_shares_views);
+    CU_add_test(s, "a tree merged: members, sums, shares", test_merged_tree);
+    CU_add_test(s, "a unit merged, with deltas", test_merged_unit_deltas);
 }
