@@ -3589,6 +3589,60 @@ static size_t streaming_of(const pid_t *pids, size_t n)
  * a child that appears later is attached as it starts; detach --tree ends
  * every stream, each complete.
  */
+/* The index among a snapshot's sessions of pid's, or 63. */
+static unsigned share_index(uint32_t pid, const Ljmp__Snapshot *snap)
+{
+    for (size_t i = 0; i < snap->n_sessions; i++)
+        if (snap->sessions[i]->info->pid == pid)
+            return (unsigned)i;
+    return 63;
+}
+
+/* The merged view of a tree whose n VMs stream busy.lua: one row for its
+ * line, summed over them, each one's share under it. */
+static void check_merged_tree(pid_t root, size_t n)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__SnapshotRequest sr = LJMP__SNAPSHOT_REQUEST__INIT;
+    Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = sel.has_tree = sel.tree = 1;
+    sel.pid = (uint32_t)root;
+    o.sessions = &sel;
+    o.has_top = o.has_merge = o.merge = o.has_by_process = o.by_process = 1;
+    o.top = 3;
+    sr.options = &o;
+    req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
+    req.snapshot = &sr;
+    Ljmp__Response *r = call(&req);
+    CU_ASSERT_FATAL(r != NULL && r->snapshot != NULL);
+    const Ljmp__MergedView *m = r->snapshot->merged;
+    CU_ASSERT_FATAL(m != NULL);
+    CU_ASSERT_EQUAL(m->members, n);
+    CU_ASSERT_EQUAL(r->snapshot->n_sessions, n);
+    /* Each row's shares are each process's part of the same view: they
+     * sum to the row.  Every member has a share of some row, and rows of
+     * the same line are one (the JIT may name one process's line after
+     * its trace while another one's is still interpreted). */
+    size_t seen = 0, most = 0;
+    for (size_t i = 0; i < m->n_top; i++) {
+        const Ljmp__Location *l = m->top[i];
+        uint64_t allocs = 0;
+        for (size_t k = 0; k < l->n_by_process; k++) {
+            allocs += l->by_process[k]->alloc_events;
+            seen |= (size_t)1 << share_index(l->by_process[k]->pid,
+                                             r->snapshot);
+        }
+        CU_ASSERT_EQUAL(allocs, l->alloc_events);
+        if (l->n_by_process > most)
+            most = l->n_by_process;
+    }
+    CU_ASSERT_EQUAL(seen, ((size_t)1 << n) - 1);
+    CU_ASSERT(most >= 2);
+    ljmp__response__free_unpacked(r, NULL);
+}
+
 static void test_attach_tree(void)
 {
     char cmd[2048], stop[200], spawn[200], args[128];
@@ -3629,6 +3683,12 @@ static void test_attach_tree(void)
     CU_ASSERT_EQUAL(streaming_of(kids, n), 3);
     CU_ASSERT_EQUAL(ljmpctl("list", "tree-list.out"), 0);
     CU_ASSERT(file_shows("tree-list.out", "3 streaming", 0));
+    check_merged_tree(root, n);
+    snprintf(args, sizeof(args), "top --tree %d --once --by-process",
+             (int)root);
+    CU_ASSERT_EQUAL(ljmpctl(args, "tree-top.out"), 0);
+    CU_ASSERT(file_shows("tree-top.out", "the tree of pid", 0));
+    CU_ASSERT(file_shows("tree-top.out", "busy.lua:", 0));
     snprintf(args, sizeof(args), "detach --tree %d", (int)root);
     CU_ASSERT_EQUAL(ljmpctl(args, "tree-detach.out"), 0);
     CU_ASSERT_EQUAL(streaming_of(kids, n), 0);
