@@ -578,6 +578,51 @@ static void test_fork_with_pending_detach(void)
     CU_ASSERT_EQUAL(f.peers[0], getpid());
 }
 
+/*
+ * LJMP_SOCKET profiles the process: when its VM closes while a newer one
+ * lives (nginx's reload), the newer one streams from its next Lua call,
+ * and so does each child forked before that call (the new workers).
+ */
+static void test_env_stream_passes_on(void)
+{
+    struct fake_ingest f = {.lfd = socket(AF_UNIX, SOCK_STREAM, 0)};
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int st;
+
+    CU_ASSERT_FATAL(snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/env.sock",
+                             test_dir) < (int)sizeof(sa.sun_path));
+    CU_ASSERT_FATAL(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CU_ASSERT_FATAL(listen(f.lfd, 4) == 0);
+    CU_ASSERT_FATAL(pthread_create(&f.thread, NULL, fake_ingest_run, &f) == 0);
+    setenv("LJMP_SOCKET", sa.sun_path, 1);
+    lua_State *old = luaL_newstate();
+    lua_State *young = luaL_newstate(); /* the profiler is old's */
+    unsetenv("LJMP_SOCKET");
+    luaL_openlibs(old);
+    luaL_openlibs(young);
+    CU_ASSERT_EQUAL(luaL_dostring(old, "return misc.memprof.status()"), 0);
+    CU_ASSERT(lua_toboolean(old, -1));
+    lua_close(old);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(luaL_dostring(young, "return misc.memprof.status()") != 0 ||
+              !lua_toboolean(young, -1));
+    CU_ASSERT_EQUAL(waitpid(child, &st, 0), child);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_EQUAL(luaL_dostring(young, "local t = {} t[1] = {}"), 0);
+    CU_ASSERT_EQUAL(luaL_dostring(young, "return misc.memprof.status()"), 0);
+    CU_ASSERT(lua_toboolean(young, -1));
+    lua_close(young);
+    f.stop = 1;
+    pthread_join(f.thread, NULL);
+    close(f.lfd);
+    /* old's stream, the child's, then young's in this process. */
+    CU_ASSERT_EQUAL_FATAL(f.npeers, 3);
+    CU_ASSERT_EQUAL(f.peers[0], getpid());
+    CU_ASSERT_EQUAL(f.peers[1], child);
+    CU_ASSERT_EQUAL(f.peers[2], getpid());
+}
+
 static void host_handler(int sig)
 {
     (void)sig;
@@ -621,6 +666,8 @@ int main(void)
                 test_fork_drops_pending_attach);
     CU_add_test(s, "the agent outlives the VM that installed it",
                 test_agent_outlives_first_vm);
+    CU_add_test(s, "LJMP_SOCKET's stream passes to the newest VM",
+                test_env_stream_passes_on);
     CU_add_test(s, "a host's own signal handler is kept",
                 test_host_signal_kept);
     return test_run_all();

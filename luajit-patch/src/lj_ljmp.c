@@ -606,6 +606,7 @@ typedef struct AgentVM {
   lua_State *volatile L;  /* main thread; NULL: a free slot */
   lua_Hook saved_hook;  /* the program's own hook, given back */
   int saved_mask, saved_count;
+  unsigned born;  /* the order the VMs were made in */
 } AgentVM;
 
 typedef struct Agent {
@@ -616,6 +617,12 @@ typedef struct Agent {
   char follow[108];  /* where a forked child connects */
   int follow_stall_ms;
   global_State *follow_g;  /* the VM that follows */
+  /* LJMP_SOCKET's stream: where it goes, and the VM it is of (the
+  ** process's profile passes to another VM when that one closes). */
+  char env_path[108];
+  int env_stall_ms;
+  global_State *env_g;
+  unsigned vms_made;
   volatile sig_atomic_t request;
   int ignoring;  /* we set SIG_IGN when our last VM closed: ours to take */
   void *named;  /* the mapping that names the agent in /proc/PID/maps */
@@ -648,6 +655,8 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   } else if (req == REQ_FOLLOW_FORK && !lj_memprof_running()) {
     if (lj_ljmp_start_socket(L, agent.follow, agent.follow_stall_ms, &e) != 0)
       env_err = e.err;
+    else if (agent.env_path[0] != '\0')
+      agent.env_g = G(L);
   } else if (req == LJMP_REQ_DETACH && lj_memprof_running()) {
     lj_memprof_stop(L);
   }
@@ -816,7 +825,33 @@ static void agent_install(lua_State *L)
   if (v == agent.vm + AGENT_VMS) return;  /* more VMs than it serves */
   v->saved_hook = NULL;
   v->saved_mask = v->saved_count = 0;
+  v->born = ++agent.vms_made;
   v->L = mainthread(G(L));  /* last: the handler may run at any point */
+}
+
+/*
+** LJMP_SOCKET profiles a process, not one VM: when the VM it streams
+** closes while another lives (nginx's reload makes the new VM, then
+** closes the old one), the newest other VM starts a stream of its own at
+** its next Lua call, as a forked child follows its parent.  Children
+** forked before that call inherit the request (an nginx master's new
+** workers, whose first request starts their streams).
+*/
+static void env_hand_over(global_State *g)
+{
+  AgentVM *next = NULL;
+  int i;
+  for (i = 0; i < AGENT_VMS; i++) {
+    AgentVM *v = &agent.vm[i];
+    if (v->L != NULL && G(v->L) != g && (next == NULL || v->born > next->born))
+      next = v;
+  }
+  if (next == NULL) return;
+  strcpy(agent.follow, agent.env_path);
+  agent.follow_stall_ms = agent.env_stall_ms;
+  agent.follow_g = G(next->L);
+  agent.request = REQ_FOLLOW_FORK;
+  agent_arm(next, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 void lj_ljmp_vm_closing(global_State *g)
@@ -824,6 +859,10 @@ void lj_ljmp_vm_closing(global_State *g)
   AgentVM *v = agent.installed ? agent_vm(g) : NULL;
   int i;
   if (v == NULL) return;
+  if (g == agent.env_g) {
+    agent.env_g = NULL;
+    if (lj_memprof_running()) env_hand_over(g);
+  }
   /* The handler may run between any two of these: it reads the slots. */
   v->L = NULL;
   for (i = 0; i < AGENT_VMS; i++)
@@ -842,10 +881,17 @@ void lj_ljmp_env_start(lua_State *L)
   LjmpError e;
   agent_install(L);
   if (path == NULL || *path == '\0') return;
-  /* Only the first VM of a process: memprof is process-wide.  Failing
-  ** to connect is not the program's problem; status() tells why. */
-  if (lj_ljmp_start_socket(L, path, stall ? atoi(stall) : 0, &e) != 0)
+  if (strlen(path) < sizeof(agent.env_path)) strcpy(agent.env_path, path);
+  agent.env_stall_ms = stall ? atoi(stall) : 0;
+  /* One VM streams at a time (memprof is process-wide): a VM made while
+  ** another streams takes over when that one closes (env_hand_over).
+  ** Failing to connect is not the program's problem; status() tells
+  ** why. */
+  if (lj_memprof_running()) return;
+  if (lj_ljmp_start_socket(L, path, agent.env_stall_ms, &e) != 0)
     env_err = e.err;
+  else
+    agent.env_g = G(L);
 }
 
 int lj_ljmp_env_error(void)
