@@ -19,6 +19,7 @@ enum { READ_CHUNK = 1 << 20 };
 static const char report_help[] =
     "usage: ljmpctl report [OPTIONS] FILE|-\n"
     "       ljmpctl report [OPTIONS] PID\n"
+    "       ljmpctl report [OPTIONS] --tree PID | --unit NAME\n"
     "\n"
     "Reads a memprof stream (revisions R1, R2, R3-seed and R3: files from\n"
     "Tarantool's memprof or from ljmp's VM) from FILE, or standard input\n"
@@ -32,6 +33,10 @@ static const char report_help[] =
     "  --leak-only        print only the heap summary and the aliases\n"
     "  --human-readable   sizes in KiB/MiB/GiB instead of bytes\n"
     "  --json             one JSON object with the same data and totals\n"
+    "  --tree             PID and its descendants, merged (from ljmpd)\n"
+    "  --unit NAME        a systemd unit's processes, merged (from ljmpd)\n"
+    "  --by-process       with --tree or --unit: each held line's share\n"
+    "                     per process\n"
     "  --max-string=N     reject chunk or symbol names longer than N bytes\n"
     "                     (default 1 MiB, at most 1 GiB)\n"
     "  --threads=N        1, or 2 to apply the stream on two threads (the\n"
@@ -45,6 +50,13 @@ static const char report_help[] =
     "Given a PID (a number that is not a file's name), asks ljmpd for the\n"
     "same report of that process's newest session, from its live state:\n"
     "streaming, or finished and still kept.\n"
+    "\n"
+    "With --tree PID (the process and its descendants) or --unit NAME (a\n"
+    "systemd unit's processes), one report of that server's sessions\n"
+    "merged, as `ljmpctl top --tree` shows them: lines of the same name\n"
+    "summed across processes, after a PROCESSES section listing them;\n"
+    "--by-process adds, under each HEAP SUMMARY line, what each process\n"
+    "holds of it.\n"
     "\n"
     "Exit status: 0 complete stream (or a session still streaming), 1 usage\n"
     "or I/O error, 2 truncated stream (report printed), 3 malformed stream,\n"
@@ -70,7 +82,7 @@ static void report_args_of(const struct ctl_args *args, struct report_args *a)
                                  ? a->limits.max_string + 64
                                  : LM_DEFAULT_MAX_BUFFERED;
     a->threads = (int)args_get(args, OPT_THREADS, lm_par_cpus() >= 2 ? 2 : 1);
-    a->path = args->operands[0];
+    a->path = args->noperands > 0 ? args->operands[0] : NULL;
 }
 
 /* Feeds the whole input; -1 on a read error, else 0 and how it ended. */
@@ -118,14 +130,30 @@ static int is_pid(const char *arg)
 static int cmd_report(const struct ctl_args *args)
 {
     struct report_args a;
+    struct view_target target;
     struct lm_profile p;
     enum lm_status st = LM_NEED_MORE;
     int fd, rc;
 
     report_args_of(args, &a);
-    if (is_pid(a.path))
-        return live_report_pid(a.path, a.opts.leak_only, a.opts.human_readable,
-                               a.opts.json);
+    /* A whole server's report: its target as the live views take it. */
+    if (args_has(args, OPT_TREE) || args_has(args, OPT_UNIT) ||
+        args_has(args, OPT_BY_PROCESS)) {
+        if (view_target_of("report", args, &target) != 0)
+            return EXIT_USAGE;
+        a.opts.by_process = target.by_process;
+        return live_report(&target, &a.opts);
+    }
+    if (a.path == NULL) {
+        fprintf(stderr, "ljmpctl report: expected one FILE, - or PID\n");
+        return EXIT_USAGE;
+    }
+    if (is_pid(a.path)) {
+        memset(&target, 0, sizeof(target));
+        if (args_parse_pid("report", a.path, &target.pid) != 0)
+            return EXIT_USAGE;
+        return live_report(&target, &a.opts);
+    }
     fd = strcmp(a.path, "-") == 0 ? STDIN_FILENO
                                   : open(a.path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -178,18 +206,24 @@ static int cmd_report(const struct ctl_args *args)
 /* --max-string and --threads shape the reading of a file; with a PID,
  * ljmpd reads the stream and they change nothing. */
 static const struct opt_use report_options[] = {
-    {OPT_LEAK_ONLY, 0, 0, NULL}, {OPT_HUMAN_READABLE, 0, 0, NULL},
-    {OPT_JSON, 0, 0, NULL},      {OPT_MAX_STRING, 0, LM_MAX_STRING_LIMIT, NULL},
-    {OPT_THREADS, 1, 2, NULL},   OPT_USE_END,
+    {OPT_LEAK_ONLY, 0, 0, NULL},
+    {OPT_HUMAN_READABLE, 0, 0, NULL},
+    {OPT_JSON, 0, 0, NULL},
+    {OPT_MAX_STRING, 0, LM_MAX_STRING_LIMIT, NULL},
+    {OPT_THREADS, 1, 2, NULL},
+    {OPT_TREE, 0, 0, NULL},
+    {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL},
+    OPT_USE_END,
 };
 
 const struct cmd_entry cmd_report_entry = {
     .name = "report",
-    .synopsis = "[OPTIONS] FILE|-|PID",
+    .synopsis = "[OPTIONS] FILE|-|PID | --tree PID | --unit NAME",
     .brief = "report of a recorded stream or a session",
     .help = report_help,
     .options = report_options,
-    .min_operands = 1,
+    .min_operands = 0,
     .max_operands = 1,
     .operands = "one FILE (- for stdin) or PID",
     .exec = cmd_report,

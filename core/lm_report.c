@@ -1,4 +1,5 @@
-/* Text and JSON reports of a profile state, in Tarantool's parser layout. */
+/* Text and JSON reports of a profile state, or of several merged, in
+ * Tarantool's parser layout. */
 #include "lm_report.h"
 
 #include <inttypes.h>
@@ -29,10 +30,19 @@ struct gpair {
     uint64_t count, allocated, freed;
 };
 
+/*
+ * Locations are numbered across the states: state k's location i is
+ * first[k] + i, owned by state k (owner).
+ */
 struct report {
-    const struct lm_state *s;
+    const struct lm_state *const *states;
+    const struct lm_report_member *members; /* NULL: one state, no member */
+    size_t nstates;
     const struct lm_report_opts *o;
     FILE *out;
+    uint32_t *first;    /* per state: its first location's number */
+    uint32_t nlocs;     /* of every state */
+    uint32_t *owner;    /* per location: its state */
     char **names;       /* per location */
     uint32_t *group_of; /* per location */
     struct group *groups;
@@ -97,11 +107,42 @@ static void add_counters(struct lm_counters *to, const struct lm_counters *c)
 #undef LM_ADD_COUNTER
 }
 
+/* Numbers the states' locations one after the other: 0, or -1 when out
+ * of memory or past 2^32 - 1 locations. */
+static int number_locations(struct report *r)
+{
+    uint64_t n = 0;
+
+    if ((r->first =
+             malloc((r->nstates ? r->nstates : 1) * sizeof(*r->first))) == NULL)
+        return -1;
+    for (size_t k = 0; k < r->nstates; k++) {
+        r->first[k] = (uint32_t)n;
+        n += r->states[k]->nlocs;
+    }
+    if (n >= LM_NONE ||
+        (r->owner = malloc((n ? n : 1) * sizeof(*r->owner))) == NULL)
+        return -1;
+    r->nlocs = (uint32_t)n;
+    for (size_t k = 0; k < r->nstates; k++)
+        for (uint32_t i = 0; i < r->states[k]->nlocs; i++)
+            r->owner[r->first[k] + i] = (uint32_t)k;
+    return 0;
+}
+
+/* The counters of location loc (a number across the states). */
+static void loc_counters(const struct report *r, uint32_t loc,
+                         struct lm_counters *c)
+{
+    uint32_t k = r->owner[loc];
+
+    lm_state_counters(r->states[k], loc - r->first[k], c);
+}
+
 /* Names every location and gathers equal names into groups. */
 static int make_groups(struct report *r)
 {
-    const struct lm_state *s = r->s;
-    uint32_t n = s->nlocs;
+    uint32_t n = r->nlocs;
     struct named *byname = malloc((n ? n : 1) * sizeof(*byname));
 
     r->names = calloc(n ? n : 1, sizeof(*r->names));
@@ -113,7 +154,9 @@ static int make_groups(struct report *r)
         return -1;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if ((r->names[i] = format_name(s, i)) == NULL) {
+        uint32_t k = r->owner[i];
+        if ((r->names[i] = format_name(r->states[k], i - r->first[k])) ==
+            NULL) {
             free(byname);
             return -1;
         }
@@ -125,7 +168,7 @@ static int make_groups(struct report *r)
             r->groups[r->ngroups++].name = byname[i].name;
         uint32_t g = r->ngroups - 1;
         struct lm_counters counters, *c = &counters;
-        lm_state_counters(s, byname[i].loc, c);
+        loc_counters(r, byname[i].loc, c);
         r->group_of[byname[i].loc] = g;
         add_counters(&r->groups[g].c, c);
         if (c->alloc_bytes > 0) {
@@ -440,6 +483,55 @@ static int cmp_held(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* What each state holds live of each group: shares[g * nstates + k];
+ * NULL when out of memory. */
+struct share {
+    uint64_t bytes, blocks;
+};
+
+static struct share *live_shares(const struct report *r)
+{
+    struct share *sh = calloc((size_t)r->ngroups * r->nstates + 1, sizeof(*sh));
+
+    if (sh == NULL)
+        return NULL;
+    for (uint32_t loc = 0; loc < r->nlocs; loc++) {
+        struct lm_counters c;
+        loc_counters(r, loc, &c);
+        struct share *s =
+            &sh[(size_t)r->group_of[loc] * r->nstates + r->owner[loc]];
+        s->bytes += c.live_bytes;
+        s->blocks += c.live_blocks;
+    }
+    return sh;
+}
+
+/* Under a heap summary line: what each process holds live of it. */
+static void write_shares(struct report *r, const struct share *sh)
+{
+    size_t count = 0;
+
+    if (r->o->json)
+        fputs(",\"by_process\":[", r->out);
+    for (size_t k = 0; k < r->nstates; k++) {
+        if (sh[k].bytes == 0 && sh[k].blocks == 0)
+            continue;
+        if (r->o->json) {
+            fprintf(r->out,
+                    "%s{\"pid\":%" PRIu32 ",\"live_bytes\":%" PRIu64
+                    ",\"live_blocks\":%" PRIu64 "}",
+                    count++ ? "," : "", r->members[k].pid, sh[k].bytes,
+                    sh[k].blocks);
+            continue;
+        }
+        fprintf(r->out, "\tpid %" PRIu32 ": ", r->members[k].pid);
+        put_bytes(r, sh[k].bytes);
+        fprintf(r->out, " live in %" PRIu64 " blocks\n", sh[k].blocks);
+    }
+    if (r->o->json)
+        fputs("]", r->out);
+}
+
 /*
  * Tarantool's heap delta, per name: a site is credited with what it
  * allocated, and with what realloc sites allocated in place of its blocks;
@@ -450,8 +542,14 @@ static int write_heap_summary(struct report *r)
 {
     const struct group **list =
         malloc((r->ngroups ? r->ngroups : 1) * sizeof(*list));
+    struct share *sh = NULL;
     uint32_t n = 0;
 
+    if (list != NULL && r->o->by_process && r->members != NULL &&
+        (sh = live_shares(r)) == NULL) {
+        free(list);
+        return -1;
+    }
     if (list == NULL)
         return -1;
     for (uint32_t g = 0; g < r->ngroups; g++)
@@ -466,17 +564,22 @@ static int write_heap_summary(struct report *r)
             put_json_name(r->out, g->name);
             fprintf(r->out,
                     ",\"holds\":%" PRIu64 ",\"allocs\":%" PRIu64
-                    ",\"frees\":%" PRIu64 "}",
+                    ",\"frees\":%" PRIu64,
                     held(g), g->nalloc, g->nfree);
-            continue;
+        } else {
+            fprintf(r->out, "%s holds ", g->name);
+            put_bytes(r, held(g));
+            fprintf(r->out, ": %" PRIu64 " allocs, %" PRIu64 " frees\n",
+                    g->nalloc, g->nfree);
         }
-        fprintf(r->out, "%s holds ", g->name);
-        put_bytes(r, held(g));
-        fprintf(r->out, ": %" PRIu64 " allocs, %" PRIu64 " frees\n", g->nalloc,
-                g->nfree);
+        if (sh != NULL)
+            write_shares(r, &sh[(size_t)(g - r->groups) * r->nstates]);
+        if (r->o->json)
+            fputs("}", r->out);
     }
     fputs(r->o->json ? "]," : "\n", r->out);
     free(list);
+    free(sh);
     return 0;
 }
 
@@ -499,27 +602,59 @@ static void text_alias_source(FILE *out, const char *src, size_t len)
     }
 }
 
+/* Whether alias i of state k was written already: an earlier state has
+ * the same source under the same number (processes that run the same code
+ * load the same chunks in the same order). */
+static int alias_written(const struct report *r, size_t k, uint32_t i,
+                         const char *src, size_t len)
+{
+    for (size_t j = 0; j < k; j++) {
+        const struct lm_symtab *t = &r->states[j]->sym;
+        size_t jlen;
+        if (i >= t->naliases)
+            continue;
+        const char *jsrc = lm_symtab_str(t, t->aliases[i], &jlen);
+        if (jlen == len && memcmp(jsrc, src, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Chunks loaded from strings, named function_alias_N by order of first
+ * use in each process.  A merged report writes each number's source once
+ * when its processes agree, else each process's (JSON says whose).
+ */
 static void write_aliases(struct report *r)
 {
-    const struct lm_symtab *t = &r->s->sym;
+    size_t count = 0;
 
     if (r->o->json)
         fputs("\"aliases\":[", r->out);
-    else if (t->naliases > 0)
-        fputs("ALIASES:\n", r->out);
-    for (uint32_t i = 0; i < t->naliases; i++) {
-        size_t len;
-        const char *src = lm_symtab_str(t, t->aliases[i], &len);
-        if (r->o->json) {
-            fprintf(r->out, "%s{\"name\":\"function_alias_%u\",\"source\":",
-                    i ? "," : "", i + 1);
-            lm_json_string(r->out, src, len);
-            fputs("}", r->out);
-            continue;
+    for (size_t k = 0; k < r->nstates; k++) {
+        const struct lm_symtab *t = &r->states[k]->sym;
+        for (uint32_t i = 0; i < t->naliases; i++) {
+            size_t len;
+            const char *src = lm_symtab_str(t, t->aliases[i], &len);
+            if (alias_written(r, k, i, src, len))
+                continue;
+            if (r->o->json) {
+                fprintf(r->out, "%s{\"name\":\"function_alias_%u\",\"source\":",
+                        count++ ? "," : "", i + 1);
+                lm_json_string(r->out, src, len);
+                if (r->members != NULL)
+                    fprintf(r->out, ",\"pid\":%" PRIu32, r->members[k].pid);
+                fputs("}", r->out);
+                continue;
+            }
+            if (count++ == 0)
+                fputs("ALIASES:\n", r->out);
+            fprintf(r->out, "function_alias_%u:\n", i + 1);
+            if (r->members != NULL && k > 0)
+                fprintf(r->out, "(in pid %" PRIu32 ")\n", r->members[k].pid);
+            text_alias_source(r->out, src, len);
+            fputs("\n\n", r->out);
         }
-        fprintf(r->out, "function_alias_%u:\n", i + 1);
-        text_alias_source(r->out, src, len);
-        fputs("\n\n", r->out);
     }
     if (r->o->json)
         fputs("]", r->out);
@@ -527,47 +662,128 @@ static void write_aliases(struct report *r)
 
 static void json_totals(struct report *r)
 {
-    const struct lm_totals *t = &r->s->totals;
+    struct lm_totals t = {0};
     const char *sep = "";
 
+    for (size_t k = 0; k < r->nstates; k++) {
+#define LM_ADD_TOTAL(name) t.name += r->states[k]->totals.name;
+        LM_TOTALS(LM_ADD_TOTAL)
+#undef LM_ADD_TOTAL
+    }
     fprintf(r->out, "\"revision\":\"%s\",\"totals\":{",
-            lm_revision_name((enum lm_revision)r->s->revision));
+            lm_revision_name(r->nstates > 0
+                                 ? (enum lm_revision)r->states[0]->revision
+                                 : LM_REV_R3));
 #define LM_JSON_TOTAL(name)                                                    \
-    fprintf(r->out, "%s\"" #name "\":%" PRIu64, sep, t->name);                 \
+    fprintf(r->out, "%s\"" #name "\":%" PRIu64, sep, t.name);                  \
     sep = ",";
     LM_TOTALS(LM_JSON_TOTAL)
 #undef LM_JSON_TOTAL
     fputs("},", r->out);
 }
 
+/* A merged report's processes: pid, session and command. */
+static void write_members(struct report *r)
+{
+    if (r->members == NULL)
+        return;
+    fputs(r->o->json ? "\"members\":[" : "PROCESSES:\n", r->out);
+    for (size_t k = 0; k < r->nstates; k++) {
+        const struct lm_report_member *m = &r->members[k];
+        const char *cmd = m->cmdline ? m->cmdline : "";
+        if (r->o->json) {
+            fprintf(r->out,
+                    "%s{\"pid\":%" PRIu32 ",\"session\":%" PRIu64
+                    ",\"command\":",
+                    k ? "," : "", m->pid, m->session_id);
+            put_json_name(r->out, cmd);
+            fputs("}", r->out);
+        } else {
+            fprintf(r->out, "pid %" PRIu32 " (session %" PRIu64 "): %s\n",
+                    m->pid, m->session_id, cmd);
+        }
+    }
+    fputs(r->o->json ? "]," : "\n", r->out);
+}
+
 static void report_free(struct report *r)
 {
     if (r->names != NULL)
-        for (uint32_t i = 0; i < r->s->nlocs; i++)
+        for (uint32_t i = 0; i < r->nlocs; i++)
             free(r->names[i]);
     free(r->names);
+    free(r->first);
+    free(r->owner);
     free(r->group_of);
     free(r->groups);
     free(r->pairs);
     free(r->pair_first);
 }
 
+/* Every state's overrides, their locations numbered across the states;
+ * NULL when out of memory. */
+static struct lm_override *all_overrides(const struct report *r, uint32_t *n)
+{
+    struct lm_override *all = NULL;
+    uint64_t total = 0;
+
+    *n = 0;
+    for (size_t k = 0; k < r->nstates; k++) {
+        uint32_t m = 0;
+        struct lm_override *o = lm_state_overrides(r->states[k], &m);
+        struct lm_override *grown =
+            o == NULL || total + m >= LM_NONE
+                ? NULL
+                : realloc(all,
+                          (size_t)(total + m ? total + m : 1) * sizeof(*all));
+        if (grown == NULL) {
+            free(o);
+            free(all);
+            return NULL;
+        }
+        all = grown;
+        for (uint32_t i = 0; i < m; i++) {
+            all[total + i] = o[i];
+            all[total + i].site += r->first[k];
+            all[total + i].primary += r->first[k];
+        }
+        total += m;
+        free(o);
+    }
+    if (all == NULL)
+        all = malloc(sizeof(*all));
+    *n = (uint32_t)total;
+    return all;
+}
+
 int lm_report_write(FILE *out, const struct lm_state *s,
                     const struct lm_report_opts *opts)
 {
+    return lm_report_write_merged(out, &s, NULL, 1, opts);
+}
+
+int lm_report_write_merged(FILE *out, const struct lm_state *const *states,
+                           const struct lm_report_member *members, size_t n,
+                           const struct lm_report_opts *opts)
+{
     struct lm_report_opts defaults = {0};
-    struct report r = {
-        s, opts ? opts : &defaults, out, NULL, NULL, NULL, 0, NULL, 0, NULL};
+    struct report r = {.states = states,
+                       .members = members,
+                       .nstates = n,
+                       .o = opts ? opts : &defaults,
+                       .out = out};
     uint32_t novr = 0;
-    struct lm_override *ovr = lm_state_overrides(s, &novr);
+    struct lm_override *ovr = NULL;
     int rc = -1;
 
-    if (ovr == NULL || make_groups(&r) != 0 || make_pairs(&r, ovr, novr) != 0)
+    if (number_locations(&r) != 0 || (ovr = all_overrides(&r, &novr)) == NULL ||
+        make_groups(&r) != 0 || make_pairs(&r, ovr, novr) != 0)
         goto out;
     if (r.o->json) {
         fputs("{", out);
         json_totals(&r);
     }
+    write_members(&r);
     if (!r.o->leak_only &&
         (section(&r, LM_EV_ALLOC, r.o->json ? "allocations" : "ALLOCATIONS") ||
          section(&r, LM_EV_REALLOC,

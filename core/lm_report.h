@@ -1,4 +1,5 @@
-/* Text and JSON reports of a profile state, in Tarantool's parser layout. */
+/* Text and JSON reports of a profile state, or of several merged, in
+ * Tarantool's parser layout. */
 #ifndef LM_REPORT_H
 #define LM_REPORT_H
 
@@ -10,6 +11,14 @@ struct lm_report_opts {
     int leak_only;      /* only the heap summary and the aliases */
     int human_readable; /* KiB/MiB/GiB instead of bytes */
     int json;           /* one JSON object instead of text */
+    int by_process;     /* merged: each heap summary line's share per process */
+};
+
+/* A process whose state a merged report sums. */
+struct lm_report_member {
+    uint32_t pid;
+    uint64_t session_id;
+    const char *cmdline;
 };
 
 /*
@@ -18,6 +27,18 @@ struct lm_report_opts {
  */
 int lm_report_write(FILE *out, const struct lm_state *s,
                     const struct lm_report_opts *opts);
+
+/*
+ * Writes one report of n states merged: locations that print the same name
+ * in any of them are one line, their counters summed.  The report starts
+ * with its members (PROCESSES, or "members" in JSON), one per state; by
+ * its options, each heap summary line can say what each process holds of
+ * it.  Chunks loaded from strings keep each process's function_alias_N;
+ * ALIASES lists a number's source once where the processes agree.
+ */
+int lm_report_write_merged(FILE *out, const struct lm_state *const *states,
+                           const struct lm_report_member *members, size_t n,
+                           const struct lm_report_opts *opts);
 
 /*
  * Writes bytes as a JSON string: valid UTF-8 passes through, any other

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_report.h"
 #include "test_util.h"
 
 /* Compares a report of the sample stream with tests/expected/<file>. */
@@ -178,6 +179,106 @@ static void test_same_name_is_one_line(void)
     lm_buf_free(&b);
 }
 
+/* A process's stream for the merged report: one module, and a chunk from a
+ * string (an alias) whose source is src. */
+static void merged_member(struct lm_profile *p, uint64_t base, unsigned n,
+                          const char *src)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref m = loc_lua(0x100, 3), f = loc_lua(0x100, 7),
+                      a = loc_lua(0x300, 1);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@m.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_event_lfunc(&b, 0x300, src, 0);
+    for (unsigned i = 0; i < n; i++)
+        lm_enc_alloc(&b, LM_REV_R3, &m, base + i * 0x100, 10);
+    lm_enc_free(&b, LM_REV_R3, &f, base, 10);
+    lm_enc_alloc(&b, LM_REV_R3, &a, base + 0x8000, 5);
+    CU_ASSERT_FATAL(lm_profile_init(p, NULL, NULL) == 0);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(p, b.data, b.len, 0), LM_NEED_MORE);
+    lm_buf_free(&b);
+}
+
+/*
+ * Several processes' states as one report: a name's counters summed over
+ * them, overrides across them by name, the members first, each held
+ * line's shares on request, and an alias whose source differs between
+ * processes listed for each.
+ */
+static void test_merged_report(void)
+{
+    struct lm_profile p[3];
+    const struct lm_state *states[3];
+    const struct lm_report_member who[3] = {
+        {101, 7, "nginx: worker"}, {102, 8, "nginx: worker"}, {103, 9, "x"}};
+    struct lm_report_opts o = {0, 0, 0, 1};
+    char *got = NULL;
+    size_t len = 0;
+
+    merged_member(&p[0], 0x10000, 2, "return 1\n");
+    merged_member(&p[1], 0x20000, 3, "return 1\n");
+    merged_member(&p[2], 0x30000, 1, "return 2\n");
+    for (int i = 0; i < 3; i++)
+        states[i] = &p[i].state;
+    FILE *f = open_memstream(&got, &len);
+    CU_ASSERT_EQUAL(lm_report_write_merged(f, states, who, 3, &o), 0);
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(got, "PROCESSES:\n"
+                                "pid 101 (session 7): nginx: worker\n"
+                                "pid 102 (session 8): nginx: worker\n"
+                                "pid 103 (session 9): x\n"
+                                "\n"
+                                "ALLOCATIONS\n"
+                                "@m.lua:3: 6 events\t+60B\t-0B\n"
+                                "function_alias_1:1: 3 events\t+15B\t-0B\n"
+                                "\n"
+                                "REALLOCATIONS\n"
+                                "\n"
+                                "DEALLOCATIONS\n"
+                                "@m.lua:7: 3 events\t+0B\t-30B\n"
+                                "\tOverrides:\n"
+                                "\t\t@m.lua:3\n"
+                                "\n"
+                                "\n"
+                                "HEAP SUMMARY:\n"
+                                "@m.lua:3 holds 30B: 6 allocs, 3 frees\n"
+                                "\tpid 101: 10B live in 1 blocks\n"
+                                "\tpid 102: 20B live in 2 blocks\n"
+                                "function_alias_1:1 holds 15B: 3 allocs, "
+                                "0 frees\n"
+                                "\tpid 101: 5B live in 1 blocks\n"
+                                "\tpid 102: 5B live in 1 blocks\n"
+                                "\tpid 103: 5B live in 1 blocks\n"
+                                "\n"
+                                "ALIASES:\n"
+                                "function_alias_1:\n"
+                                "1\t| return 1\n"
+                                "\n\n"
+                                "function_alias_1:\n"
+                                "(in pid 103)\n"
+                                "1\t| return 2\n"
+                                "\n\n");
+    free(got);
+    /* The same as JSON: totals summed, members and shares named. */
+    o.json = 1;
+    got = NULL;
+    f = open_memstream(&got, &len);
+    CU_ASSERT_EQUAL(lm_report_write_merged(f, states, who, 3, &o), 0);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\"alloc_events\":9,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\"members\":[{\"pid\":101,"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(got, "\"by_process\":[{\"pid\":101,\"live_bytes\":10,"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(got, "\"source\":\"return 2\\n\",\"pid\":103"));
+    free(got);
+    for (int i = 0; i < 3; i++)
+        lm_profile_free(&p[i]);
+}
+
 /* JSON stays valid for any chunk bytes: UTF-8 kept, others escaped. */
 static void test_json_strings(void)
 {
@@ -215,4 +316,5 @@ void register_report_tests(void)
     CU_add_test(s, "alias listing", test_alias_listing);
     CU_add_test(s, "same name, one line", test_same_name_is_one_line);
     CU_add_test(s, "JSON strings", test_json_strings);
+    CU_add_test(s, "several states, one report", test_merged_report);
 }
