@@ -42,6 +42,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_TREE] = {"tree", 0, VALUE_NONE},
     [OPT_UNIT] = {"unit", 0, VALUE_TEXT},
     [OPT_BY_PROCESS] = {"by-process", 0, VALUE_NONE},
+    [OPT_ALL] = {"all", 0, VALUE_NONE},
 };
 
 /* getopt_long's value for an option: above every letter, so that a

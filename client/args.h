@@ -28,6 +28,7 @@ enum ctl_opt {
     OPT_TREE,           /* --tree */
     OPT_UNIT,           /* --unit NAME */
     OPT_BY_PROCESS,     /* --by-process */
+    OPT_ALL,            /* --all */
     NOPTS
 };
 

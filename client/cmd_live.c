@@ -142,20 +142,36 @@ static void print_list(const Ljmp__SessionList *l)
         printf("  %s\n", s->cmdline ? s->cmdline : "");
         if (s->reason != NULL && s->state != LJMP__SESSION_STATE__STREAMING)
             printf("        %s\n", s->reason);
+        if (s->brief)
+            printf("        brief: a short-lived process's\n");
     }
+    if (l->brief_hidden > 0)
+        printf("(%u brief session%s of short-lived processes left out: "
+               "ljmpctl list --all)\n",
+               l->brief_hidden, l->brief_hidden == 1 ? "" : "s");
     print_armed(l);
     print_follows(l);
     print_daemon(stdout, l->daemon);
 }
 
 static const char list_help[] =
-    "usage: ljmpctl list [--json]\n"
+    "usage: ljmpctl list [--all] [--json]\n"
     "\n"
     "Lists the sessions ljmpd knows: streaming ones and finished ones it\n"
     "still keeps, with their state, events and live heap; the processes\n"
     "armed by attach that have not run Lua since; what attach --tree and\n"
     "--unit follow; and the daemon's own counters (drops, rejected peers,\n"
-    "malformed streams).\n";
+    "malformed streams).\n"
+    "\n"
+    "Brief sessions are left out and counted: those of processes that\n"
+    "lived a moment (under ljmpd's --brief, 2 s by default) and have\n"
+    "exited, such as `nginx -t`, `nginx -s reload` or the start-up process\n"
+    "that forks a server and leaves.  `top`, `snapshot` and `watch` leave\n"
+    "them out too unless given their PID or --session.\n"
+    "\n"
+    "Options:\n"
+    "      --all          brief sessions too\n"
+    "      --json         the list as one JSON object\n";
 
 static int cmd_list(const struct ctl_args *a)
 {
@@ -164,6 +180,8 @@ static int cmd_list(const struct ctl_args *a)
     Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
     int rc;
 
+    lr.has_all = 1;
+    lr.all = args_has(a, OPT_ALL);
     req.body_case = LJMP__REQUEST__BODY_LIST;
     req.list = &lr;
     Ljmp__Response *resp = conn_ask(&c, "list", &req, -1, ANSWER_MS,
@@ -487,25 +505,22 @@ static int cmd_watch(const struct ctl_args *a)
     return rc;
 }
 
-int live_report_pid(const char *pid_arg, int leak_only, int human_readable,
-                    int json)
+int live_report(const struct view_target *t, const struct lm_report_opts *o)
 {
-    unsigned long long pid;
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__ReportRequest rr = LJMP__REPORT_REQUEST__INIT;
+    Ljmp__SnapshotOptions unused = LJMP__SNAPSHOT_OPTIONS__INIT;
     Ljmp__Selector sel = LJMP__SELECTOR__INIT;
     int rc;
 
-    if (args_parse_number("report", "PID", pid_arg, UINT32_MAX, &pid) != 0)
-        return EXIT_USAGE;
-    sel.has_pid = 1;
-    sel.pid = (uint32_t)pid;
+    view_target_fill(t, &unused, &sel);
     rr.session = &sel;
     rr.has_leak_only = rr.has_human_readable = rr.has_json = 1;
-    rr.leak_only = leak_only;
-    rr.human_readable = human_readable;
-    rr.json = json;
+    rr.leak_only = o->leak_only;
+    rr.human_readable = o->human_readable;
+    rr.json = o->json;
+    rr.has_by_process = rr.by_process = t->by_process;
     req.body_case = LJMP__REQUEST__BODY_REPORT;
     req.report = &rr;
     Ljmp__Response *resp = conn_ask(&c, "report", &req, -1, ANSWER_MS,
@@ -676,6 +691,7 @@ static int cmd_record(const struct ctl_args *args)
 /* Each command's options, and the range of each number: the only ones
  * its command line may give (args_parse). */
 static const struct opt_use list_options[] = {
+    {OPT_ALL, 0, 0, NULL},
     {OPT_JSON, 0, 0, NULL},
     OPT_USE_END,
 };
@@ -715,7 +731,7 @@ static const struct opt_use record_options[] = {
 
 const struct cmd_entry cmd_list_entry = {
     .name = "list",
-    .synopsis = "[--json]",
+    .synopsis = "[--all] [--json]",
     .brief = "sessions ljmpd knows, and its counters",
     .help = list_help,
     .options = list_options,

@@ -6,7 +6,9 @@
 
 #include "args.h"
 #include "ljmp_wire.h"
+#include "lm_report.h"
 #include "status.h"
+#include "target.h"
 
 extern const struct cmd_entry cmd_report_entry;
 extern const struct cmd_entry cmd_list_entry;
@@ -18,9 +20,9 @@ extern const struct cmd_entry cmd_attach_entry;
 extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
 
-/* `report PID`: the report of a live (or kept) session, from ljmpd. */
-int live_report_pid(const char *pid, int leak_only, int human_readable,
-                    int json);
+/* `report PID` (or --tree, --unit): the report of a live (or kept)
+ * session, or of a whole server's merged, from ljmpd. */
+int live_report(const struct view_target *t, const struct lm_report_opts *o);
 
 /* A follow (attach --tree, --unit) and its members, on stdout. */
 void live_print_follow(const Ljmp__Follow *f);

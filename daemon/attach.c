@@ -560,11 +560,14 @@ static void session_started(struct session *s, void *arg)
     struct armed *a = armed_find(srv, s->pid);
 
     (void)arg;
-    if (a != NULL)
+    if (a != NULL) {
+        s->attached = 1;
         armed_free(a);
+    }
     for (w = TAILQ_FIRST(&srv->attach->ops); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
         if (!w->detach && w->pid == s->pid) {
+            s->attached = 1;
             respond_session(w->peer, w->request_id, s, NULL);
             op_free(w, 1);
         }

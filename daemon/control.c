@@ -206,6 +206,11 @@ static void do_list(struct peer *p, const Ljmp__Request *req)
     {
         if (!session_visible(s, p->uid))
             continue;
+        int brief = session_brief(s);
+        if (brief && !req->list->all) {
+            list.brief_hidden++;
+            continue;
+        }
         Ljmp__SessionSnapshot *ss = arena_alloc(&a, sizeof(*ss));
         if (ss == NULL)
             goto oom;
@@ -215,8 +220,11 @@ static void do_list(struct peer *p, const Ljmp__Request *req)
         session_unlock(s);
         if ((ss->info = snapshot_info(&a, s)) == NULL || ss->totals == NULL)
             goto oom;
+        ss->info->has_brief = 1;
+        ss->info->brief = brief;
         list.sessions[list.n_sessions++] = ss;
     }
+    list.has_brief_hidden = 1;
     if ((list.daemon = snapshot_daemon(&a, p->srv)) == NULL ||
         attach_list_armed(p->srv, &a, p->uid, &list) != 0 ||
         follow_list(p->srv, &a, p->uid, &list) != 0)
@@ -367,15 +375,111 @@ static void no_session(struct peer *p, uint64_t id, const Ljmp__Selector *sel)
                         "no sessions yet");
 }
 
+/* Sends a report's text (taken: freed here) with its sessions' info. */
+static void send_report(struct peer *p, uint64_t id, char *text, size_t len,
+                        struct session **m, size_t nm, int merged)
+{
+    struct arena a = {0};
+    Ljmp__ReportText rt = LJMP__REPORT_TEXT__INIT;
+    Ljmp__Response resp;
+    int oom = 0;
+
+    rt.has_text = 1;
+    rt.text.data = (uint8_t *)text;
+    rt.text.len = len;
+    if (merged) {
+        rt.members = arena_alloc(&a, (nm ? nm : 1) * sizeof(*rt.members));
+        oom = rt.members == NULL;
+        for (size_t i = 0; !oom && i < nm; i++)
+            oom =
+                (rt.members[rt.n_members++] = snapshot_info(&a, m[i])) == NULL;
+    } else {
+        oom = (rt.session = snapshot_info(&a, m[0])) == NULL;
+    }
+    peer_response_init(&resp, id);
+    resp.body_case = LJMP__RESPONSE__BODY_REPORT;
+    resp.report = &rt;
+    if (oom)
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL, "out of memory");
+    else
+        peer_send(p, &resp);
+    arena_free(&a);
+    free(text);
+}
+
+/* One report of the sessions of a tree or a unit, merged. */
+static void do_merged_report(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__ReportRequest *r = req->report;
+    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json,
+                                  r->by_process};
+    struct snapshot_opts o = {.merge = 1, .uid = p->uid};
+    struct arena a = {0};
+    struct session **m;
+    char *text = NULL;
+    size_t len = 0;
+    long n;
+    FILE *f;
+
+    if (read_selector(p, req->id, r->session, &o) != 0)
+        return;
+    if ((n = snapshot_members(&a, p->srv, &o, NULL, &m)) <= 0) {
+        if (n < 0)
+            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                            "out of memory");
+        else
+            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                            "no session of that %s: its processes have not "
+                            "streamed to this ljmpd",
+                            o.tree ? "tree" : "unit");
+        arena_free(&a);
+        return;
+    }
+    const struct lm_state **states = arena_alloc(&a, n * sizeof(*states));
+    struct lm_report_member *members = arena_alloc(&a, n * sizeof(*members));
+    int failed = states == NULL || members == NULL ||
+                 (f = open_memstream(&text, &len)) == NULL;
+    if (!failed) {
+        /* Each feed thread holds one session at a time: taking them all
+         * in list order cannot wait in a circle. */
+        for (long i = 0; i < n; i++) {
+            session_lock(m[i]);
+            states[i] = &m[i]->prof.state;
+            members[i] = (struct lm_report_member){(uint32_t)m[i]->pid,
+                                                   m[i]->id, m[i]->cmdline};
+        }
+        failed =
+            lm_report_write_merged(f, states, members, (size_t)n, &opts) != 0;
+        for (long i = 0; i < n; i++)
+            session_unlock(m[i]);
+        failed |= fclose(f) != 0;
+    }
+    if (failed) {
+        free(text);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory writing a merged report of %ld "
+                        "sessions",
+                        n);
+    } else {
+        send_report(p, req->id, text, len, m, (size_t)n, 1);
+    }
+    arena_free(&a);
+}
+
 static void do_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
-    struct session *s = select_session(p, r->session);
-    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json};
+    const Ljmp__Selector *sel = r->session;
+    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json, 0};
     char *text = NULL;
     size_t len = 0;
     FILE *f;
 
+    if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
+        do_merged_report(p, req);
+        return;
+    }
+    struct session *s = select_session(p, sel);
     if (s == NULL) {
         no_session(p, req->id, r->session);
         return;
@@ -394,23 +498,7 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
                         (unsigned long long)s->id);
         return;
     }
-    struct arena a = {0};
-    Ljmp__ReportText rt = LJMP__REPORT_TEXT__INIT;
-    Ljmp__Response resp;
-    rt.session = snapshot_info(&a, s);
-    rt.has_text = 1;
-    rt.text.data = (uint8_t *)text;
-    rt.text.len = len;
-    peer_response_init(&resp, req->id);
-    resp.body_case = LJMP__RESPONSE__BODY_REPORT;
-    resp.report = &rt;
-    if (rt.session == NULL)
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                        "out of memory");
-    else
-        peer_send(p, &resp);
-    arena_free(&a);
-    free(text);
+    send_report(p, req->id, text, len, &s, 1, 0);
 }
 
 /* Whether uid may record a process not yet seen: its owner, or root. */

@@ -54,6 +54,11 @@ static const char usage_text[] =
     "                           that falls behind slows its own VM\n"
     "      --queue BYTES        a client's unsent output before its snapshots\n"
     "                           are coalesced and its requests wait (1048576)\n"
+    "      --brief MS           a session shorter than this, of a process "
+    "that\n"
+    "                           has exited (a helper such as nginx -t), is\n"
+    "                           left out of views that name no process\n"
+    "                           (2000; 0: none is)\n"
     "      --max-locations N    allocation sites per session (1048576)\n"
     "      --max-string BYTES   longest symbol name accepted (1048576)\n"
     "  -v, --verbose            debug log\n"
@@ -95,6 +100,7 @@ static const struct number_opt number_opts[] = {
     NUMBER("feed-threads", feed_threads, 10, 0, 64),
     NUMBER("inline-bytes", inline_bytes, 10, 0, 64u << 20),
     NUMBER("symbols-wait", symbols_wait_ms, 10, 1, 3600000),
+    NUMBER("brief", brief_ms, 10, 0, 3600000),
 };
 
 #define NNUMBERS (sizeof(number_opts) / sizeof(number_opts[0]))
@@ -181,6 +187,7 @@ static void set_defaults(struct config *cfg)
     cfg->control_mode = getuid() == 0 ? 0660 : 0600;
     cfg->retain_s = 600;
     cfg->retain_count = 64;
+    cfg->brief_ms = 2000;
     cfg->max_sessions = 256;
     cfg->max_peers = 256;
     cfg->read_budget = 256 << 10;

@@ -21,6 +21,7 @@ struct config {
     size_t peer_queue;                  /* control output bytes before drops */
     unsigned client_idle_s;             /* idle clients closed after this */
     unsigned record_stall_s; /* a record file that takes no bytes so long */
+    unsigned brief_ms;       /* sessions shorter, of exited processes */
     uint32_t max_locations;  /* per session */
     size_t max_string;       /* per session */
     int verbose;

@@ -330,6 +330,19 @@ int session_visible(const struct session *s, uid_t uid)
     return uid == 0 || uid == getuid() || uid == s->uid;
 }
 
+int session_brief(struct session *s)
+{
+    unsigned brief_ms = s->srv->cfg.brief_ms;
+
+    if (s->phase != SESSION_ENDED || brief_ms == 0 || s->attached ||
+        s->end_ms - s->start_ms >= brief_ms)
+        return 0;
+    /* Read once gone: a pid reused later is another process. */
+    if (!s->process_gone)
+        s->process_gone = procinfo_start_ms(s->pid) != s->process_start_ms;
+    return s->process_gone;
+}
+
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...)
 {

@@ -43,6 +43,8 @@ struct session {
     pid_t ancestors[SESSION_MAX_ANCESTORS];
     unsigned nancestors;
     char *cgroup;
+    int process_gone; /* seen exited (session_brief) */
+    int attached;     /* started by an attach: never brief */
 
     int fd;           /* the ingest socket */
     int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */
@@ -122,6 +124,13 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
 int session_resume_reading(struct session *s);
 
 int session_visible(const struct session *s, uid_t uid);
+
+/* Whether s is brief: the VM started it by itself (not an attach), it
+ * ended within --brief of its start and its process has exited since (a
+ * helper such as `nginx -t`, or a start-up process that forked the server
+ * and left).  Views that name no process leave
+ * such sessions out; a pid or id still selects them. */
+int session_brief(struct session *s);
 
 /*
  * What a session tells the features that watch it (control, attach,

@@ -983,21 +983,29 @@ out:
     return ok ? mv : NULL;
 }
 
-/*
- * The sessions a snapshot shows, newest last, into *out: those matching
- * opts; for a merged view, only those streaming if any is (a process that
- * has exited holds nothing now).  Returns how many, or -1 out of memory.
- */
-static long shown_sessions(struct arena *a, struct server *srv,
-                           const struct snapshot_opts *opts,
-                           struct session ***out)
+/* Whether a snapshot for o shows s: a view that names no process leaves
+ * brief sessions out (session_brief), but for a subscriber who saw the
+ * session before its end (its base). */
+static int shows(struct session *s, const struct snapshot_opts *o,
+                 const struct snapshot_bases *bases)
+{
+    if (!snapshot_matches(s, o))
+        return 0;
+    return o->session_id != 0 || (o->pid != 0 && !o->tree) ||
+           (bases != NULL && find_base(bases, s->id) != NULL) ||
+           !session_brief(s);
+}
+
+long snapshot_members(struct arena *a, struct server *srv,
+                      const struct snapshot_opts *opts,
+                      const struct snapshot_bases *bases, struct session ***out)
 {
     struct session *s;
     size_t n = 0, streaming = 0;
 
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
-        if (!snapshot_matches(s, opts))
+        if (!shows(s, opts, bases))
             continue;
         n++;
         streaming += s->state == LJMP__SESSION_STATE__STREAMING;
@@ -1007,7 +1015,7 @@ static long shown_sessions(struct arena *a, struct server *srv,
         return -1;
     n = 0;
     TAILQ_FOREACH(s, &srv->sessions, link)
-    if (snapshot_matches(s, opts) &&
+    if (shows(s, opts, bases) &&
         (!only_streaming || s->state == LJMP__SESSION_STATE__STREAMING))
         (*out)[n++] = s;
     return (long)n;
@@ -1026,7 +1034,7 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
     if (snap == NULL)
         return NULL;
     ljmp__snapshot__init(snap);
-    if ((n = shown_sessions(a, srv, opts, &m)) < 0 ||
+    if ((n = snapshot_members(a, srv, opts, bases, &m)) < 0 ||
         take_views(srv, opts, turn, now) != 0)
         return NULL;
     /* A merged view's members come with their totals only. */

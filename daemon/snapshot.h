@@ -92,6 +92,19 @@ int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
 /* Frees a session's view when the session goes. */
 extern const struct session_observer snapshot_observer;
 
+/*
+ * The sessions a snapshot for opts shows, newest last, into *out (in a's
+ * memory): those matching opts, but brief ones (session_brief) unless
+ * opts names a pid or a session or the subscriber's bases (NULL: none)
+ * hold the session; for a merged view, only those streaming if any is (a
+ * process that has exited holds nothing now).  Returns how many, or -1
+ * out of memory.
+ */
+long snapshot_members(struct arena *a, struct server *srv,
+                      const struct snapshot_opts *opts,
+                      const struct snapshot_bases *bases,
+                      struct session ***out);
+
 /* Whether a session matches the selector parts of opts. */
 int snapshot_matches(const struct session *s, const struct snapshot_opts *o);
 

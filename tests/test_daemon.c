@@ -266,6 +266,7 @@ static void list_request(Ljmp__Request *req, Ljmp__ListRequest *lr)
 {
     ljmp__request__init(req);
     ljmp__list_request__init(lr);
+    lr->has_all = lr->all = 1; /* brief sessions too */
     req->body_case = LJMP__REQUEST__BODY_LIST;
     req->list = lr;
 }
@@ -1573,7 +1574,7 @@ static void test_peer_text_on_terminal(void)
     CU_ASSERT_PTR_NOT_NULL(r);
     if (r != NULL)
         ljmp__response__free_unpacked(r, NULL);
-    CU_ASSERT_EQUAL(ljmpctl("list", "list.txt"), 0);
+    CU_ASSERT_EQUAL(ljmpctl("list --all", "list.txt"), 0); /* brief */
     snprintf(args, sizeof(args), "snapshot %d -n 3", (int)vm.pid);
     CU_ASSERT_EQUAL(ljmpctl(args, "snapshot.txt"), 0);
     const char *outs[] = {"list.txt", "snapshot.txt"};
@@ -3589,6 +3590,45 @@ static size_t streaming_of(const pid_t *pids, size_t n)
  * a child that appears later is attached as it starts; detach --tree ends
  * every stream, each complete.
  */
+/*
+ * A process that streams a moment and exits (nginx -t, a start-up process
+ * that forks the server and leaves) leaves a brief session: listed only
+ * with --all, left out of views that name no process, still there for
+ * its pid.
+ */
+static void test_brief_session(void)
+{
+    char stop[200];
+
+    snprintf(stop, sizeof(stop), "%s/brief.stop", test_dir);
+    fclose(fopen(stop, "w"));
+    struct vm vm = vm_start("busy.lua", stop, "30", STREAM_SOCKET, 0);
+    CU_ASSERT_EQUAL_FATAL(vm_wait(&vm, 10000), 0);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
+    const Ljmp__SessionSnapshot *s = session_in(r, vm.pid);
+    CU_ASSERT_FATAL(s != NULL);
+    CU_ASSERT(s->info->brief);
+    ljmp__response__free_unpacked(r, NULL);
+
+    Ljmp__Request req;
+    Ljmp__ListRequest lr;
+    list_request(&req, &lr);
+    lr.all = 0;
+    r = call(&req);
+    CU_ASSERT_FATAL(r != NULL && r->list != NULL);
+    CU_ASSERT_PTR_NULL(session_in(r, vm.pid));
+    CU_ASSERT(r->list->brief_hidden >= 1);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_EQUAL(ljmpctl("list", "brief-list.out"), 0);
+    CU_ASSERT(file_shows("brief-list.out", "left out", 0));
+    r = snapshot_of(0, 1);
+    CU_ASSERT_PTR_NULL(session_in(r, vm.pid));
+    ljmp__response__free_unpacked(r, NULL);
+    r = snapshot_of(vm.pid, 1);
+    CU_ASSERT(session_in(r, vm.pid) != NULL);
+    ljmp__response__free_unpacked(r, NULL);
+}
+
 /* The index among a snapshot's sessions of pid's, or 63. */
 static unsigned share_index(uint32_t pid, const Ljmp__Snapshot *snap)
 {
@@ -3611,7 +3651,7 @@ static void check_merged_tree(pid_t root, size_t n)
     sel.pid = (uint32_t)root;
     o.sessions = &sel;
     o.has_top = o.has_merge = o.merge = o.has_by_process = o.by_process = 1;
-    o.top = 3;
+    o.top = 50;
     sr.options = &o;
     req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
     req.snapshot = &sr;
@@ -3631,8 +3671,8 @@ static void check_merged_tree(pid_t root, size_t n)
         uint64_t allocs = 0;
         for (size_t k = 0; k < l->n_by_process; k++) {
             allocs += l->by_process[k]->alloc_events;
-            seen |= (size_t)1 << share_index(l->by_process[k]->pid,
-                                             r->snapshot);
+            seen |= (size_t)1
+                    << share_index(l->by_process[k]->pid, r->snapshot);
         }
         CU_ASSERT_EQUAL(allocs, l->alloc_events);
         if (l->n_by_process > most)
@@ -3689,6 +3729,15 @@ static void test_attach_tree(void)
     CU_ASSERT_EQUAL(ljmpctl(args, "tree-top.out"), 0);
     CU_ASSERT(file_shows("tree-top.out", "the tree of pid", 0));
     CU_ASSERT(file_shows("tree-top.out", "busy.lua:", 0));
+    snprintf(args, sizeof(args), "report --tree %d --by-process", (int)root);
+    CU_ASSERT_EQUAL(ljmpctl(args, "tree-report.out"), 0);
+    CU_ASSERT(file_shows("tree-report.out", "PROCESSES:", 0));
+    CU_ASSERT(file_shows("tree-report.out", "HEAP SUMMARY:", 0));
+    for (size_t i = 0; i < n; i++) {
+        char who[32];
+        snprintf(who, sizeof(who), "\tpid %d: ", (int)kids[i]);
+        CU_ASSERT(file_shows("tree-report.out", who, 0));
+    }
     snprintf(args, sizeof(args), "detach --tree %d", (int)root);
     CU_ASSERT_EQUAL(ljmpctl(args, "tree-detach.out"), 0);
     CU_ASSERT_EQUAL(streaming_of(kids, n), 0);
@@ -4198,6 +4247,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "attach after the title overwrote the environment",
                 test_attach_after_title);
     CU_add_test(s, "attach and detach a tree", test_attach_tree);
+    CU_add_test(s, "a short-lived process's session is brief",
+                test_brief_session);
     CU_add_test(s, "attach and detach a unit", test_attach_unit);
     CU_add_test(s, "top in a terminal", test_top);
     CU_add_test(s, "eviction is per user", test_eviction_per_user);

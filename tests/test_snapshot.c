@@ -420,6 +420,53 @@ static void test_merged_unit_deltas(void)
     teardown();
 }
 
+/* A brief session (a helper that streamed a moment and exited) is left
+ * out of views that name no process, but for a subscriber that saw it
+ * streaming; its pid still selects it. */
+static void test_brief_left_out(void)
+{
+    struct snapshot_bases bases = {0};
+    struct snapshot_opts o = {.top = 1,
+                              .sort = LJMP__SORT_KEY__SORT_LIVE_BYTES};
+
+    setup();
+    srv.cfg.brief_ms = 2000;
+    /* No process has this pid; its session lasted 100 ms. */
+    struct session *helper = session_new(1, 0x7ffffff0, 0);
+    struct session *server = session_new(2, 100, 0);
+    stream_start(helper);
+    stream_start(server);
+    helper->process_start_ms = 1;
+    helper->start_ms = 1000;
+    Ljmp__Snapshot *snap = take(&o, &bases); /* sees both streaming */
+    CU_ASSERT_EQUAL(snap->n_sessions, 2);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    helper->phase = SESSION_ENDED;
+    helper->state = LJMP__SESSION_STATE__COMPLETE;
+    helper->end_ms = 1100;
+    snap = take(&o, &bases);
+    CU_ASSERT_EQUAL(snap->n_sessions, 2); /* watched it: sees its end */
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL_FATAL(snap->n_sessions, 1);
+    CU_ASSERT_EQUAL(snap->sessions[0]->info->id, 2);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    o.pid = 0x7ffffff0;
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL(snap->n_sessions, 1);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    /* A long session of an exited process is no helper's. */
+    o.pid = 0;
+    helper->end_ms = 1000 + 2000;
+    snap = take(&o, NULL);
+    CU_ASSERT_EQUAL(snap->n_sessions, 2);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    snapshot_bases_free(&bases);
+    session_gone(helper);
+    session_gone(server);
+    teardown();
+}
+
 void register_snapshot_tests(void)
 {
     CU_pSuite s = CU_add_suite("snapshots", NULL, NULL);
@@ -429,4 +476,5 @@ void register_snapshot_tests(void)
     CU_add_test(s, "a turn's snapshots share views", test_turn_shares_views);
     CU_add_test(s, "a tree merged: members, sums, shares", test_merged_tree);
     CU_add_test(s, "a unit merged, with deltas", test_merged_unit_deltas);
+    CU_add_test(s, "brief sessions left out", test_brief_left_out);
 }

@@ -2,7 +2,8 @@
 # Black-box tests of ljmp against a real nginx with its Lua module, running on the patched OpenResty LuaJIT.
 #
 # usage: nginx_test.sh CASE...   CASE: attach ljmpd_killed latency reload
-#                                 private_ingest idle_attach
+#                                 private_ingest idle_attach tree
+#                                 socket_helpers
 # Environment (tests/nginx/CMakeLists.txt sets it): NGINX_TEST_LIB, the
 # patched libluajit.so of OpenResty's branch; LJMPD, LJMPCTL; LUAJIT, a VM
 # to read JSON with.  Each case runs its own nginx (a prefix in a
@@ -124,15 +125,16 @@ free_port() {
   echo "$p"
 }
 
-# write_conf WORKERS JIT(on|off): nginx.conf in $dir for port $port.
+# write_conf WORKERS JIT(on|off) [DAEMON(off|on)]: nginx.conf in $dir for
+# port $port.
 write_conf() {
-  local workers=$1 jit=$2 ndk=''
+  local workers=$1 jit=$2 daemon=${3:-off} ndk=''
   [ -f "$MODULES/ndk_http_module.so" ] &&
     ndk="load_module $MODULES/ndk_http_module.so;"
   cat >"$dir/nginx.conf" <<EOF
 $ndk
 load_module $MODULES/ngx_http_lua_module.so;
-daemon off;
+daemon $daemon;
 master_process on;
 worker_processes $workers;
 user nobody nogroup;
@@ -645,6 +647,185 @@ case_idle_attach() {
   stop_nginx
   stop_ljmpd
   say "an idle worker: armed in $ms ms, streaming from its next request, detached complete"
+}
+
+# merged_facts FILE: of a merged snapshot's JSON, the members' pids
+# (sorted), its first row's name and live bytes, and how many processes
+# share that row: "PIDS|NAME|BYTES|SHARES".
+merged_facts() {
+  q "$1" "local m, p = j.merged or {}, {}
+    for _, s in ipairs(j.sessions or {}) do p[#p + 1] = s.info.pid end
+    table.sort(p)
+    local t = (m.top or {})[1] or {}
+    return table.concat(p, ' ') .. '|' .. tostring(t.name) .. '|' ..
+      tostring(t.live_bytes) .. '|' .. #(t.by_process or {})"
+}
+
+# expect_merged_store WHAT PIDS [HOLDERS]: a merged snapshot of the tree
+# of the master has exactly PIDS as members, the store's line first, held
+# by HOLDERS of them (default: each; an idle master holds none).
+expect_merged_store() {
+  local what=$1 want=$2 holders=${3:-} f=$dir/merged-$1.json
+  local facts pids name bytes shares
+  want=$(tr ' ' '\n' <<<"$want" | sort -n | tr '\n' ' ')
+  want=${want% }
+  [ -n "$holders" ] || holders=$(wc -w <<<"$want")
+  for _ in $(seq 40); do
+    ctl snapshot --tree "$master" --by-process --json -n 5 ||
+      fail "ljmpctl snapshot --tree $master failed: status $?"
+    printf '%s\n' "$last_out" >"$f"
+    facts=$(merged_facts "$f")
+    IFS='|' read -r pids name bytes shares <<<"$facts"
+    [ "$pids" = "$want" ] && [ "$shares" = "$holders" ] && break
+    sleep 0.1
+  done
+  [ "$pids" = "$want" ] ||
+    fail "$what: expected the merged view's members to be $want, saw: $pids"
+  [ "$name" = "@$dir/lua/store.lua:$keep_line" ] ||
+    fail "$what: expected store.lua:$keep_line first in the merged view, saw: $name ($bytes B)"
+  [ "$shares" = "$holders" ] ||
+    fail "$what: expected the store's line held by $holders of $want, saw $shares shares"
+  say "$what: merged over $pids, store.lua:$keep_line first with $bytes B live"
+}
+
+# attach --tree on the master: the workers stream (the idle master is
+# armed), top, snapshot and report of the tree show one merged view; after
+# a reload the new workers are attached without another command and the
+# merged view is theirs; detach --tree ends every stream complete.
+case_tree() {
+  local w n streaming
+  start_ljmpd "$dir/ingest.sock"
+  start_nginx 2 off "$dir/ingest.sock"
+  wrk_start tree 8 16
+  sleep 0.5
+  ctl attach --tree "$master" ||
+    fail "expected 'ljmpctl attach --tree $master' to succeed; status $?"
+  for w in $workers; do
+    case $last_out in
+      *"$w"*) ;;
+      *) fail "expected worker $w among the tree's members: $last_out" ;;
+    esac
+  done
+  expect_merged_store "attached" "$workers"
+  ctl top --tree "$master" --once -n 3 ||
+    fail "ljmpctl top --tree failed: status $?"
+  case $last_out in
+    *"the tree of pid $master: 2 processes"*"store.lua:$keep_line"*) ;;
+    *) fail "expected top --tree to show 2 processes and store.lua:$keep_line" ;;
+  esac
+  old=$workers
+  LD_LIBRARY_PATH="$dir/lib" LJMP_INGEST="$dir/ingest.sock" "$NGINX" \
+    -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" -s reload ||
+    fail "nginx -s reload failed: status $?"
+  wait_workers 2
+  for w in $old; do
+    for _ in $(seq 50); do kill -0 "$w" 2>/dev/null || break; sleep 0.1; done
+    expect_complete "$w"
+  done
+  # Followed: the new workers stream without another attach (the master
+  # too, if its armed agent saw the reload's Lua).
+  for _ in $(seq 60); do
+    ctl list --json || fail "ljmpctl list failed: status $?"
+    printf '%s\n' "$last_out" >"$dir/list.json"
+    n=0
+    for w in $workers; do
+      st=$(q "$dir/list.json" "$newest local s = newest($w) return s and s.info.state") || true
+      [ "$st" = STREAMING ] && n=$((n + 1))
+    done
+    [ "$n" = 2 ] && break
+    sleep 0.1
+  done
+  [ "$n" = 2 ] ||
+    fail "expected the new workers $workers streaming after the reload without another attach"
+  streaming=$workers
+  st=$(q "$dir/list.json" "$newest local s = newest($master) return s and s.info.state") || true
+  [ "$st" = STREAMING ] && streaming="$streaming $master"
+  sleep 1
+  expect_merged_store "after the reload" "$streaming" 2
+  ctl report --tree "$master" --by-process ||
+    fail "ljmpctl report --tree failed: status $?"
+  for w in $workers; do
+    case $last_out in
+      PROCESSES:*"pid $w "*"HEAP SUMMARY:"*"store.lua:$keep_line holds"*) ;;
+      *) fail "expected report --tree to list pid $w and the store's line held" ;;
+    esac
+  done
+  ctl detach --tree "$master" ||
+    fail "expected 'ljmpctl detach --tree $master' to succeed; status $?"
+  for w in $workers; do expect_complete "$w"; done
+  wrk_check tree 16
+  stop_nginx
+  stop_ljmpd
+  say "attach --tree: followed through a reload; merged top, snapshot and report"
+}
+
+# nginx started as a daemon with LJMP_SOCKET: the start-up process, which
+# forks the master and exits, leaves a brief session that list counts but
+# does not show; the worker streams from its first request; after a
+# reload the master's new VM streams, and its new worker too, and the
+# tree's merged view is of the live processes only.
+case_socket_helpers() {
+  local hidden n w st
+  start_ljmpd "$dir/ingest.sock"
+  port=$(free_port)
+  write_conf 1 off on
+  LD_LIBRARY_PATH="$dir/lib" LJMP_SOCKET="$dir/ingest.sock" "$NGINX" \
+    -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" ||
+    fail "nginx (daemon on) did not start: status $?"
+  for _ in $(seq 100); do
+    [ -s "$dir/nginx.pid" ] && [ "$(http_get /ping 2>/dev/null)" = pong ] &&
+      break
+    sleep 0.05
+  done
+  master=$(cat "$dir/nginx.pid")
+  old=''
+  wait_workers 1
+  # The master runs no Lua after its start-up: like any child that has not
+  # run Lua since its fork, it opens no session until it does (a reload).
+  # The worker does at its first request.
+  wrk_start first 1 4
+  wrk_check first
+  for w in $workers; do
+    for _ in $(seq 40); do
+      ctl list --json || fail "ljmpctl list failed: status $?"
+      printf '%s\n' "$last_out" >"$dir/list.json"
+      st=$(q "$dir/list.json" "$newest local s = newest($w) return s and s.info.state") || true
+      [ "$st" = STREAMING ] && break
+      sleep 0.05
+    done
+    [ "$st" = STREAMING ] ||
+      fail "expected worker $w streaming from LJMP_SOCKET, saw: ${st:-none}"
+  done
+  hidden=$(q "$dir/list.json" "return j.brief_hidden or 0")
+  [ "$hidden" -ge 1 ] ||
+    fail "expected the start-up process's session left out of list as brief, saw $hidden left out"
+  ctl list --all --json || fail "ljmpctl list --all failed: status $?"
+  printf '%s\n' "$last_out" >"$dir/list-all.json"
+  n=$(q "$dir/list-all.json" "local n = 0 for _, s in ipairs(j.sessions) do
+    if s.info.brief then n = n + 1 end end return n")
+  [ "$n" = "$hidden" ] ||
+    fail "expected list --all to show the $hidden brief sessions, saw $n"
+  old=$workers
+  LD_LIBRARY_PATH="$dir/lib" LJMP_SOCKET="$dir/ingest.sock" "$NGINX" \
+    -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" -s reload ||
+    fail "nginx -s reload failed: status $?"
+  wait_workers 1
+  wrk_start helpers 2 4
+  wrk_check helpers 8
+  ctl list --json || fail "ljmpctl list failed: status $?"
+  printf '%s\n' "$last_out" >"$dir/list.json"
+  for w in $master $workers; do
+    st=$(q "$dir/list.json" "$newest local s = newest($w) return s and s.info.state") || true
+    [ "$st" = STREAMING ] ||
+      fail "expected pid $w streaming after the reload (the master's new VM from LJMP_SOCKET, its new worker following it), saw: ${st:-none}"
+  done
+  expect_merged_store "LJMP_SOCKET after a reload" "$master $workers" 1
+  kill -QUIT "$master"
+  for _ in $(seq 100); do kill -0 "$master" 2>/dev/null || break; sleep 0.05; done
+  master=''
+  check_error_log
+  stop_ljmpd
+  say "LJMP_SOCKET: start-up session brief ($hidden left out of list); worker, then after a reload master and new worker streamed"
 }
 
 # --- main ------------------------------------------------------------------
