@@ -612,7 +612,9 @@ static int record_wait(struct conn *c, const struct record_ask *a,
             *bytes = st->bytes_written;
             if (st->error != NULL) {
                 fprintf(stderr, "ljmpctl record: %s\n", st->error);
-                rc = st->session_id == 0 ? EXIT_REFUSED : EXIT_TRUNCATED;
+                rc = st->io_error           ? EXIT_USAGE
+                     : st->session_id == 0 ? EXIT_REFUSED
+                                           : EXIT_TRUNCATED;
             }
             if (st->session_id != 0) {
                 fprintf(stderr,

@@ -258,6 +258,14 @@ int recorder_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
     return 0;
 }
 
+/* The writer's error (a write or the close failed) as the recording's:
+ * the file's fault, an I/O error to the client.  Under w->mu. */
+static void take_file_error(struct recording *rec, const struct rec_writer *w)
+{
+    snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+    rec->io_error = 1;
+}
+
 int recorder_write(struct recording *rec, const uint8_t *p, size_t n)
 {
     struct rec_writer *w = rec->w;
@@ -275,7 +283,7 @@ int recorder_write(struct recording *rec, const uint8_t *p, size_t n)
     memcpy(c->data, p, n);
     pthread_mutex_lock(&w->mu);
     if (w->error[0] != '\0') {
-        snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+        take_file_error(rec, w);
         pthread_mutex_unlock(&w->mu);
         free(c);
         return -1;
@@ -328,6 +336,8 @@ static void recording_tell(const struct recording *rec, uint64_t session_id,
         }
         if (rec->error[0] != '\0')
             st.error = (char *)rec->error;
+        st.has_io_error = 1;
+        st.io_error = rec->io_error != 0;
     }
     peer_response_init(&resp, rec->request_id);
     resp.body_case = LJMP__RESPONSE__BODY_RECORD;
@@ -431,7 +441,7 @@ static void take_news(evutil_socket_t fd, short what, void *arg)
         int done = w->done, room = !w->wants_room;
         uint64_t written = w->written;
         if (w->error[0] != '\0' && rec->error[0] == '\0')
-            snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+            take_file_error(rec, w);
         pthread_mutex_unlock(&w->mu);
         if (done) {
             pthread_join(w->thread, NULL);
@@ -480,6 +490,7 @@ static void give_up(struct recording *rec, uint64_t idle_ms, size_t queued)
         recording_of(rec, s);
     let_go(rec);
     unlink_session(rec);
+    rec->io_error = 1;
     snprintf(rec->error, sizeof(rec->error),
              "the record file took no bytes for %llu s (%zu KiB waiting%s); "
              "recording stopped",
@@ -754,7 +765,7 @@ void recorder_stop(struct server *srv)
         pthread_mutex_lock(&w->mu);
         int done = w->done;
         if (w->error[0] != '\0')
-            snprintf(rec->error, sizeof(rec->error), "%s", w->error);
+            take_file_error(rec, w);
         else if (!done)
             snprintf(rec->error, sizeof(rec->error),
                      "ljmpd stopped before the file took the last %zu KiB "

@@ -30,6 +30,8 @@ struct recording {
     int has_state;       /* its state when the recording ended */
     Ljmp__SessionState state;
     char error[320];
+    int io_error; /* error is the file's: a write or close failed, or it
+                     stopped taking bytes */
 };
 
 /* Copies each session's stream bytes into its recording, if any, and

@@ -39,6 +39,7 @@ struct fake_fuse {
     _Atomic size_t written; /* bytes writes brought (not kept) */
     _Atomic pid_t slow_pid;
     _Atomic unsigned slow_us; /* how long its writes take */
+    _Atomic size_t full_at;   /* writes past it fail (ENOSPC); 0: none */
     unsigned char *req;
 };
 
@@ -151,8 +152,14 @@ static void on_write(struct fake_fuse *f, const struct fuse_in_header *h,
     struct fuse_write_out out = {.size = in->size};
     pid_t slow = atomic_load(&f->slow_pid);
 
+    size_t full_at = atomic_load(&f->full_at);
+
     if (slow != 0 && thread_of((pid_t)h->pid, slow))
         usleep(atomic_load(&f->slow_us));
+    if (full_at != 0 && atomic_load(&f->written) + in->size > full_at) {
+        reply(f, h->unique, ENOSPC, NULL, 0);
+        return;
+    }
     atomic_fetch_add(&f->written, in->size);
     reply(f, h->unique, 0, &out, sizeof(out));
 }
@@ -298,6 +305,11 @@ void fake_fuse_slow(struct fake_fuse *f, pid_t pid, unsigned us)
 {
     atomic_store(&f->slow_us, us);
     atomic_store(&f->slow_pid, pid);
+}
+
+void fake_fuse_full(struct fake_fuse *f, size_t bytes)
+{
+    atomic_store(&f->full_at, bytes ? bytes : 1);
 }
 
 unsigned fake_fuse_held(struct fake_fuse *f)

@@ -28,6 +28,10 @@ void fake_fuse_stall(struct fake_fuse *f, pid_t pid);
  * microseconds: a slow disk. */
 void fake_fuse_slow(struct fake_fuse *f, pid_t pid, unsigned us);
 
+/* From now on, a write that would bring the bytes written past bytes
+ * fails with ENOSPC: a full disk. */
+void fake_fuse_full(struct fake_fuse *f, size_t bytes);
+
 /* Requests held so far. */
 unsigned fake_fuse_held(struct fake_fuse *f);
 

@@ -2259,6 +2259,7 @@ struct fuse_recording {
     size_t left_when_told; /* stream bytes not sent yet then */
     uint64_t told_bytes;
     char error[400];
+    int io_error; /* the error was the file's */
 };
 
 /* 0 once the recording of `events` pairs has begun, or -1 (and ljmpd as
@@ -2335,6 +2336,7 @@ static void fuse_recording_run(struct fuse_recording *t)
             t->told_bytes = st->bytes_written;
             snprintf(t->error, sizeof(t->error), "%s",
                      st->error ? st->error : "");
+            t->io_error = st->io_error;
         }
         ljmp__response__free_unpacked(r, NULL);
     }
@@ -2387,6 +2389,28 @@ static void test_record_file_stalls(void)
     /* What ljmpd knows the file took: a write that hangs may have had
      * some of its bytes taken. */
     CU_ASSERT_TRUE(t.told_bytes > 0 && t.told_bytes <= fake_fuse_written(t.f));
+    CU_ASSERT_TRUE(daemon_answers(1000));
+    fuse_recording_complete(&t);
+    fuse_recording_end(&t);
+}
+
+/*
+ * A record file on a full disk (its writes fail with ENOSPC once it holds
+ * some of the recording): the recording stops and its client is told why,
+ * as the file's error (ljmpctl exits 1, an I/O error); the session goes on
+ * to its end.  Needs FUSE.
+ */
+static void test_record_file_full(void)
+{
+    struct fuse_recording t;
+
+    if (fuse_recording_start(&t, 1000000) != 0)
+        return;
+    fake_fuse_full(t.f, fake_fuse_written(t.f) + 65536);
+    fuse_recording_run(&t);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t.error, strerror(ENOSPC)));
+    CU_ASSERT_TRUE(t.io_error);
+    CU_ASSERT_TRUE(t.told_bytes <= fake_fuse_written(t.f));
     CU_ASSERT_TRUE(daemon_answers(1000));
     fuse_recording_complete(&t);
     fuse_recording_end(&t);
@@ -4237,6 +4261,7 @@ int main(int argc, char **argv)
                 test_symbols_users_in_turn);
     CU_add_test(s, "a C symbol read that hangs holds its user's alone",
                 test_symbols_read_hangs);
+    CU_add_test(s, "a record file on a full disk", test_record_file_full);
     CU_add_test(s, "a record file that stops taking writes",
                 test_record_file_stalls);
     CU_add_test(s, "a slow record file slows its VM and loses nothing",
