@@ -54,6 +54,18 @@ static void print_daemon(FILE *out, const Ljmp__DaemonCounters *d)
 {
     if (d == NULL)
         return;
+    if (d->has_of_uid) {
+        fprintf(out,
+                "ljmpd, your sessions (uid %u): %u streaming, %u finished "
+                "kept; %llu events in %llu bytes ingested; malformed %llu, "
+                "truncated %llu\n",
+                d->of_uid, d->sessions_live, d->sessions_kept,
+                (unsigned long long)d->ingest_events,
+                (unsigned long long)d->ingest_bytes,
+                (unsigned long long)d->sessions_malformed,
+                (unsigned long long)d->sessions_truncated);
+        return;
+    }
     fprintf(out,
             "ljmpd: %u streaming, %u finished kept, %u subscribers; "
             "%llu events in %llu bytes ingested; snapshots dropped %llu, "

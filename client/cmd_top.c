@@ -169,6 +169,15 @@ static void daemon_line(char *out, size_t len, const Ljmp__Snapshot *snap)
         out[0] = '\0';
         return;
     }
+    if (d->has_of_uid) {
+        snprintf(out, len,
+                 "ljmpd, your sessions: %u streaming, %u kept; snapshots "
+                 "dropped in this view %llu; malformed %llu",
+                 d->sessions_live, d->sessions_kept,
+                 (unsigned long long)snap->dropped,
+                 (unsigned long long)d->sessions_malformed);
+        return;
+    }
     snprintf(out, len,
              "ljmpd: %u streaming, %u kept, %u subscribers; snapshots "
              "dropped %llu (this view %llu); rejected %llu, malformed %llu",

@@ -225,7 +225,7 @@ static void do_list(struct peer *p, const Ljmp__Request *req)
         list.sessions[list.n_sessions++] = ss;
     }
     list.has_brief_hidden = 1;
-    if ((list.daemon = snapshot_daemon(&a, p->srv)) == NULL ||
+    if ((list.daemon = snapshot_daemon(&a, p->srv, p->uid)) == NULL ||
         attach_list_armed(p->srv, &a, p->uid, &list) != 0 ||
         follow_list(p->srv, &a, p->uid, &list) != 0)
         goto oom;

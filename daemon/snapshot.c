@@ -2,6 +2,7 @@
  * key, with deltas and rates against a subscriber's previous view. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "lm_groups.h"
@@ -99,13 +100,52 @@ Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s)
                        s->prof.state.nlocs, lm_state_memory(&s->prof.state));
 }
 
-Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv)
+/* The counters of caller's own sessions, those ljmpd keeps. */
+static void own_counters(Ljmp__DaemonCounters *d, const struct server *srv,
+                         uid_t caller)
+{
+    struct session *s;
+
+    d->has_of_uid = d->has_sessions_live = d->has_sessions_kept = 1;
+    d->has_sessions_complete = d->has_sessions_truncated = 1;
+    d->has_sessions_malformed = d->has_ingest_bytes = d->has_ingest_events = 1;
+    d->of_uid = (uint32_t)caller;
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
+        if (!session_visible(s, caller))
+            continue;
+        /* A feed thread may be changing them. */
+        session_lock(s);
+        d->ingest_bytes += s->stream_bytes;
+        d->ingest_events += lm_totals_events(&s->prof.state.totals);
+        session_unlock(s);
+        if (s->phase != SESSION_ENDED) {
+            d->sessions_live++;
+            continue;
+        }
+        d->sessions_kept++;
+        d->sessions_complete += s->state == LJMP__SESSION_STATE__COMPLETE;
+        d->sessions_truncated += s->state == LJMP__SESSION_STATE__TRUNCATED;
+        d->sessions_malformed += s->state == LJMP__SESSION_STATE__FAILED;
+    }
+}
+
+Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv,
+                                      uid_t caller)
 {
     Ljmp__DaemonCounters *d = arena_alloc(a, sizeof(*d));
 
     if (d == NULL)
         return NULL;
     ljmp__daemon_counters__init(d);
+    d->has_uptime_ms = 1;
+    d->uptime_ms = clock_now_ms() - srv->start_ms;
+    /* Another user's sessions are none of caller's business, nor what
+     * other peers did. */
+    if (caller != 0 && caller != getuid()) {
+        own_counters(d, srv, caller);
+        return d;
+    }
 #define PUT_COUNTER(name)                                                      \
     d->has_##name = 1;                                                         \
     d->name = srv->counters.name;
@@ -115,8 +155,6 @@ Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv)
     d->subscribers = srv->nsubscribers;
     d->sessions_live = srv->nlive;
     d->sessions_kept = srv->nended;
-    d->has_uptime_ms = 1;
-    d->uptime_ms = clock_now_ms() - srv->start_ms;
     return d;
 }
 
@@ -1067,7 +1105,7 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
         return NULL;
     snap->has_time_ms = 1;
     snap->time_ms = clock_wall_ms(oldest);
-    if ((snap->daemon = snapshot_daemon(a, srv)) == NULL)
+    if ((snap->daemon = snapshot_daemon(a, srv, opts->uid)) == NULL)
         return NULL;
     return snap;
 }

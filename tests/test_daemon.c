@@ -2642,6 +2642,61 @@ static void test_eviction_per_user(void)
     ljmp__response__free_unpacked(r, NULL);
 }
 
+/* As nobody: list, and the counters say nothing of root's sessions or of
+ * other peers: 0 if so, else which check failed. */
+static int own_counters_as_nobody(void)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    struct conn c;
+
+    req.body_case = LJMP__REQUEST__BODY_LIST;
+    req.list = &lr;
+    if (conn_open(&c) != 0)
+        return 2;
+    Ljmp__Response *r = conn_call(&c, &req, -1);
+    if (r == NULL || r->list == NULL || r->list->daemon == NULL)
+        return 3;
+    const Ljmp__DaemonCounters *d = r->list->daemon;
+    if (!d->has_of_uid || d->of_uid != 65534)
+        return 4;
+    if (d->sessions_live != 0 || d->sessions_kept != 0 ||
+        d->ingest_bytes != 0 || r->list->n_sessions != 0)
+        return 5;
+    if (d->has_sessions_rejected || d->has_control_accepted ||
+        d->has_subscribers || d->has_sessions_evicted)
+        return 6;
+    return 0;
+}
+
+/* A user who is not root sees the counters of their own sessions, not
+ * the daemon's: what other users streamed is not theirs to know.  Root
+ * sees all of them. */
+static void test_counters_per_user(void)
+{
+    struct lm_buf b = {0};
+    Ljmp__SessionState st = 0;
+    size_t hl = stream_start(&b, "counted");
+
+    (void)hl;
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
+    free(ingest_raw(b.data, b.len, &st));
+    lm_buf_free(&b);
+    pid_t child = fork_as_nobody();
+    if (child == 0)
+        _exit(own_counters_as_nobody());
+    CU_ASSERT_EQUAL(exit_status_of(child), 0);
+    Ljmp__Response *r = list_sessions();
+    CU_ASSERT_FATAL(r != NULL && r->list->daemon != NULL);
+    CU_ASSERT_FALSE(r->list->daemon->has_of_uid);
+    CU_ASSERT_TRUE(r->list->daemon->ingest_bytes > 0);
+    CU_ASSERT_TRUE(r->list->daemon->has_control_accepted);
+    ljmp__response__free_unpacked(r, NULL);
+}
+
 /* A stream of n allocations at an internal site, after a hello; returns
  * the hello's size.  No epilogue. */
 static size_t build_stream(struct lm_buf *b, unsigned n)
@@ -4299,6 +4354,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "top in a terminal", test_top);
     CU_add_test(s, "eviction is per user", test_eviction_per_user);
     CU_add_test(s, "slots per user", test_slots_per_user);
+    CU_add_test(s, "counters per user", test_counters_per_user);
     CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
