@@ -1,8 +1,11 @@
 /* Writes fuzz seeds that reach what random bytes seldom build: big heaps
- * and a primary released by more sites than it keeps pending. */
+ * and a primary released by more sites than it keeps pending; and, for
+ * the control protocol's target, one frame of each request. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "ljmp_wire.h"
 #include "lm_encoder.h"
 
 /* The fuzz run's -max_len, less the byte that picks the path. */
@@ -96,15 +99,102 @@ static void many_releasers(struct lm_buf *b)
     lm_enc_epilogue(b);
 }
 
+/* One control request, framed as a client sends it, into dir/name. */
+static int write_request(const char *dir, const char *name, Ljmp__Request *req)
+{
+    char path[4096];
+    size_t len;
+    uint8_t *frame;
+
+    req->has_version = 1;
+    req->version = LJMP_WIRE_VERSION;
+    req->has_id = 1;
+    req->id = 7;
+    if ((frame = ljmp_wire_pack(&req->base, &len)) == NULL)
+        return -1;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    int rc = f == NULL || fwrite(frame, 1, len, f) != len;
+    if (f != NULL && fclose(f) != 0)
+        rc = 1;
+    free(frame);
+    if (rc != 0)
+        perror(path);
+    return rc ? -1 : 0;
+}
+
+/* Every request, with the fields that steer ljmpd's answer to it. */
+static int control_seeds(const char *dir)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ListRequest list = LJMP__LIST_REQUEST__INIT;
+    Ljmp__SnapshotRequest snap = LJMP__SNAPSHOT_REQUEST__INIT;
+    Ljmp__SubscribeRequest sub = LJMP__SUBSCRIBE_REQUEST__INIT;
+    Ljmp__ReportRequest rep = LJMP__REPORT_REQUEST__INIT;
+    Ljmp__RecordRequest rec = LJMP__RECORD_REQUEST__INIT;
+    Ljmp__AttachRequest att = LJMP__ATTACH_REQUEST__INIT;
+    Ljmp__DetachRequest det = LJMP__DETACH_REQUEST__INIT;
+    Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
+    Ljmp__Selector tree = LJMP__SELECTOR__INIT;
+    int rc = 0;
+
+    list.has_all = list.all = 1;
+    req.body_case = LJMP__REQUEST__BODY_LIST;
+    req.list = &list;
+    rc |= write_request(dir, "list", &req);
+    tree.has_pid = tree.has_tree = tree.tree = 1;
+    tree.pid = 1;
+    o.sessions = &tree;
+    o.has_merge = o.merge = o.has_by_process = o.by_process = 1;
+    snap.options = &o;
+    req.body_case = LJMP__REQUEST__BODY_SNAPSHOT;
+    req.snapshot = &snap;
+    rc |= write_request(dir, "snapshot-tree", &req);
+    sub.options = &o;
+    sub.has_interval_ms = 1;
+    sub.interval_ms = 50;
+    req.body_case = LJMP__REQUEST__BODY_SUBSCRIBE;
+    req.subscribe = &sub;
+    rc |= write_request(dir, "subscribe", &req);
+    rep.session = &tree;
+    rep.has_json = rep.json = 1;
+    req.body_case = LJMP__REQUEST__BODY_REPORT;
+    req.report = &rep;
+    rc |= write_request(dir, "report-tree", &req);
+    rec.has_pid = rec.has_wait_ms = 1;
+    rec.pid = 1;
+    rec.wait_ms = 10;
+    req.body_case = LJMP__REQUEST__BODY_RECORD;
+    req.record = &rec;
+    rc |= write_request(dir, "record", &req);
+    att.has_pid = att.has_timeout_ms = 1;
+    att.pid = 1;
+    att.timeout_ms = 10;
+    req.body_case = LJMP__REQUEST__BODY_ATTACH;
+    req.attach = &att;
+    rc |= write_request(dir, "attach", &req);
+    att.unit = "nginx";
+    att.has_pid = 0;
+    rc |= write_request(dir, "attach-unit", &req);
+    det.has_pid = det.has_tree = det.tree = 1;
+    det.pid = 1;
+    req.body_case = LJMP__REQUEST__BODY_DETACH;
+    req.detach = &det;
+    rc |= write_request(dir, "detach-tree", &req);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct lm_buf heap = {0}, releasers = {0};
     int rc;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: fuzz_seeds DIR\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: fuzz_seeds DIR [CONTROL_DIR]\n");
         return 2;
     }
+    if (argc == 3 && control_seeds(argv[2]) != 0)
+        return 1;
     big_heap(&heap);
     many_releasers(&releasers);
     rc = write_seed(argv[1], "big-heap", &heap) != 0 ||
