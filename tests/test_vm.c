@@ -41,18 +41,25 @@ static int teardown(void)
     return test_dir_remove();
 }
 
-/* Runs tests/vm/SCRIPT.lua [OUT]; returns its exit status and stdout. */
-static int run_script(const char *script, const char *out, char **output)
+/* Runs luajit FLAGS tests/vm/SCRIPT.lua [OUT]; returns its exit status
+ * and stdout. */
+static int run_script_flags(const char *flags, const char *script,
+                            const char *out, char **output)
 {
     char cmd[1024], name[128];
 
     snprintf(name, sizeof(name), "%s.stdout", script);
-    snprintf(cmd, sizeof(cmd), "%s %s/%s.lua %s%s%s >%s/%s", LUAJIT_BIN,
-             VM_SCRIPTS, script, out ? test_dir : "", out ? "/" : "",
+    snprintf(cmd, sizeof(cmd), "%s %s %s/%s.lua %s%s%s >%s/%s", LUAJIT_BIN,
+             flags, VM_SCRIPTS, script, out ? test_dir : "", out ? "/" : "",
              out ? out : "", test_dir, name);
     int st = system(cmd);
     *output = test_slurp(name);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run_script(const char *script, const char *out, char **output)
+{
+    return run_script_flags("", script, out, output);
 }
 
 /* Decodes DIR/NAME into p; returns how the stream ended. */
@@ -240,6 +247,90 @@ static void test_reused_prototype_addresses(void)
     CU_ASSERT(reused > 0);
     lm_profile_free(&p);
     free(out);
+}
+
+/* Whether symbol string id names a chunk that ends with name. */
+static int chunk_is(const struct lm_symtab *t, uint32_t id, const char *name)
+{
+    size_t len, ln = strlen(name);
+
+    if (id == LM_NONE)
+        return 0;
+    const char *s = lm_symtab_str(t, id, &len);
+    return len >= ln && memcmp(s + len - ln, name, ln) == 0;
+}
+
+/* Prototypes announced under chunk name. */
+static int protos_of(const struct lm_symtab *t, const char *name)
+{
+    int n = 0;
+
+    for (uint32_t i = 0; i < t->nprotos; i++)
+        n += chunk_is(t, t->protos[i].chunk, name);
+    return n;
+}
+
+/* Traces announced that start in chunk name. */
+static int traces_in(const struct lm_symtab *t, const char *name)
+{
+    int n = 0;
+
+    for (uint32_t i = 0; i < t->ntraces; i++) {
+        uint32_t pt = t->traces[i].start_proto;
+        n += t->traces[i].known && pt != LM_NONE &&
+             chunk_is(t, t->protos[pt].chunk, name);
+    }
+    return n;
+}
+
+/* Checks one stream of start_symtab.lua: chunks first..30 live (two
+ * prototypes each, one allocation at line 2 of each), the others not
+ * announced; the trace in "hot" when the JIT is on. */
+static void check_start_symtab(const char *file, int first, int jit)
+{
+    struct lm_profile p;
+    char name[32];
+
+    CU_ASSERT_EQUAL_FATAL(decode(file, &p), LM_DONE);
+    const struct lm_symtab *t = &p.state.sym;
+    for (int i = 1; i <= 30; i++) {
+        snprintf(name, sizeof(name), "live%02d", i);
+        CU_ASSERT_EQUAL(protos_of(t, name), i >= first ? 2 : 0);
+        snprintf(name, sizeof(name), "live%02d:2", i);
+        CU_ASSERT_EQUAL(allocs_at(&p.state, NULL, name), i >= first ? 1 : 0);
+        snprintf(name, sizeof(name), "dead%02d", i);
+        CU_ASSERT_EQUAL(protos_of(t, name), 0);
+    }
+    if (jit) {
+        CU_ASSERT(traces_in(t, "hot") >= 1);
+    } else {
+        CU_ASSERT_EQUAL(p.state.totals.trace_symbols, 0);
+    }
+    lm_profile_free(&p);
+}
+
+/* A start in a running VM announces what lives then, found without a
+ * walk of the heap: prototypes loaded before it, not those collected,
+ * and not those freed during an earlier stream; traces too. */
+static void check_start_in_running_vm(const char *flags, int jit)
+{
+    char *out;
+
+    CU_ASSERT_EQUAL(
+        run_script_flags(flags, "start_symtab", "start_symtab.bin", &out), 0);
+    free(out);
+    check_start_symtab("start_symtab.bin.1", 1, jit);
+    check_start_symtab("start_symtab.bin.2", 11, jit);
+}
+
+static void test_start_announces_live_symbols(void)
+{
+    check_start_in_running_vm("", 1);
+}
+
+static void test_start_announces_live_symbols_nojit(void)
+{
+    check_start_in_running_vm("-joff", 0);
 }
 
 /* A listening Unix socket at DIR/NAME. */
@@ -989,6 +1080,10 @@ int main(void)
     CU_add_test(s, "output unchanged", test_output_unchanged);
     CU_add_test(s, "reused prototype addresses",
                 test_reused_prototype_addresses);
+    CU_add_test(s, "a start announces live symbols",
+                test_start_announces_live_symbols);
+    CU_add_test(s, "a start announces live symbols, JIT off",
+                test_start_announces_live_symbols_nojit);
     CU_add_test(s, "LJMP_SOCKET stream", test_env_socket_stream);
     CU_add_test(s, "LJMP_SOCKET, hello unanswered", test_env_socket_unanswered);
     CU_add_test(s, "LJMP_SOCKET, LJMP_PIPE=1", test_env_socket_through_pipe);

@@ -324,27 +324,47 @@ static void sym_trace(Memprof *mp, const GCtrace *tr)
 #endif
 
 /*
-** Every live prototype and trace.  Objects a running sweep has found dead
-** are skipped: their chunk names may be gone already.
+** Every live prototype, from the VM's list of them (lj_protolist.h): a
+** start costs time in proportion to the prototypes, not to the heap.
+** Prototypes a running sweep has found dead are skipped: their chunk
+** names may be gone already.
 */
-static void dump_symtab(Memprof *mp, global_State *g)
+static void dump_protos(Memprof *mp, global_State *g)
 {
   GCobj *o;
-  mp_prologue(mp, "ljs");
-  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc)) {
+  for (o = gcref(g->protolist); o != NULL; o = gcref(gco2pt(o)->ptnext)) {
     if (isdead(g, o)) continue;
     mp_reserve(mp, MEMPROF_ITEM_MAX);
-    if (o->gch.gct == ~LJ_TPROTO) {
-      mp_byte(mp, SYM_LFUNC);
-      sym_proto(mp, gco2pt(o));
-    }
-#if LJ_HASJIT
-    else if (o->gch.gct == ~LJ_TTRACE) {
-      mp_byte(mp, SYM_TRACE);
-      sym_trace(mp, gco2trace(o));
-    }
-#endif
+    mp_byte(mp, SYM_LFUNC);
+    sym_proto(mp, gco2pt(o));
   }
+}
+
+#if LJ_HASJIT
+/* Every live trace, from the JIT's table of them.  The trace being
+** recorded holds a slot there too; it is announced once saved. */
+static void dump_traces(Memprof *mp, global_State *g)
+{
+  jit_State *J = G2J(g);
+  MSize i;
+  for (i = 1; i < J->sizetrace; i++) {
+    GCobj *o = gcref(J->trace[i]);
+    if (o == NULL || o == obj2gco(&J->cur) || isdead(g, o)) continue;
+    mp_reserve(mp, MEMPROF_ITEM_MAX);
+    mp_byte(mp, SYM_TRACE);
+    sym_trace(mp, gco2trace(o));
+  }
+}
+#endif
+
+/* The symbol table a stream starts with. */
+static void dump_symtab(Memprof *mp, global_State *g)
+{
+  mp_prologue(mp, "ljs");
+  dump_protos(mp, g);
+#if LJ_HASJIT
+  dump_traces(mp, g);
+#endif
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, HDR_FINAL);
 }
