@@ -35,15 +35,19 @@ static uint64_t close_grace_ms(const struct server *srv)
     return idle < CLOSE_GRACE_MS ? idle : CLOSE_GRACE_MS;
 }
 
-/* Control connections uid has open (see quota_may_take_slot). */
-static unsigned peers_of(const struct server *srv, uid_t uid)
+/* Whether uid may open one more control connection: those uid has open,
+ * and those of every user with a quota (see quota_may_take_slot). */
+static int may_take_peer(const struct server *srv, uid_t uid)
 {
     const struct peer *p;
-    unsigned n = 0;
+    unsigned mine = 0, users = 0;
 
     TAILQ_FOREACH(p, &srv->peers, link)
-    n += p->uid == uid;
-    return n;
+    {
+        mine += p->uid == uid;
+        users += quota_applies(p->uid);
+    }
+    return quota_may_take_slot(uid, mine, users, srv->cfg.max_peers);
 }
 
 /* Refuses a new connection, telling it why if its socket takes the
@@ -97,14 +101,13 @@ static int admit(struct server *srv, int fd, struct ucred *cred)
                "(--max-clients): try again later");
         return -1;
     }
-    if (!quota_may_take_slot(cred->uid, peers_of(srv, cred->uid),
-                             srv->cfg.max_peers)) {
+    if (!may_take_peer(srv, cred->uid)) {
         log_limited(&refusals, LOG_WARN,
-                    "control: pid %d refused: uid %u has half of the %u "
+                    "control: pid %d refused: uid %u has its share of the %u "
                     "client slots already (--max-clients)",
                     (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_peers);
         refuse(srv, fd,
-               "your user has half of ljmpd's client connections open "
+               "your user has its share of ljmpd's client connections open "
                "already (--max-clients): close some");
         return -1;
     }

@@ -10,8 +10,11 @@
 int quota_applies(uid_t uid);
 
 /* Whether uid, holding `held` of ljmpd's `slots` (client connections or
- * streaming sessions), may take one more: a user with a quota gets half
- * of them, so that one user's connections cannot lock the others out. */
-int quota_may_take_slot(uid_t uid, unsigned held, unsigned slots);
+ * streaming sessions) while the users with a quota hold held_by_users of
+ * them, may take one more: an eighth is kept for root and ljmpd's user,
+ * and a user may hold no more of the rest than stay free, so that no set
+ * of users can lock root, ljmpd or the next user out. */
+int quota_may_take_slot(uid_t uid, unsigned held, unsigned held_by_users,
+                        unsigned slots);
 
 #endif

@@ -124,15 +124,21 @@ static void give_back_buffer(struct session *s, struct feed_job *j)
     j->buf = NULL;
 }
 
-/* Sessions of uid not ended yet (see quota_may_take_slot). */
-static unsigned live_sessions_of(const struct server *srv, uid_t uid)
+/* Whether uid may open one more session: those of uid not ended yet, and
+ * those of every user with a quota (see quota_may_take_slot). */
+static int may_take_session(const struct server *srv, uid_t uid)
 {
     const struct session *s;
-    unsigned n = 0;
+    unsigned mine = 0, users = 0;
 
     TAILQ_FOREACH(s, &srv->sessions, link)
-    n += s->uid == uid && s->phase != SESSION_ENDED;
-    return n;
+    {
+        if (s->phase == SESSION_ENDED)
+            continue;
+        mine += s->uid == uid;
+        users += quota_applies(s->uid);
+    }
+    return quota_may_take_slot(uid, mine, users, srv->cfg.max_sessions);
 }
 
 /* Decodes and applies a job's bytes, on a feed thread; the loop reads the
@@ -178,11 +184,10 @@ static int admit(struct server *srv, int fd, struct ucred *cred)
                     "ingest: pid %d refused: %u sessions streaming already "
                     "(--max-sessions)",
                     (int)cred->pid, srv->nlive);
-    } else if (!quota_may_take_slot(cred->uid, live_sessions_of(srv, cred->uid),
-                                    srv->cfg.max_sessions)) {
+    } else if (!may_take_session(srv, cred->uid)) {
         log_limited(&refusals, LOG_WARN,
-                    "ingest: pid %d refused: uid %u streams half of the %u "
-                    "sessions already (--max-sessions)",
+                    "ingest: pid %d refused: uid %u streams its share of the "
+                    "%u sessions already (--max-sessions)",
                     (int)cred->pid, (unsigned)cred->uid, srv->cfg.max_sessions);
     } else {
         return 0;

@@ -2589,9 +2589,12 @@ static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
     return exit_status_of(child);
 }
 
-/* A user other than root and ljmpd's own gets half of the slots, for
- * clients (--max-clients) and for streaming VMs (--max-sessions): one
- * user's idle connections lock no one else out. */
+/* Of the 256 slots, 224 are users'; a user alone may hold half of them. */
+#define USERS_SLOTS (256 - 256 / 8)
+
+/* A user other than root and ljmpd's own alone gets half of the users'
+ * slots, for clients (--max-clients) and for streaming VMs
+ * (--max-sessions): one user's idle connections lock no one else out. */
 static void test_slots_per_user(void)
 {
     uint8_t hello[LJMP_HELLO_MAX];
@@ -2601,12 +2604,103 @@ static void test_slots_per_user(void)
         test_skip("not root: no other user to be");
         return;
     }
-    CU_ASSERT_EQUAL(slots_as_nobody(control_path, NULL, 0, 256 / 2 + 1,
-                                    "half of ljmpd's client connections"),
+    CU_ASSERT_EQUAL(slots_as_nobody(control_path, NULL, 0, USERS_SLOTS / 2 + 1,
+                                    "its share of ljmpd's client connections"),
                     0);
-    CU_ASSERT_EQUAL(slots_as_nobody(ingest_path, hello, hl, 256 / 2 + 1, NULL),
-                    0);
+    CU_ASSERT_EQUAL(
+        slots_as_nobody(ingest_path, hello, hl, USERS_SLOTS / 2 + 1, NULL), 0);
     CU_ASSERT_TRUE(daemon_up());
+}
+
+/*
+ * As uid, in a child: n connections to path (each sending hello, if any),
+ * the first `ok` taken, the others refused; then a byte on ready, and the
+ * connections held until done is closed.  The child's pid, or -1.
+ */
+static pid_t slots_held_as(uid_t uid, const char *path, const uint8_t *hello,
+                           size_t hl, int n, int ok, int ready, const int *done)
+{
+    static int fds[300];
+    pid_t child = fork();
+    char b;
+
+    if (child != 0)
+        return child;
+    close(done[1]); /* the parent's to close */
+    if (setgid(uid) != 0 || setuid(uid) != 0 || n > 300)
+        _exit(1);
+    for (int i = 0; i < n; i++)
+        if ((fds[i] = connect_unix(path)) < 0 ||
+            (hello != NULL && write(fds[i], hello, hl) != (ssize_t)hl))
+            _exit(2);
+    for (int i = 0; i < n; i++)
+        if (refused_within(fds[i], i < ok ? 20 : 2000, NULL) != (i >= ok))
+            _exit(3 + (i >= ok));
+    if (write(ready, "r", 1) != 1 || read(done[0], &b, 1) < 0)
+        _exit(5);
+    _exit(0);
+}
+
+/* Whether root, and then another user, can still take a slot of path. */
+static int slot_left_for(uid_t uid, const char *path, const uint8_t *hello,
+                         size_t hl)
+{
+    int pipes[2][2], ok;
+
+    if (pipe(pipes[0]) != 0 || pipe(pipes[1]) != 0)
+        return 0;
+    pid_t child =
+        slots_held_as(uid, path, hello, hl, 1, 1, pipes[0][1], pipes[1]);
+    char b;
+    ok = child > 0 && read(pipes[0][0], &b, 1) == 1;
+    close(pipes[1][1]);
+    ok = exit_status_of(child) == 0 && ok;
+    close(pipes[0][0]);
+    close(pipes[0][1]);
+    close(pipes[1][0]);
+    return ok;
+}
+
+/*
+ * Two users holding every slot they may (the first half of the users'
+ * slots, the second half of what is left) lock out neither root nor a
+ * third user, on either socket.
+ */
+static void test_two_users_lock_no_one_out(void)
+{
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
+    const char *paths[] = {control_path, ingest_path};
+
+    if (getuid() != 0) {
+        test_skip("not root: no other users to be");
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        const uint8_t *h = k ? hello : NULL;
+        int ready[2], done[2];
+        char b;
+        CU_ASSERT_FATAL(pipe(ready) == 0 && pipe(done) == 0);
+        pid_t a = slots_held_as(65534, paths[k], h, hl, USERS_SLOTS / 2 + 1,
+                                USERS_SLOTS / 2, ready[1], done);
+        CU_ASSERT_EQUAL(read(ready[0], &b, 1), 1);
+        pid_t c = slots_held_as(65533, paths[k], h, hl, USERS_SLOTS / 4 + 1,
+                                USERS_SLOTS / 4, ready[1], done);
+        CU_ASSERT_EQUAL(read(ready[0], &b, 1), 1);
+        /* Root streams and asks. */
+        int fd = connect_unix(paths[k]);
+        CU_ASSERT(fd >= 0 && (h == NULL || write(fd, h, hl) == (ssize_t)hl));
+        CU_ASSERT_FALSE(refused_within(fd, 300, NULL));
+        if (k == 0)
+            CU_ASSERT_TRUE(daemon_answers(1000));
+        close(fd);
+        CU_ASSERT_TRUE(slot_left_for(65532, paths[k], h, hl));
+        close(done[1]);
+        CU_ASSERT_EQUAL(exit_status_of(a), 0);
+        CU_ASSERT_EQUAL(exit_status_of(c), 0);
+        close(ready[0]), close(ready[1]), close(done[0]);
+        sleep_ms(300); /* their sessions end */
+    }
 }
 
 /*
@@ -2642,14 +2736,17 @@ static void test_eviction_per_user(void)
     ljmp__response__free_unpacked(r, NULL);
 }
 
-/* As nobody: list, and the counters say nothing of root's sessions or of
- * other peers: 0 if so, else which check failed. */
+/* As nobody: list, and the counters are of nobody's sessions (those the
+ * list shows), and say nothing of root's sessions or of other peers: 0 if
+ * so, else which check failed. */
 static int own_counters_as_nobody(void)
 {
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
     struct conn c;
+    uint64_t bytes = 0;
 
+    lr.has_all = lr.all = 1;
     req.body_case = LJMP__REQUEST__BODY_LIST;
     req.list = &lr;
     if (conn_open(&c) != 0)
@@ -2660,12 +2757,17 @@ static int own_counters_as_nobody(void)
     const Ljmp__DaemonCounters *d = r->list->daemon;
     if (!d->has_of_uid || d->of_uid != 65534)
         return 4;
-    if (d->sessions_live != 0 || d->sessions_kept != 0 ||
-        d->ingest_bytes != 0 || r->list->n_sessions != 0)
-        return 5;
+    for (size_t i = 0; i < r->list->n_sessions; i++) {
+        if (r->list->sessions[i]->info->uid != 65534)
+            return 5;
+        bytes += r->list->sessions[i]->totals->stream_bytes;
+    }
+    if (d->sessions_live + d->sessions_kept != r->list->n_sessions ||
+        d->ingest_bytes != bytes)
+        return 6;
     if (d->has_sessions_rejected || d->has_control_accepted ||
         d->has_subscribers || d->has_sessions_evicted)
-        return 6;
+        return 7;
     return 0;
 }
 
@@ -4354,6 +4456,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "top in a terminal", test_top);
     CU_add_test(s, "eviction is per user", test_eviction_per_user);
     CU_add_test(s, "slots per user", test_slots_per_user);
+    CU_add_test(s, "two users lock no one out", test_two_users_lock_no_one_out);
     CU_add_test(s, "counters per user", test_counters_per_user);
     CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
