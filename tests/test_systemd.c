@@ -74,7 +74,7 @@ static int stream_one(const char *ingest, const char *control, unsigned n)
              ingest, LUAJIT_BIN, n);
     if (run(cmd) != 0)
         return 0;
-    snprintf(cmd, sizeof(cmd), "%s -s '%s' list >'%s/list.out' 2>&1",
+    snprintf(cmd, sizeof(cmd), "%s -s '%s' list --all >'%s/list.out' 2>&1",
              LJMPCTL_PATH, control, test_dir);
     for (int i = 0; i < 100 && !complete; i++) {
         if (run(cmd) == 0) {

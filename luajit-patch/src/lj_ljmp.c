@@ -60,6 +60,7 @@ typedef struct Sink {
   int is_pipe;       /* a FIFO: a write to a closed one raises SIGPIPE */
   int conn;          /* ljmpd's socket when fd is the pipe it reads, or -1 */
   int wakes;         /* ljmpd answers wake-asks (see ljmp_ingest.h) */
+  int ack_due;       /* the hello's answer is read at the writes (attach) */
   int max_stall_ms;  /* bound on one write, 0 for none */
   uint64_t piped;    /* bytes put into the pipe */
   uint64_t pipe_room;  /* what the pipe holds, in bytes */
@@ -316,11 +317,32 @@ static int sink_is_ljmpd(const Sink *sk)
 ** ljmpd reads them from there (one copy fewer, and no socket buffers to
 ** allocate).
 */
+/* An attach's stream does not wait for the hello's answer: it is looked
+** for at each write until it comes.  ljmpd holds what comes meanwhile in
+** the socket until it has read the process's C symbols; a refusal (the
+** socket closed) ends the profile as a failed write would. */
+static int take_due_ack(Sink *sk)
+{
+  uint8_t ack;
+  ssize_t n;
+  do {
+    n = recv(sk->fd, &ack, 1, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n == 1) {
+    sk->ack_due = 0;
+    return ack == LJMP_HELLO_ACK ? 0 : EPROTO;
+  }
+  if (n == 0) return ECONNRESET;
+  return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
+}
+
 static int sink_write(void *ctx, const void *buf, size_t len)
 {
   Sink *sk = (Sink *)ctx;
   int lend = sk->conn >= 0 && len >= SINK_LEND_MIN;
-  int e = write_some_all(sk, buf, len, lend);
+  int e = sk->ack_due ? take_due_ack(sk) : 0;
+  if (e != 0) return e;
+  e = write_some_all(sk, buf, len, lend);
   if (e == 0 && sk->conn >= 0)
     sk->lent_until[sk->filling] = lend ? sk->piped : 0;
   return e;
@@ -398,6 +420,7 @@ static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
   sk->max_stall_ms = max_stall_ms;
   sk->conn = -1;
   sk->wakes = 0;
+  sk->ack_due = 0;
   sk->piped = sk->pipe_room = 0;
   memset(sk->lent_until, 0, sizeof(sk->lent_until));
   sk->nbufs = 1;
@@ -523,8 +546,11 @@ static int send_hello(Sink *sk, uint8_t *hello)
   return 0;
 }
 
-int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
-			 LjmpError *e)
+/* A stream to ljmpd's socket at path; defer_ack: the hello's answer is
+** not waited for (see take_due_ack), unless the stream goes by a pipe,
+** whose wakes the answer tells of. */
+static int start_socket(lua_State *L, const char *path, int max_stall_ms,
+			int defer_ack, LjmpError *e)
 {
   struct sockaddr_un sa;
   uint8_t hello[LJMP_HELLO_MAX];
@@ -570,14 +596,23 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
     return -1;
   }
   strcpy(sk->path, path);
-  if ((e->err = send_hello(sk, hello)) != 0 ||
-      (e->err = wait_hello_ack(sk)) != 0) {
+  if ((e->err = send_hello(sk, hello)) == 0 && defer_ack && sk->conn < 0)
+    sk->ack_due = 1;
+  else if (e->err == 0)
+    e->err = wait_hello_ack(sk);
+  if (e->err != 0) {
     if (sk->conn >= 0) close(sk->conn);
     close(sk->fd);
     free(sk);
     return -1;
   }
   return start_sink(L, sk, e);
+}
+
+int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
+			 LjmpError *e)
+{
+  return start_socket(L, path, max_stall_ms, 0, e);
 }
 
 /* -- The attach agent ----------------------------------------------------- */
@@ -650,7 +685,8 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   if (req == REQ_FOLLOW_FORK && G(L) != agent.follow_g) return;
   agent.request = 0;
   if (req == LJMP_REQ_ATTACH && !lj_memprof_running()) {
-    if (lj_ljmp_start_socket(L, agent.ingest, agent.max_stall_ms, &e) != 0)
+    /* ljmpd asked for it and waits: the program need not wait for it. */
+    if (start_socket(L, agent.ingest, agent.max_stall_ms, 1, &e) != 0)
       env_err = e.err;
   } else if (req == REQ_FOLLOW_FORK && !lj_memprof_running()) {
     if (lj_ljmp_start_socket(L, agent.follow, agent.follow_stall_ms, &e) != 0)
