@@ -173,6 +173,22 @@ static void test_trace_allocations(void)
     free(out);
 }
 
+/* Tarantool's jit-output case: a loop compiled after 10 iterations makes
+ * 20 strings; the 11th, made while the JIT records its instruction, is the
+ * interpreter's, on its line, not the recorder's (INTERNAL). */
+static void test_recorded_iteration_on_its_line(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("jit_output", "jit_output.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("jit_output.bin", &p), LM_DONE);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, "@", "jit_output.lua:11"), 11);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, "TRACE [", "jit_output.lua:10"), 9);
+    lm_profile_free(&p);
+    free(out);
+}
+
 static void test_lua_api(void)
 {
     struct lm_profile p;
@@ -984,6 +1000,8 @@ int main(void)
                 test_bytecode_prototypes_are_announced);
     CU_add_test(s, "unnamed chunk alias", test_unnamed_chunk_alias);
     CU_add_test(s, "trace allocations", test_trace_allocations);
+    CU_add_test(s, "recorded iteration on its line",
+                test_recorded_iteration_on_its_line);
     CU_add_test(s, "Lua API", test_lua_api);
     CU_add_test(s, "lua_close while profiling", test_close_while_profiling);
     CU_add_test(s, "output unchanged", test_output_unchanged);
