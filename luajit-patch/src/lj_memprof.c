@@ -405,9 +405,13 @@ typedef struct Site {
 #define MEMPROF_JIT_NREF 32768  /* Instruction refs, REF_BIAS to 65535. */
 
 typedef struct MemprofJitSite {
+  /* The event's loc, encoded once (two ULEBs, at most 15 bytes): the
+  ** allocator copies it, where a trace number took one byte. */
+  uint64_t loc[2];
   uintptr_t pt;
-  uint64_t line;
-} MemprofJitSite;
+  uint32_t line;
+  uint32_t loclen;
+} MemprofJitSite;  /* 32 bytes: an index is a shift. */
 
 typedef struct MemprofJitSites {
   MemprofJitSite *site;  /* By id; site[0] is none. */
@@ -418,9 +422,10 @@ typedef struct MemprofJitSites {
   uint32_t irsite[MEMPROF_JIT_NREF];  /* The current trace's, by ref. */
 } MemprofJitSites;
 
-static uint32_t jit_hash(uintptr_t pt, uint64_t line)
+static uint32_t jit_hash(uintptr_t pt, uint32_t line)
 {
-  uint64_t h = ((uint64_t)pt ^ (line << 40) ^ line) * 0x9e3779b97f4a7c15ull;
+  uint64_t h = ((uint64_t)pt ^ ((uint64_t)line << 40) ^ line) *
+	       0x9e3779b97f4a7c15ull;
   return (uint32_t)(h >> 32);
 }
 
@@ -442,7 +447,7 @@ static int jit_rehash(MemprofJitSites *js)
 }
 
 /* The id of (pt, line), made if new; 0 if there is no room. */
-static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint64_t line)
+static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line)
 {
   uint32_t k, id;
   if ((js->nsite + 1) * 2 > js->hmask + 1 && !jit_rehash(js)) return 0;
@@ -461,6 +466,12 @@ static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint64_t line)
   id = js->nsite++;
   js->site[id].pt = pt;
   js->site[id].line = line;
+  {
+    uint8_t enc[32];  /* put_uleb() may store 7 bytes past the end. */
+    uint8_t *e = put_uleb(put_uleb(enc, pt), line);
+    memcpy(js->site[id].loc, enc, sizeof(js->site[id].loc));
+    js->site[id].loclen = (uint32_t)(e - enc);
+  }
   js->hash[k] = id;
   return id;
 }
@@ -483,7 +494,7 @@ void lj_memprof_jit_ins(jit_State *J, uint32_t ref)
     return;
   if (J->pt != NULL && J->pc != NULL) {
     BCLine line = lj_debug_line(J->pt, proto_bcpos(J->pt, J->pc));
-    if (line >= 0) id = jit_intern(js, (uintptr_t)J->pt, (uint64_t)line);
+    if (line >= 0) id = jit_intern(js, (uintptr_t)J->pt, (uint32_t)line);
     js->lua_site = id;
   } else {
     /* A fast function, recorded at its own entry: what it makes is its
@@ -519,16 +530,25 @@ void lj_memprof_jit_free(jit_State *J)
   free(js);
 }
 
-/* The site compiled code last stored, if any: 1 and s filled in. */
-static LJ_AINLINE int jit_site_of(global_State *g, Site *s)
+/* The site compiled code last stored, or NULL.  A site other than 0 was
+** interned, in tables that only grow while the VM lives: no more checks
+** on the allocator's fast path. */
+static LJ_AINLINE const MemprofJitSite *jit_site(global_State *g)
 {
   jit_State *J = G2J(g);
-  MemprofJitSites *js = J->ljmp_sites;
   uint32_t id = J->ljmp_site;
-  if (id == 0 || js == NULL || id >= js->nsite) return 0;
+  if (id == 0) return NULL;
+  return &J->ljmp_sites->site[id];
+}
+
+/* The same as a Site: 1 and s filled in, or 0. */
+static int jit_site_of(global_State *g, Site *s)
+{
+  const MemprofJitSite *js = jit_site(g);
+  if (js == NULL) return 0;
   s->src = SRC_LFUNC;
-  s->addr = js->site[id].pt;
-  s->line = js->site[id].line;
+  s->addr = js->pt;
+  s->line = js->line;
   return 1;
 }
 #endif
@@ -726,11 +746,11 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
   p = mp->cur;
 #if LJ_MEMPROF_JITSITES
   {
-    Site s;
-    if (jit_site_of(mp->g, &s)) {
+    const MemprofJitSite *js = jit_site(mp->g);
+    if (js != NULL) {
       *p = EV_HEADER(EV_ALLOC, SRC_LFUNC);
-      p = put_uleb_addr(p + 1, s.addr, pdep);
-      mp->cur = put_uleb_with(p, s.line, pdep);
+      memcpy(p + 1, js->loc, sizeof(js->loc));  /* Within the event's room. */
+      mp->cur = p + 1 + js->loclen;
     } else {
       *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
       mp->cur = put_uleb_with(p + 1, (uint64_t)st, pdep);
