@@ -285,6 +285,26 @@ static void test_lines_inside_compiled_code(void)
     free(out_on);
 }
 
+/* Tables the JIT sinks are made only when one escapes: at a trace exit
+ * (snapshot restore), or on the side trace compiled for that exit.  Both
+ * are named by the table's own line, as the interpreted iterations are:
+ * 6 of those (5 to get hot, 1 recorded) and the 12 that escape. */
+static void test_sunk_allocations_on_their_line(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("jit_sunk", "jit_sunk.bin", &out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "12\n");
+    CU_ASSERT_EQUAL_FATAL(decode("jit_sunk.bin", &p), LM_DONE);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, "@", "jit_sunk.lua:10"), 18);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, NULL, "jit_sunk.lua:11"), 0);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, NULL, "jit_sunk.lua:12"), 0);
+    CU_ASSERT_EQUAL(allocs_at(&p.state, "TRACE [", ""), 0);
+    lm_profile_free(&p);
+    free(out);
+}
+
 static void test_lua_api(void)
 {
     struct lm_profile p;
@@ -1100,6 +1120,8 @@ int main(void)
                 test_recorded_iteration_on_its_line);
     CU_add_test(s, "lines inside compiled code",
                 test_lines_inside_compiled_code);
+    CU_add_test(s, "sunk allocations on their line",
+                test_sunk_allocations_on_their_line);
     CU_add_test(s, "Lua API", test_lua_api);
     CU_add_test(s, "lua_close while profiling", test_close_while_profiling);
     CU_add_test(s, "output unchanged", test_output_unchanged);

@@ -419,6 +419,8 @@ typedef struct MemprofJitSites {
   uint32_t *hash;  /* Ids by (pt, line), open addressing; 0 is empty. */
   uint32_t hmask;
   uint32_t lua_site;  /* The site of the last Lua bytecode recorded. */
+  struct MemprofJitAllocs **trace;  /* By trace number. */
+  uint32_t sztrace;
   uint32_t irsite[MEMPROF_JIT_NREF];  /* The current trace's, by ref. */
 } MemprofJitSites;
 
@@ -520,11 +522,89 @@ uint32_t lj_memprof_jit_site(jit_State *J, uint32_t ref)
   return js->irsite[ref - REF_BIAS];
 }
 
+/*
+** A trace's allocations that the JIT may sink: an exit that makes one
+** (snapshot restore), or a side trace that makes it in its parent's stead,
+** names it by its instruction's site, which the recorder's table no longer
+** holds by then.  Kept by trace number, with the trace they belong to, as
+** numbers are reused.
+*/
+typedef struct MemprofJitAllocs {
+  const GCtrace *T;
+  uint32_t n;
+  uint32_t ref_site[1];  /* n pairs: ref, site. */
+} MemprofJitAllocs;
+
+static int jit_sinkable(const IRIns *ir)
+{
+  return ir->o == IR_TNEW || ir->o == IR_TDUP || ir->o == IR_CNEW ||
+	 ir->o == IR_CNEWI;
+}
+
+void lj_memprof_jit_trace(jit_State *J, const GCtrace *T)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  MemprofJitAllocs *a;
+  IRRef ref;
+  uint32_t n = 0, no = T->traceno;
+  if (js == NULL) return;
+  if (no >= js->sztrace) {
+    uint32_t sz = no + 64;
+    MemprofJitAllocs **t = (MemprofJitAllocs **)realloc(js->trace,
+							sz * sizeof(*t));
+    if (t == NULL) return;
+    memset(t + js->sztrace, 0, (sz - js->sztrace) * sizeof(*t));
+    js->trace = t;
+    js->sztrace = sz;
+  }
+  free(js->trace[no]);  /* A freed trace's, of the same number. */
+  js->trace[no] = NULL;
+  for (ref = REF_FIRST; ref < T->nins; ref++)
+    if (jit_sinkable(&T->ir[ref])) n++;
+  if (n == 0 || T->nins - REF_BIAS > MEMPROF_JIT_NREF) return;
+  a = (MemprofJitAllocs *)malloc(sizeof(*a) + 2 * n * sizeof(uint32_t));
+  if (a == NULL) return;
+  a->T = T;
+  a->n = 0;
+  for (ref = REF_FIRST; ref < T->nins; ref++)
+    if (jit_sinkable(&T->ir[ref])) {
+      a->ref_site[2 * a->n] = ref;
+      a->ref_site[2 * a->n + 1] = js->irsite[ref - REF_BIAS];
+      a->n++;
+    }
+  js->trace[no] = a;
+}
+
+uint32_t lj_memprof_jit_sunk_site(jit_State *J, const GCtrace *T,
+				  uint32_t ref)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  const MemprofJitAllocs *a;
+  uint32_t i;
+  if (js == NULL || T->traceno >= js->sztrace ||
+      (a = js->trace[T->traceno]) == NULL || a->T != T)
+    return 0;
+  for (i = 0; i < a->n; i++)
+    if (a->ref_site[2 * i] == ref) return a->ref_site[2 * i + 1];
+  return 0;
+}
+
+void lj_memprof_jit_replay(jit_State *J, uint32_t ref, const GCtrace *T,
+			   uint32_t pref)
+{
+  uint32_t site = lj_memprof_jit_sunk_site(J, T, pref);
+  if (site != 0 && ref >= REF_BIAS && ref - REF_BIAS < MEMPROF_JIT_NREF)
+    J->ljmp_sites->irsite[ref - REF_BIAS] = site;
+}
+
 void lj_memprof_jit_free(jit_State *J)
 {
   MemprofJitSites *js = J->ljmp_sites;
+  uint32_t i;
   J->ljmp_sites = NULL;
   if (js == NULL) return;
+  for (i = 0; i < js->sztrace; i++) free(js->trace[i]);
+  free(js->trace);
   free(js->site);
   free(js->hash);
   free(js);
@@ -541,10 +621,18 @@ static LJ_AINLINE const MemprofJitSite *jit_site(global_State *g)
   return &J->ljmp_sites->site[id];
 }
 
-/* The same as a Site: 1 and s filled in, or 0. */
-static int jit_site_of(global_State *g, Site *s)
+/* The same as a Site: 1 and s filled in, or 0.  At an exit, the site of
+** the sunk allocation being made, if any. */
+static int jit_site_of(global_State *g, Site *s, int exiting)
 {
-  const MemprofJitSite *js = jit_site(g);
+  const MemprofJitSite *js;
+  if (exiting) {
+    jit_State *J = G2J(g);
+    if (J->ljmp_exit_site == 0) return 0;
+    js = &J->ljmp_sites->site[J->ljmp_exit_site];
+  } else {
+    js = jit_site(g);
+  }
   if (js == NULL) return 0;
   s->src = SRC_LFUNC;
   s->addr = js->pt;
@@ -605,7 +693,7 @@ static void site_now(global_State *g, Site *s)
   s->addr = s->line = 0;
   if (st >= 0) {  /* Running compiled code: its line, or the trace. */
 #if LJ_MEMPROF_JITSITES
-    if (jit_site_of(g, s)) return;
+    if (jit_site_of(g, s, 0)) return;
 #endif
     s->src = SRC_TRACE;
     s->line = (uint64_t)st;
@@ -615,6 +703,11 @@ static void site_now(global_State *g, Site *s)
   case LJ_VMST_INTERP: case LJ_VMST_C:
     site_of_frame(g, s);
     break;
+#if LJ_MEMPROF_JITSITES
+  case LJ_VMST_EXIT:  /* A sunk allocation made at an exit, or internal. */
+    if (!jit_site_of(g, s, 1)) s->src = SRC_INTERNAL;
+    break;
+#endif
   default:  /* GC, trace exits, the compiler. */
     s->src = SRC_INTERNAL;
     break;

@@ -94,6 +94,17 @@ LJ_FUNC void lj_memprof_jit_copy(struct jit_State *J, uint32_t ref,
 /* The site id of instruction ref (0: none), for the assembler. */
 LJ_FUNC uint32_t lj_memprof_jit_site(struct jit_State *J, uint32_t ref);
 LJ_FUNC void lj_memprof_jit_free(struct jit_State *J);
+/* A trace was made: its sunk allocations' sites are kept, for the exits
+** (snapshot restore) and side traces (replay) that make them. */
+struct GCtrace;
+LJ_FUNC void lj_memprof_jit_trace(struct jit_State *J,
+				  const struct GCtrace *T);
+LJ_FUNC uint32_t lj_memprof_jit_sunk_site(struct jit_State *J,
+					  const struct GCtrace *T,
+					  uint32_t ref);
+/* Instruction ref of a side trace makes its parent T's allocation pref. */
+LJ_FUNC void lj_memprof_jit_replay(struct jit_State *J, uint32_t ref,
+				   const struct GCtrace *T, uint32_t pref);
 #endif
 
 #endif
