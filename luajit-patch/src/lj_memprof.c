@@ -602,6 +602,7 @@ void lj_memprof_jit_free(jit_State *J)
   MemprofJitSites *js = J->ljmp_sites;
   uint32_t i;
   J->ljmp_sites = NULL;
+  J->ljmp_site = J->ljmp_exit_site = 0;  /* No site names freed tables. */
   if (js == NULL) return;
   for (i = 0; i < js->sztrace; i++) free(js->trace[i]);
   free(js->trace);
