@@ -409,6 +409,259 @@ typedef struct Site {
   uint64_t addr, line;
 } Site;
 
+#if LJ_MEMPROF_JITSITES
+/*
+** A site is a number for a (prototype address, line) pair, interned per
+** VM: the recorder gives each IR instruction the site of its bytecode, the
+** assembler stores an instruction's site before each call the trace makes
+** (lj_asm_x86.h), and the allocator, on a trace, reads it back as an
+** ordinary Lua location.  The pairs are numbers only, never dereferenced:
+** a prototype freed and another made at its address is announced anew.
+** Sites live as long as the VM (traces compiled before a stream started
+** keep theirs), up to MEMPROF_JIT_MAXSITE; past it, new instructions get
+** no site and their allocations are named by their trace, as elsewhere.
+*/
+#define MEMPROF_JIT_MAXSITE (1u << 20)
+#define MEMPROF_JIT_NREF 32768  /* Instruction refs, REF_BIAS to 65535. */
+
+typedef struct MemprofJitSite {
+  /* The event's loc, encoded once (two ULEBs, at most 15 bytes): the
+  ** allocator copies it, where a trace number took one byte. */
+  uint64_t loc[2];
+  uintptr_t pt;
+  uint32_t line;
+  uint32_t loclen;
+} MemprofJitSite;  /* 32 bytes: an index is a shift. */
+
+typedef struct MemprofJitSites {
+  MemprofJitSite *site;  /* By id; site[0] is none. */
+  uint32_t nsite, szsite;
+  uint32_t *hash;  /* Ids by (pt, line), open addressing; 0 is empty. */
+  uint32_t hmask;
+  uint32_t lua_site;  /* The site of the last Lua bytecode recorded. */
+  struct MemprofJitAllocs **trace;  /* By trace number. */
+  uint32_t sztrace;
+  uint32_t irsite[MEMPROF_JIT_NREF];  /* The current trace's, by ref. */
+} MemprofJitSites;
+
+static uint32_t jit_hash(uintptr_t pt, uint32_t line)
+{
+  uint64_t h = ((uint64_t)pt ^ ((uint64_t)line << 40) ^ line) *
+	       0x9e3779b97f4a7c15ull;
+  return (uint32_t)(h >> 32);
+}
+
+/* Doubles the hash (or makes its first); 0 if out of memory. */
+static int jit_rehash(MemprofJitSites *js)
+{
+  uint32_t n = js->hmask ? (js->hmask + 1) * 2 : 1024, i;
+  uint32_t *h = (uint32_t *)calloc(n, sizeof(uint32_t));
+  if (h == NULL) return 0;
+  for (i = 1; i < js->nsite; i++) {
+    uint32_t k = jit_hash(js->site[i].pt, js->site[i].line) & (n - 1);
+    while (h[k] != 0) k = (k + 1) & (n - 1);
+    h[k] = i;
+  }
+  free(js->hash);
+  js->hash = h;
+  js->hmask = n - 1;
+  return 1;
+}
+
+/* The id of (pt, line), made if new; 0 if there is no room. */
+static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line)
+{
+  uint32_t k, id;
+  if ((js->nsite + 1) * 2 > js->hmask + 1 && !jit_rehash(js)) return 0;
+  for (k = jit_hash(pt, line) & js->hmask; (id = js->hash[k]) != 0;
+       k = (k + 1) & js->hmask)
+    if (js->site[id].pt == pt && js->site[id].line == line) return id;
+  if (js->nsite >= MEMPROF_JIT_MAXSITE) return 0;
+  if (js->nsite == js->szsite) {
+    uint32_t sz = js->szsite ? js->szsite * 2 : 1024;
+    MemprofJitSite *s = (MemprofJitSite *)realloc(js->site, sz * sizeof(*s));
+    if (s == NULL) return 0;
+    js->site = s;
+    js->szsite = sz;
+  }
+  if (js->nsite == 0) js->nsite = 1;  /* Id 0 is none. */
+  id = js->nsite++;
+  js->site[id].pt = pt;
+  js->site[id].line = line;
+  {
+    uint8_t enc[32];  /* put_uleb() may store 7 bytes past the end. */
+    uint8_t *e = put_uleb(put_uleb(enc, pt), line);
+    memcpy(js->site[id].loc, enc, sizeof(js->site[id].loc));
+    js->site[id].loclen = (uint32_t)(e - enc);
+  }
+  js->hash[k] = id;
+  return id;
+}
+
+/* The VM's tables, made at its first recorded instruction.  Outside the
+** Lua heap: they are the profiler's, and read inside the allocator. */
+static MemprofJitSites *jit_sites(jit_State *J)
+{
+  if (J->ljmp_sites == NULL)
+    J->ljmp_sites = (MemprofJitSites *)calloc(1, sizeof(MemprofJitSites));
+  return J->ljmp_sites;
+}
+
+void lj_memprof_jit_ins(jit_State *J, uint32_t ref)
+{
+  MemprofJitSites *js;
+  uint32_t id = 0;
+  if (ref < REF_BIAS || ref - REF_BIAS >= MEMPROF_JIT_NREF ||
+      (js = jit_sites(J)) == NULL)
+    return;
+  if (J->pt != NULL && J->pc != NULL) {
+    BCLine line = lj_debug_line(J->pt, proto_bcpos(J->pt, J->pc));
+    if (line >= 0) id = jit_intern(js, (uintptr_t)J->pt, (uint32_t)line);
+    js->lua_site = id;
+  } else {
+    /* A fast function, recorded at its own entry: what it makes is its
+    ** Lua caller's, at the call just recorded (as in the interpreter). */
+    id = js->lua_site;
+  }
+  js->irsite[ref - REF_BIAS] = id;
+}
+
+void lj_memprof_jit_copy(jit_State *J, uint32_t ref, uint32_t from)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  if (js != NULL && ref >= REF_BIAS && from >= REF_BIAS &&
+      ref - REF_BIAS < MEMPROF_JIT_NREF && from - REF_BIAS < MEMPROF_JIT_NREF)
+    js->irsite[ref - REF_BIAS] = js->irsite[from - REF_BIAS];
+}
+
+uint32_t lj_memprof_jit_site(jit_State *J, uint32_t ref)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  if (js == NULL || ref < REF_BIAS || ref - REF_BIAS >= MEMPROF_JIT_NREF)
+    return 0;
+  return js->irsite[ref - REF_BIAS];
+}
+
+/*
+** A trace's allocations that the JIT may sink: an exit that makes one
+** (snapshot restore), or a side trace that makes it in its parent's stead,
+** names it by its instruction's site, which the recorder's table no longer
+** holds by then.  Kept by trace number, with the trace they belong to, as
+** numbers are reused.
+*/
+typedef struct MemprofJitAllocs {
+  const GCtrace *T;
+  uint32_t n;
+  uint32_t ref_site[1];  /* n pairs: ref, site. */
+} MemprofJitAllocs;
+
+static int jit_sinkable(const IRIns *ir)
+{
+  return ir->o == IR_TNEW || ir->o == IR_TDUP || ir->o == IR_CNEW ||
+	 ir->o == IR_CNEWI;
+}
+
+void lj_memprof_jit_trace(jit_State *J, const GCtrace *T)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  MemprofJitAllocs *a;
+  IRRef ref;
+  uint32_t n = 0, no = T->traceno;
+  if (js == NULL) return;
+  if (no >= js->sztrace) {
+    uint32_t sz = no + 64;
+    MemprofJitAllocs **t = (MemprofJitAllocs **)realloc(js->trace,
+							sz * sizeof(*t));
+    if (t == NULL) return;
+    memset(t + js->sztrace, 0, (sz - js->sztrace) * sizeof(*t));
+    js->trace = t;
+    js->sztrace = sz;
+  }
+  free(js->trace[no]);  /* A freed trace's, of the same number. */
+  js->trace[no] = NULL;
+  for (ref = REF_FIRST; ref < T->nins; ref++)
+    if (jit_sinkable(&T->ir[ref])) n++;
+  if (n == 0 || T->nins - REF_BIAS > MEMPROF_JIT_NREF) return;
+  a = (MemprofJitAllocs *)malloc(sizeof(*a) + 2 * n * sizeof(uint32_t));
+  if (a == NULL) return;
+  a->T = T;
+  a->n = 0;
+  for (ref = REF_FIRST; ref < T->nins; ref++)
+    if (jit_sinkable(&T->ir[ref])) {
+      a->ref_site[2 * a->n] = ref;
+      a->ref_site[2 * a->n + 1] = js->irsite[ref - REF_BIAS];
+      a->n++;
+    }
+  js->trace[no] = a;
+}
+
+uint32_t lj_memprof_jit_sunk_site(jit_State *J, const GCtrace *T,
+				  uint32_t ref)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  const MemprofJitAllocs *a;
+  uint32_t i;
+  if (js == NULL || T->traceno >= js->sztrace ||
+      (a = js->trace[T->traceno]) == NULL || a->T != T)
+    return 0;
+  for (i = 0; i < a->n; i++)
+    if (a->ref_site[2 * i] == ref) return a->ref_site[2 * i + 1];
+  return 0;
+}
+
+void lj_memprof_jit_replay(jit_State *J, uint32_t ref, const GCtrace *T,
+			   uint32_t pref)
+{
+  uint32_t site = lj_memprof_jit_sunk_site(J, T, pref);
+  if (site != 0 && ref >= REF_BIAS && ref - REF_BIAS < MEMPROF_JIT_NREF)
+    J->ljmp_sites->irsite[ref - REF_BIAS] = site;
+}
+
+void lj_memprof_jit_free(jit_State *J)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  uint32_t i;
+  J->ljmp_sites = NULL;
+  J->ljmp_site = J->ljmp_exit_site = 0;  /* No site names freed tables. */
+  if (js == NULL) return;
+  for (i = 0; i < js->sztrace; i++) free(js->trace[i]);
+  free(js->trace);
+  free(js->site);
+  free(js->hash);
+  free(js);
+}
+
+/* The site compiled code last stored, or NULL.  A site other than 0 was
+** interned, in tables that only grow while the VM lives: no more checks
+** on the allocator's fast path. */
+static LJ_AINLINE const MemprofJitSite *jit_site(global_State *g)
+{
+  jit_State *J = G2J(g);
+  uint32_t id = J->ljmp_site;
+  if (id == 0) return NULL;
+  return &J->ljmp_sites->site[id];
+}
+
+/* The same as a Site: 1 and s filled in, or 0.  At an exit, the site of
+** the sunk allocation being made, if any. */
+static int jit_site_of(global_State *g, Site *s, int exiting)
+{
+  const MemprofJitSite *js;
+  if (exiting) {
+    jit_State *J = G2J(g);
+    if (J->ljmp_exit_site == 0) return 0;
+    js = &J->ljmp_sites->site[J->ljmp_exit_site];
+  } else {
+    js = jit_site(g);
+  }
+  if (js == NULL) return 0;
+  s->src = SRC_LFUNC;
+  s->addr = js->pt;
+  s->line = js->line;
+  return 1;
+}
+#endif
+
 /*
 ** The function running on the allocating thread.  The interpreter's and
 ** C's states both end here: a Lua function names its line; a fast
@@ -459,7 +712,10 @@ static void site_now(global_State *g, Site *s)
 {
   int32_t st = g->vmstate;
   s->addr = s->line = 0;
-  if (st >= 0) {  /* Running compiled code: the trace number. */
+  if (st >= 0) {  /* Running compiled code: its line, or the trace. */
+#if LJ_MEMPROF_JITSITES
+    if (jit_site_of(g, s, 0)) return;
+#endif
     s->src = SRC_TRACE;
     s->line = (uint64_t)st;
     return;
@@ -468,6 +724,11 @@ static void site_now(global_State *g, Site *s)
   case LJ_VMST_INTERP: case LJ_VMST_C:
     site_of_frame(g, s);
     break;
+#if LJ_MEMPROF_JITSITES
+  case LJ_VMST_EXIT:  /* A sunk allocation made at an exit, or internal. */
+    if (!jit_site_of(g, s, 1)) s->src = SRC_INTERNAL;
+    break;
+#endif
   default:  /* GC, trace exits, the compiler. */
     s->src = SRC_INTERNAL;
     break;
@@ -493,9 +754,10 @@ static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s, int pdep)
 
 static int memprof_finish(Memprof *mp);
 
-/* A fast event: a header, three ULEBs of at most 10 bytes, and the 7
-** bytes past its end put_uleb() may store. */
-#define MEMPROF_FAST_MAX 38
+/* A fast event: a header, four ULEBs of at most 10 bytes (an allocation
+** at a line inside a trace), and the 7 bytes past its end put_uleb() may
+** store. */
+#define MEMPROF_FAST_MAX 48
 /* The room the general path leaves for a run of fast events. */
 #define MEMPROF_FAST_ROOM (MEMPROF_CLOCK_EVERY * MEMPROF_FAST_MAX)
 
@@ -576,8 +838,9 @@ static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 
 /*
 ** Everything but a collector's free, behind the wrapper below.  An
-** allocation on a trace needs no stack walk: its header and trace number
-** are written before the allocator runs, its address and size after, so
+** allocation on a trace needs no stack walk: its header and site (the
+** line compiled code stored, or the trace number) are written before the
+** allocator runs, its address and size after, so
 ** that only the size is kept across the call (the general path, a call
 ** of its own, would keep three).  The allocator changes neither the
 ** buffer's cursor nor fast_left, and cannot throw.  Anything else, or
@@ -595,8 +858,22 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
       (st = mp->g->vmstate) < 0)
     return general(ud, ptr, osize, nsize);
   p = mp->cur;
+#if LJ_MEMPROF_JITSITES
+  {
+    const MemprofJitSite *js = jit_site(mp->g);
+    if (js != NULL) {
+      *p = EV_HEADER(EV_ALLOC, SRC_LFUNC);
+      memcpy(p + 1, js->loc, sizeof(js->loc));  /* Within the event's room. */
+      mp->cur = p + 1 + js->loclen;
+    } else {
+      *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
+      mp->cur = put_uleb_with(p + 1, (uint64_t)st, pdep);
+    }
+  }
+#else
   *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
   mp->cur = put_uleb_with(p + 1, (uint64_t)st, pdep);
+#endif
   nptr = memprof_call(mp, direct, ud, NULL, osize, nsize);
   p = put_uleb_addr(mp->cur, (uintptr_t)nptr, pdep);
   p = put_uleb_with(p, nsize, pdep);

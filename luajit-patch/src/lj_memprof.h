@@ -77,4 +77,34 @@ LJ_FUNC void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr);
 LJ_FUNC void lj_memprof_close(global_State *g);
 LJ_FUNC void lj_memprof_stack_moving(global_State *g, int moving);
 
+/*
+** Lines inside compiled code (x86-64 only; elsewhere an allocation on a
+** trace is named by the trace).  While recording, each IR instruction
+** keeps the site (prototype and line) of the bytecode it came from; the
+** assembler stores the site of the instruction before each call the trace
+** makes, in jit_State's ljmp_site, which the allocator reads on a trace.
+*/
+#define LJ_MEMPROF_JITSITES (LJ_HASJIT && LJ_TARGET_X64)
+#if LJ_MEMPROF_JITSITES
+struct jit_State;
+/* Instruction ref was emitted by the recorder, or copied from ref from. */
+LJ_FUNC void lj_memprof_jit_ins(struct jit_State *J, uint32_t ref);
+LJ_FUNC void lj_memprof_jit_copy(struct jit_State *J, uint32_t ref,
+				 uint32_t from);
+/* The site id of instruction ref (0: none), for the assembler. */
+LJ_FUNC uint32_t lj_memprof_jit_site(struct jit_State *J, uint32_t ref);
+LJ_FUNC void lj_memprof_jit_free(struct jit_State *J);
+/* A trace was made: its sunk allocations' sites are kept, for the exits
+** (snapshot restore) and side traces (replay) that make them. */
+struct GCtrace;
+LJ_FUNC void lj_memprof_jit_trace(struct jit_State *J,
+				  const struct GCtrace *T);
+LJ_FUNC uint32_t lj_memprof_jit_sunk_site(struct jit_State *J,
+					  const struct GCtrace *T,
+					  uint32_t ref);
+/* Instruction ref of a side trace makes its parent T's allocation pref. */
+LJ_FUNC void lj_memprof_jit_replay(struct jit_State *J, uint32_t ref,
+				   const struct GCtrace *T, uint32_t pref);
+#endif
+
 #endif
