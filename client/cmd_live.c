@@ -212,6 +212,36 @@ static int cmd_list(const struct ctl_args *a)
     return rc;
 }
 
+/* A snapshot's locations under their titles, each one's shares per
+ * process (merged views) under it. */
+static void print_locations(Ljmp__Location *const *top, size_t n)
+{
+    if (n == 0)
+        return;
+    printf("  %14s %10s %14s %10s %12s %10s %10s  %s\n", "LIVE BYTES", "BLOCKS",
+           "ALLOC BYTES", "ALLOCS", "ALLOC B/S", "EVENTS/S", "FREES",
+           "LOCATION");
+    for (size_t i = 0; i < n; i++) {
+        const Ljmp__Location *l = top[i];
+        printf("  %14llu %10llu %14llu %10llu %12.0f %10.0f %10llu  %s\n",
+               (unsigned long long)l->live_bytes,
+               (unsigned long long)l->live_blocks,
+               (unsigned long long)(l->alloc_bytes + l->realloc_new_bytes),
+               (unsigned long long)l->alloc_events, l->alloc_bytes_per_s,
+               l->events_per_s, (unsigned long long)l->free_events, l->name);
+        for (size_t k = 0; k < l->n_by_process; k++) {
+            const Ljmp__ProcessShare *sh = l->by_process[k];
+            printf("  %14llu %10llu %14llu %10llu %12.0f %10s %10llu    pid "
+                   "%u\n",
+                   (unsigned long long)sh->live_bytes,
+                   (unsigned long long)sh->live_blocks,
+                   (unsigned long long)sh->alloc_bytes,
+                   (unsigned long long)sh->alloc_events, sh->alloc_bytes_per_s,
+                   "", (unsigned long long)sh->free_events, sh->pid);
+        }
+    }
+}
+
 static void print_session_block(const Ljmp__SessionSnapshot *ss)
 {
     const Ljmp__SessionInfo *s = ss->info;
@@ -234,20 +264,7 @@ static void print_session_block(const Ljmp__SessionSnapshot *ss)
         (unsigned long long)t->freed_bytes, (unsigned long long)t->live_bytes,
         (unsigned long long)t->live_blocks, ss->events_per_s,
         ss->alloc_bytes_per_s);
-    if (ss->n_top == 0)
-        return;
-    printf("  %14s %10s %14s %10s %12s %10s %10s  %s\n", "LIVE BYTES", "BLOCKS",
-           "ALLOC BYTES", "ALLOCS", "ALLOC B/S", "EVENTS/S", "FREES",
-           "LOCATION");
-    for (size_t i = 0; i < ss->n_top; i++) {
-        const Ljmp__Location *l = ss->top[i];
-        printf("  %14llu %10llu %14llu %10llu %12.0f %10.0f %10llu  %s\n",
-               (unsigned long long)l->live_bytes,
-               (unsigned long long)l->live_blocks,
-               (unsigned long long)(l->alloc_bytes + l->realloc_new_bytes),
-               (unsigned long long)l->alloc_events, l->alloc_bytes_per_s,
-               l->events_per_s, (unsigned long long)l->free_events, l->name);
-    }
+    print_locations(ss->top, ss->n_top);
 }
 
 /* A merged view (--tree, --unit) as a block: its members, totals and
@@ -273,30 +290,7 @@ static void print_merged_block(const Ljmp__Snapshot *snap,
            (unsigned long long)tt->live_bytes,
            (unsigned long long)tt->live_blocks, m->events_per_s,
            m->alloc_bytes_per_s);
-    if (m->n_top == 0)
-        return;
-    printf("  %14s %10s %14s %10s %12s %10s %10s  %s\n", "LIVE BYTES", "BLOCKS",
-           "ALLOC BYTES", "ALLOCS", "ALLOC B/S", "EVENTS/S", "FREES",
-           "LOCATION");
-    for (size_t i = 0; i < m->n_top; i++) {
-        const Ljmp__Location *l = m->top[i];
-        printf("  %14llu %10llu %14llu %10llu %12.0f %10.0f %10llu  %s\n",
-               (unsigned long long)l->live_bytes,
-               (unsigned long long)l->live_blocks,
-               (unsigned long long)(l->alloc_bytes + l->realloc_new_bytes),
-               (unsigned long long)l->alloc_events, l->alloc_bytes_per_s,
-               l->events_per_s, (unsigned long long)l->free_events, l->name);
-        for (size_t k = 0; k < l->n_by_process; k++) {
-            const Ljmp__ProcessShare *sh = l->by_process[k];
-            printf("  %14llu %10llu %14llu %10llu %12.0f %10s %10llu    pid "
-                   "%u\n",
-                   (unsigned long long)sh->live_bytes,
-                   (unsigned long long)sh->live_blocks,
-                   (unsigned long long)sh->alloc_bytes,
-                   (unsigned long long)sh->alloc_events, sh->alloc_bytes_per_s,
-                   "", (unsigned long long)sh->free_events, sh->pid);
-        }
-    }
+    print_locations(m->top, m->n_top);
 }
 
 /* What a snapshot shows: the target's sessions (every one by default),
@@ -624,7 +618,7 @@ static int record_wait(struct conn *c, const struct record_ask *a,
             *bytes = st->bytes_written;
             if (st->error != NULL) {
                 fprintf(stderr, "ljmpctl record: %s\n", st->error);
-                rc = st->io_error           ? EXIT_USAGE
+                rc = st->io_error          ? EXIT_USAGE
                      : st->session_id == 0 ? EXIT_REFUSED
                                            : EXIT_TRUNCATED;
             }

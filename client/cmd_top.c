@@ -289,6 +289,24 @@ static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
     fflush(stdout);
 }
 
+/* A header's two lines (l1 bold) and the rows' titles on the screen,
+ * after a blank line, from line y; returns the line after them. */
+static int draw_header(int y, const char *l1, const char *l2)
+{
+    char title[1024];
+
+    y++;
+    attron(A_BOLD);
+    mvaddnstr(y++, 0, l1, COLS);
+    attroff(A_BOLD);
+    mvaddnstr(y++, 0, l2, COLS);
+    row_title(title, sizeof(title));
+    attron(A_REVERSE);
+    mvaddnstr(y++, 0, title, COLS);
+    attroff(A_REVERSE);
+    return y;
+}
+
 /* A merged view on the screen from line y: its header, then its rows
  * (and shares) as many as fit. */
 static void draw_merged(const Ljmp__Snapshot *snap, const struct top_args *a,
@@ -298,15 +316,7 @@ static void draw_merged(const Ljmp__Snapshot *snap, const struct top_args *a,
     char line[1024], l2[1024];
 
     merged_header(line, l2, sizeof(line), snap, a);
-    y++;
-    attron(A_BOLD);
-    mvaddnstr(y++, 0, line, COLS);
-    attroff(A_BOLD);
-    mvaddnstr(y++, 0, l2, COLS);
-    row_title(line, sizeof(line));
-    attron(A_REVERSE);
-    mvaddnstr(y++, 0, line, COLS);
-    attroff(A_REVERSE);
+    y = draw_header(y, line, l2);
     for (size_t j = 0; j < m->n_top && y < LINES; j++) {
         row_text(line, sizeof(line), m->top[j]);
         mvaddnstr(y++, 0, line, COLS);
@@ -350,15 +360,7 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
         if (ss->info == NULL || ss->totals == NULL)
             continue;
         session_header(line, l2, sizeof(line), ss);
-        y++;
-        attron(A_BOLD);
-        mvaddnstr(y++, 0, line, COLS);
-        attroff(A_BOLD);
-        mvaddnstr(y++, 0, l2, COLS);
-        row_title(line, sizeof(line));
-        attron(A_REVERSE);
-        mvaddnstr(y++, 0, line, COLS);
-        attroff(A_REVERSE);
+        y = draw_header(y, line, l2);
         /* Share what is left of the screen among the sessions left. */
         int room = (rows - y) / (int)left - (left > 1 ? 4 : 0);
         for (size_t j = 0; j < ss->n_top && room-- > 0 && y < rows; j++) {
