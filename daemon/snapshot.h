@@ -54,8 +54,8 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s);
 Ljmp__Totals *snapshot_totals(struct arena *a, const struct session *s);
 /* The daemon's counters as caller may see them: every one for root and
  * ljmpd's own user, else those of caller's own sessions (of_uid set). */
-Ljmp__DaemonCounters *snapshot_daemon(struct arena *a,
-                                      const struct server *srv, uid_t caller);
+Ljmp__DaemonCounters *snapshot_daemon(struct arena *a, const struct server *srv,
+                                      uid_t caller);
 
 /* The snapshots' state in srv: 0, or -1 out of memory. */
 int snapshot_start(struct server *srv);
