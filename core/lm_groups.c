@@ -90,10 +90,8 @@ void lm_groups_sum(const struct lm_groups *g, const struct lm_state *s,
     memset(out, 0, (size_t)g->n * sizeof(*out));
     for (uint32_t id = 0; id < g->nlocs && id < s->nlocs; id++) {
         struct lm_counters *o = &out[g->group_of[id]];
-        struct lm_counters counters, *c = &counters;
-        lm_state_counters(s, id, c);
-#define LM_SUM_COUNTER(name) o->name += c->name;
-        LM_COUNTERS(LM_SUM_COUNTER)
-#undef LM_SUM_COUNTER
+        struct lm_counters c;
+        lm_state_counters(s, id, &c);
+        lm_counters_add(o, &c);
     }
 }

@@ -100,13 +100,6 @@ static int cmp_named(const void *a, const void *b)
     return c ? c : (x->loc > y->loc) - (x->loc < y->loc);
 }
 
-static void add_counters(struct lm_counters *to, const struct lm_counters *c)
-{
-#define LM_ADD_COUNTER(name) to->name += c->name;
-    LM_COUNTERS(LM_ADD_COUNTER)
-#undef LM_ADD_COUNTER
-}
-
 /* Numbers the states' locations one after the other: 0, or -1 when out
  * of memory or past 2^32 - 1 locations. */
 static int number_locations(struct report *r)
@@ -170,7 +163,7 @@ static int make_groups(struct report *r)
         struct lm_counters counters, *c = &counters;
         loc_counters(r, byname[i].loc, c);
         r->group_of[byname[i].loc] = g;
-        add_counters(&r->groups[g].c, c);
+        lm_counters_add(&r->groups[g].c, c);
         if (c->alloc_bytes > 0) {
             r->groups[g].credit = sat_add(r->groups[g].credit, c->alloc_bytes);
             r->groups[g].nalloc += c->alloc_events;
@@ -665,11 +658,8 @@ static void json_totals(struct report *r)
     struct lm_totals t = {0};
     const char *sep = "";
 
-    for (size_t k = 0; k < r->nstates; k++) {
-#define LM_ADD_TOTAL(name) t.name += r->states[k]->totals.name;
-        LM_TOTALS(LM_ADD_TOTAL)
-#undef LM_ADD_TOTAL
-    }
+    for (size_t k = 0; k < r->nstates; k++)
+        lm_totals_add(&t, &r->states[k]->totals);
     fprintf(r->out, "\"revision\":\"%s\",\"totals\":{",
             lm_revision_name(r->nstates > 0
                                  ? (enum lm_revision)r->states[0]->revision

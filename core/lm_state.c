@@ -1228,9 +1228,7 @@ void lm_state_absorb(struct lm_state *s, struct lm_state *part)
     s->ovr_index = part->ovr_index;
     memcpy(s->evicted, part->evicted, sizeof(s->evicted));
     s->nevicted = part->nevicted;
-#define LM_ADD_TOTAL(name) s->totals.name += part->totals.name;
-    LM_TOTALS(LM_ADD_TOTAL)
-#undef LM_ADD_TOTAL
+    lm_totals_add(&s->totals, &part->totals);
     /* The worker's releases took the sites' live counts below zero
      * (modulo 2^64) where the blocks they released were counted here. */
     for (uint32_t i = 0; i < s->nlocs; i++) {

@@ -32,6 +32,15 @@ struct lm_counters {
 #undef LM_COUNTER_FIELD
 };
 
+/* Adds c's counters to to's: locations gathered by name, states merged. */
+static inline void lm_counters_add(struct lm_counters *to,
+                                   const struct lm_counters *c)
+{
+#define LM_ADD_COUNTER(name) to->name += c->name;
+    LM_COUNTERS(LM_ADD_COUNTER)
+#undef LM_ADD_COUNTER
+}
+
 /*
  * Overrides in progress, kept in the primary's location record: a
  * released block's owner record is in cache already (its live counters
@@ -160,6 +169,15 @@ struct lm_totals {
     LM_TOTALS(LM_TOTAL_FIELD)
 #undef LM_TOTAL_FIELD
 };
+
+/* Adds t's totals to to's: a worker's part taken back, states merged. */
+static inline void lm_totals_add(struct lm_totals *to,
+                                 const struct lm_totals *t)
+{
+#define LM_ADD_TOTAL(name) to->name += t->name;
+    LM_TOTALS(LM_ADD_TOTAL)
+#undef LM_ADD_TOTAL
+}
 
 /* Alloc, realloc and free events: what a VM's trailer counts. */
 static inline uint64_t lm_totals_events(const struct lm_totals *t)

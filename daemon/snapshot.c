@@ -751,20 +751,19 @@ static int view_part(struct arena *a, struct session *s,
 }
 
 /*
- * Brings the views of the matching sessions to this turn.  Sessions a
+ * Brings the views of the sessions m to this turn.  Sessions a
  * feed thread holds come last, in a second pass: by then their jobs (a
  * few hundred microseconds each) are usually done, and the loop waits at
  * most for the slowest, not for each in turn (a thread may have been
  * preempted mid-job).
  */
-static int take_views(struct server *srv, const struct snapshot_opts *opts,
+static int take_views(struct server *srv, struct session **m, size_t n,
                       uint64_t turn, uint64_t now)
 {
     for (int pass = 0; pass < 2; pass++) {
-        struct session *s;
-        TAILQ_FOREACH(s, &srv->sessions, link)
-        {
-            if (!snapshot_matches(s, opts) || view_is_current(s, turn))
+        for (size_t i = 0; i < n; i++) {
+            struct session *s = m[i];
+            if (view_is_current(s, turn))
                 continue;
             if (pass == 0 && session_trylock(s) != 0)
                 continue;
@@ -816,25 +815,6 @@ static uint32_t merge_row(struct merge *mg, const char *name)
     return r;
 }
 
-static void add_counters(struct lm_counters *to, const struct lm_counters *c)
-{
-#define ADD_COUNTER(name) to->name += c->name;
-    LM_COUNTERS(ADD_COUNTER)
-#undef ADD_COUNTER
-}
-
-static void add_totals(struct lm_totals *to, const struct lm_totals *c)
-{
-    to->alloc_events += c->alloc_events;
-    to->realloc_events += c->realloc_events;
-    to->free_events += c->free_events;
-    to->symtab_events += c->symtab_events;
-    to->alloc_bytes += c->alloc_bytes;
-    to->freed_bytes += c->freed_bytes;
-    to->live_bytes += c->live_bytes;
-    to->live_blocks += c->live_blocks;
-}
-
 static void add_base(struct loc_base *to, const struct loc_base *b)
 {
     to->alloc_events += b->alloc_events;
@@ -862,18 +842,18 @@ static int merge_member(struct arena *a, struct merge *mg, size_t k,
             if ((r = merge_row(mg, v->groups.v[id].name)) == LM_NONE)
                 return -1;
             mg->g[r].nlocs += v->groups.v[id].nlocs;
-            add_counters(&mg->rows.c[r], &v->rows[id]);
+            lm_counters_add(&mg->rows.c[r], &v->rows[id]);
             if (b != NULL && id < b->nlocs)
                 add_base(&mg->base[r], &b->locs[id]);
         }
         if (mg->row_of != NULL)
             mg->row_of[k][id] = r;
     }
-    add_totals(&mg->totals, &v->totals);
+    lm_totals_add(&mg->totals, &v->totals);
     mg->stream_bytes += v->stream_bytes;
     mg->memory_bytes += v->memory_bytes;
     if (b != NULL) {
-        add_totals(&mg->base_totals, &b->totals);
+        lm_totals_add(&mg->base_totals, &b->totals);
         mg->base_stream += b->stream_bytes;
         mg->based = 1;
     }
@@ -1038,25 +1018,29 @@ long snapshot_members(struct arena *a, struct server *srv,
                       const struct snapshot_opts *opts,
                       const struct snapshot_bases *bases, struct session ***out)
 {
-    struct session *s;
+    struct session *s, **m;
     size_t n = 0, streaming = 0;
 
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    n++;
+    if ((*out = m = arena_alloc(a, (n ? n : 1) * sizeof(*m))) == NULL)
+        return -1;
+    n = 0;
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         if (!shows(s, opts, bases))
             continue;
-        n++;
+        m[n++] = s;
         streaming += s->state == LJMP__SESSION_STATE__STREAMING;
     }
-    int only_streaming = opts->merge && streaming > 0;
-    if ((*out = arena_alloc(a, (n ? n : 1) * sizeof(**out))) == NULL)
-        return -1;
-    n = 0;
-    TAILQ_FOREACH(s, &srv->sessions, link)
-    if (shows(s, opts, bases) &&
-        (!only_streaming || s->state == LJMP__SESSION_STATE__STREAMING))
-        (*out)[n++] = s;
-    return (long)n;
+    if (!opts->merge || streaming == 0)
+        return (long)n;
+    /* A merged view of streaming processes only. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m[i]->state == LJMP__SESSION_STATE__STREAMING)
+            m[kept++] = m[i];
+    return (long)kept;
 }
 
 Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
@@ -1073,7 +1057,7 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
         return NULL;
     ljmp__snapshot__init(snap);
     if ((n = snapshot_members(a, srv, opts, bases, &m)) < 0 ||
-        take_views(srv, opts, turn, now) != 0)
+        take_views(srv, m, (size_t)n, turn, now) != 0)
         return NULL;
     /* A merged view's members come with their totals only. */
     if (opts->merge)
