@@ -372,11 +372,29 @@ static int cmd_snapshot(const struct ctl_args *a)
     return rc;
 }
 
-/* A merged view's line: its totals, members and top row. */
+/* The keys every watch line ends with: totals, rates, drops, top row. */
+static void print_watch_tail(const Ljmp__Totals *t, double events_per_s,
+                             double alloc_bytes_per_s, uint64_t dropped,
+                             Ljmp__Location *const *top, size_t ntop)
+{
+    printf(
+        " events=%llu alloc_bytes=%llu freed_bytes=%llu live_bytes=%llu "
+        "live_blocks=%llu events_per_s=%.0f alloc_bytes_per_s=%.0f "
+        "dropped=%llu",
+        (unsigned long long)ljmp_wire_totals_events(t),
+        (unsigned long long)t->alloc_bytes, (unsigned long long)t->freed_bytes,
+        (unsigned long long)t->live_bytes, (unsigned long long)t->live_blocks,
+        events_per_s, alloc_bytes_per_s, (unsigned long long)dropped);
+    if (ntop > 0)
+        printf(" top=\"%s\" top_live_bytes=%llu", top[0]->name,
+               (unsigned long long)top[0]->live_bytes);
+    putchar('\n');
+}
+
+/* A merged view's line: its members, then its totals and top row. */
 static void print_merged_line(const Ljmp__Snapshot *snap)
 {
     const Ljmp__MergedView *m = snap->merged;
-    const Ljmp__Totals *t = m->totals;
 
     printf(
         "seq=%llu time_ms=%llu merged=%u pids=", (unsigned long long)snap->seq,
@@ -384,52 +402,26 @@ static void print_merged_line(const Ljmp__Snapshot *snap)
     for (size_t i = 0; i < snap->n_sessions; i++)
         if (snap->sessions[i]->info != NULL)
             printf("%s%u", i ? "," : "", snap->sessions[i]->info->pid);
-    printf(" events=%llu alloc_bytes=%llu freed_bytes=%llu live_bytes=%llu "
-           "live_blocks=%llu events_per_s=%.0f alloc_bytes_per_s=%.0f "
-           "dropped=%llu",
-           (unsigned long long)ljmp_wire_totals_events(t),
-           (unsigned long long)t->alloc_bytes,
-           (unsigned long long)t->freed_bytes,
-           (unsigned long long)t->live_bytes,
-           (unsigned long long)t->live_blocks, m->events_per_s,
-           m->alloc_bytes_per_s, (unsigned long long)snap->dropped);
-    if (m->n_top > 0)
-        printf(" top=\"%s\" top_live_bytes=%llu", m->top[0]->name,
-               (unsigned long long)m->top[0]->live_bytes);
-    putchar('\n');
+    print_watch_tail(m->totals, m->events_per_s, m->alloc_bytes_per_s,
+                     snap->dropped, m->top, m->n_top);
 }
 
 /* One line per session of a snapshot, key=value, for scripts; one for a
  * merged view. */
 static void print_watch_lines(const Ljmp__Snapshot *snap)
 {
-    if (snap->merged != NULL) {
+    if (snap->merged != NULL)
         print_merged_line(snap);
-        fflush(stdout);
-        return;
-    }
-    for (size_t i = 0; i < snap->n_sessions; i++) {
+    for (size_t i = 0; snap->merged == NULL && i < snap->n_sessions; i++) {
         const Ljmp__SessionSnapshot *ss = snap->sessions[i];
-        const Ljmp__Totals *t = ss->totals;
-        if (ss->info == NULL || t == NULL)
+        if (ss->info == NULL || ss->totals == NULL)
             continue;
-        printf("seq=%llu time_ms=%llu session=%llu pid=%u state=%s "
-               "events=%llu alloc_bytes=%llu freed_bytes=%llu live_bytes=%llu "
-               "live_blocks=%llu events_per_s=%.0f alloc_bytes_per_s=%.0f "
-               "dropped=%llu",
+        printf("seq=%llu time_ms=%llu session=%llu pid=%u state=%s",
                (unsigned long long)snap->seq, (unsigned long long)snap->time_ms,
                (unsigned long long)ss->info->id, ss->info->pid,
-               state_of(ss->info),
-               (unsigned long long)ljmp_wire_totals_events(t),
-               (unsigned long long)t->alloc_bytes,
-               (unsigned long long)t->freed_bytes,
-               (unsigned long long)t->live_bytes,
-               (unsigned long long)t->live_blocks, ss->events_per_s,
-               ss->alloc_bytes_per_s, (unsigned long long)snap->dropped);
-        if (ss->n_top > 0)
-            printf(" top=\"%s\" top_live_bytes=%llu", ss->top[0]->name,
-                   (unsigned long long)ss->top[0]->live_bytes);
-        putchar('\n');
+               state_of(ss->info));
+        print_watch_tail(ss->totals, ss->events_per_s, ss->alloc_bytes_per_s,
+                         snap->dropped, ss->top, ss->n_top);
     }
     fflush(stdout);
 }
@@ -516,11 +508,10 @@ int live_report(const struct view_target *t, const struct lm_report_opts *o)
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__ReportRequest rr = LJMP__REPORT_REQUEST__INIT;
-    Ljmp__SnapshotOptions unused = LJMP__SNAPSHOT_OPTIONS__INIT;
     Ljmp__Selector sel = LJMP__SELECTOR__INIT;
     int rc;
 
-    view_target_fill(t, &unused, &sel);
+    view_target_select(t, &sel);
     rr.session = &sel;
     rr.has_leak_only = rr.has_human_readable = rr.has_json = 1;
     rr.leak_only = o->leak_only;

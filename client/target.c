@@ -51,8 +51,7 @@ int view_target_merged(const struct view_target *t)
     return t->tree || t->unit != NULL;
 }
 
-void view_target_fill(const struct view_target *t, Ljmp__SnapshotOptions *o,
-                      Ljmp__Selector *sel)
+void view_target_select(const struct view_target *t, Ljmp__Selector *sel)
 {
     sel->has_pid = t->pid != 0;
     sel->pid = t->pid;
@@ -61,6 +60,12 @@ void view_target_fill(const struct view_target *t, Ljmp__SnapshotOptions *o,
     sel->has_tree = t->tree;
     sel->tree = t->tree;
     sel->unit = (char *)t->unit;
+}
+
+void view_target_fill(const struct view_target *t, Ljmp__SnapshotOptions *o,
+                      Ljmp__Selector *sel)
+{
+    view_target_select(t, sel);
     o->sessions = sel;
     o->has_merge = o->merge = view_target_merged(t);
     o->has_by_process = o->by_process = t->by_process;

@@ -25,7 +25,10 @@ int view_target_of(const char *cmd, const struct ctl_args *a,
 /* Whether the target is a whole server, shown merged. */
 int view_target_merged(const struct view_target *t);
 
-/* The target as a request's selector and options (sel is o's). */
+/* The target as a request's selector (a report's). */
+void view_target_select(const struct view_target *t, Ljmp__Selector *sel);
+
+/* The target as a snapshot's selector and options (sel is o's). */
 void view_target_fill(const struct view_target *t, Ljmp__SnapshotOptions *o,
                       Ljmp__Selector *sel);
 

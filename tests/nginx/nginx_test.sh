@@ -363,6 +363,25 @@ top_names() {
     return table.concat(o, ' ')"
 }
 
+# state_in FILE PID: the state of PID's newest session in a list's JSON.
+state_in() {
+  q "$1" "$newest local s = newest($2) return s and s.info.state" || true
+}
+
+# wait_streaming PID [TRIES]: ljmpctl list (into $dir/list.json) until
+# PID's newest session streams, TRIES times (40) 50 ms apart; st is its
+# state then.
+wait_streaming() {
+  st=''
+  for _ in $(seq "${2:-40}"); do
+    ctl list --json || fail "ljmpctl list failed: status $?"
+    printf '%s\n' "$last_out" >"$dir/list.json"
+    st=$(state_in "$dir/list.json" "$1")
+    [ "$st" = STREAMING ] && return 0
+    sleep 0.05
+  done
+}
+
 # expect_complete PID: in ljmpctl list, PID's newest session ended
 # complete: its trailer seen, and the VM's counts (allocations,
 # reallocations and frees; bytes) equal ljmpd's.
@@ -620,14 +639,7 @@ case_idle_attach() {
     if a.pid == $w then return 'yes' end end return 'no'")
   [ "$armed" = yes ] || fail "expected pid $w among ljmpctl list's armed processes"
   case $(http_get /) in ok*) ;; *) fail "expected 'ok N' from /" ;; esac
-  st=''
-  for _ in $(seq 40); do
-    ctl list --json || fail "ljmpctl list failed: status $?"
-    printf '%s\n' "$last_out" >"$dir/list.json"
-    st=$(q "$dir/list.json" "$newest local s = newest($w) return s and s.info.state") || true
-    [ "$st" = STREAMING ] && break
-    sleep 0.05
-  done
+  wait_streaming "$w"
   [ "$st" = STREAMING ] ||
     fail "expected a streaming session of pid $w after one request to the armed worker, saw: ${st:-none}"
   # A streaming VM stops at its next Lua call: detach under load.
@@ -716,22 +728,14 @@ case_tree() {
   done
   # Followed: the new workers stream without another attach (the master
   # too, if its armed agent saw the reload's Lua).
-  for _ in $(seq 60); do
-    ctl list --json || fail "ljmpctl list failed: status $?"
-    printf '%s\n' "$last_out" >"$dir/list.json"
-    n=0
-    for w in $workers; do
-      st=$(q "$dir/list.json" "$newest local s = newest($w) return s and s.info.state") || true
-      [ "$st" = STREAMING ] && n=$((n + 1))
-    done
-    [ "$n" = 2 ] && break
-    sleep 0.1
+  for w in $workers; do
+    wait_streaming "$w" 120
+    [ "$st" = STREAMING ] ||
+      fail "expected new worker $w streaming after the reload without another attach, saw: ${st:-none}"
   done
-  [ "$n" = 2 ] ||
-    fail "expected the new workers $workers streaming after the reload without another attach"
   streaming=$workers
-  st=$(q "$dir/list.json" "$newest local s = newest($master) return s and s.info.state") || true
-  [ "$st" = STREAMING ] && streaming="$streaming $master"
+  [ "$(state_in "$dir/list.json" "$master")" = STREAMING ] &&
+    streaming="$streaming $master"
   sleep 1
   expect_merged_store "after the reload" "$streaming" 2
   ctl report --tree "$master" --by-process ||
@@ -778,13 +782,7 @@ case_socket_helpers() {
   wrk_start first 1 4
   wrk_check first
   for w in $workers; do
-    for _ in $(seq 40); do
-      ctl list --json || fail "ljmpctl list failed: status $?"
-      printf '%s\n' "$last_out" >"$dir/list.json"
-      st=$(q "$dir/list.json" "$newest local s = newest($w) return s and s.info.state") || true
-      [ "$st" = STREAMING ] && break
-      sleep 0.05
-    done
+    wait_streaming "$w"
     [ "$st" = STREAMING ] ||
       fail "expected worker $w streaming from LJMP_SOCKET, saw: ${st:-none}"
   done
@@ -807,7 +805,7 @@ case_socket_helpers() {
   ctl list --json || fail "ljmpctl list failed: status $?"
   printf '%s\n' "$last_out" >"$dir/list.json"
   for w in $master $workers; do
-    st=$(q "$dir/list.json" "$newest local s = newest($w) return s and s.info.state") || true
+    st=$(state_in "$dir/list.json" "$w")
     [ "$st" = STREAMING ] ||
       fail "expected pid $w streaming after the reload (the master's new VM from LJMP_SOCKET, its new worker following it), saw: ${st:-none}"
   done
