@@ -745,10 +745,13 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
 */
 #define FOLLOW_AFTER_INS 1000
 
-static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
+/* Asks VM L to start a stream to path at its hook (mask and count as
+** lua_sethook takes them): a forked child's, or LJMP_SOCKET's next VM's
+** (env_hand_over). */
+static void agent_follow(lua_State *L, const char *path, int max_stall_ms,
+			 int mask, int count)
 {
   AgentVM *v, own;
-  if (L == NULL) return;
   strcpy(agent.follow, path);
   agent.follow_stall_ms = max_stall_ms;
   agent.follow_g = G(L);
@@ -760,7 +763,13 @@ static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
     own.L = L;
     v = &own;
   }
-  agent_arm(v, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
+  agent_arm(v, mask, count);
+}
+
+static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
+{
+  if (L != NULL)
+    agent_follow(L, path, max_stall_ms, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
 }
 
 /* Where attach connects: $LJMP_INGEST, else ljmpd's default socket. */
@@ -882,12 +891,9 @@ static void env_hand_over(global_State *g)
     if (v->L != NULL && G(v->L) != g && (next == NULL || v->born > next->born))
       next = v;
   }
-  if (next == NULL) return;
-  strcpy(agent.follow, agent.env_path);
-  agent.follow_stall_ms = agent.env_stall_ms;
-  agent.follow_g = G(next->L);
-  agent.request = REQ_FOLLOW_FORK;
-  agent_arm(next, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  if (next != NULL)
+    agent_follow(next->L, agent.env_path, agent.env_stall_ms,
+		 LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 void lj_ljmp_vm_closing(global_State *g)
