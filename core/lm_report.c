@@ -538,13 +538,13 @@ static int write_heap_summary(struct report *r)
     struct share *sh = NULL;
     uint32_t n = 0;
 
-    if (list != NULL && r->o->by_process && r->members != NULL &&
+    if (list == NULL)
+        return -1;
+    if (r->o->by_process && r->members != NULL &&
         (sh = live_shares(r)) == NULL) {
         free(list);
         return -1;
     }
-    if (list == NULL)
-        return -1;
     for (uint32_t g = 0; g < r->ngroups; g++)
         if (held(&r->groups[g]) > 0)
             list[n++] = &r->groups[g];
