@@ -48,6 +48,26 @@ enum lm_source {
     LM_SRC_TRACE = 4,
 };
 
+/*
+ * The census (docs/format.md, "Census"): a VM that starts a stream while
+ * its heap already holds objects announces them as allocations.  Its
+ * records are ordinary R3 records at prototype addresses below
+ * LM_CENSUS_ADDR_LIMIT, which no GC object can have: symbol events name
+ * them (chunk name, first line), allocation events use them as Lua
+ * locations at line 0.
+ */
+enum {
+    LM_CENSUS_ADDR_LIMIT = 4096,
+    /* first line: the VM's heap bytes (gc.total) when the census began */
+    LM_CENSUS_BEGIN = 1,
+    /* first line: the VM's heap bytes when the census completed */
+    LM_CENSUS_COMPLETE = 2,
+    /* the name of what no walk placed (the remainder a reader computes) */
+    LM_CENSUS_INTERNALS = 3,
+    /* names by type ("[before profiling] table") start here */
+    LM_CENSUS_TYPE_FIRST = 16,
+};
+
 /* The stream revisions ljmp reads (docs/format.md). */
 enum lm_revision {
     LM_REV_UNKNOWN = 0,

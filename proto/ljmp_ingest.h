@@ -98,6 +98,8 @@
 enum ljmp_request {
     LJMP_REQ_ATTACH = 1,
     LJMP_REQ_DETACH = 2,
+    /* an attach whose stream skips the census of the heap it finds */
+    LJMP_REQ_ATTACH_NO_CENSUS = 3,
 };
 
 enum ljmp_vm_flavour {
