@@ -14,7 +14,8 @@ cp -a "$pristine/." "$work/"
 if compgen -G "$patchdir/src/*" >/dev/null; then
   cp "$patchdir"/src/* "$work/src/"
 fi
-cp "$patchdir/../proto/ljmp_ingest.h" "$patchdir/../core/lm_cpu.h" "$work/src/"
+cp "$patchdir/../proto/ljmp_ingest.h" "$patchdir/../core/lm_cpu.h" \
+  "$patchdir/../core/lm_format.h" "$work/src/"
 # Hooks into LuaJIT's own files, in order.
 if [ -f "$patchdir/patches/series" ]; then
   while read -r p; do

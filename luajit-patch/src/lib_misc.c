@@ -3,12 +3,18 @@
 ** New VM file of ljmp's luajit-patch (not part of LuaJIT).
 **
 **   misc.memprof.start(path)                 profile to a file
+**   misc.memprof.start{path = path}          the same
 **   misc.memprof.start{socket = path,        stream to ljmpd
 **                      max_stall_ms = n}     (optional bound on blocking)
+**     either table may say census = false: no census of the heap found
 **     -> true | nil, message, errno
 **   misc.memprof.stop()  -> true | nil, message, errno
 **   misc.memprof.status() -> running (boolean), message and errno of the
 **                            last failure (a writer error, LJMP_SOCKET)
+**   misc.memprof.census() -> state ("none", "waiting", "sweeping",
+**                            "complete", "partial"), and a table: blocks,
+**                            bytes, total_begin, total_end, seconds,
+**                            gc_phase (the collector's)
 */
 
 #define lib_misc_c
@@ -16,12 +22,14 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "lua.h"
 #include "lauxlib.h"
 #include "lualib.h"
 
 #include "lj_obj.h"
+#include "lj_gc.h"
 #include "lj_ljmp.h"
 #include "lj_memprof.h"
 
@@ -50,16 +58,27 @@ static int memprof_start(lua_State *L)
   const char *where;
   int r;
   if (lua_istable(L, 1)) {
-    int stall;
+    const char *file;
+    int stall, census;
     lua_getfield(L, 1, "socket");
+    lua_getfield(L, 1, "path");
     lua_getfield(L, 1, "max_stall_ms");
-    where = lua_tostring(L, -2);
-    luaL_argcheck(L, where != NULL, 1, "socket = PATH expected");
-    stall = (int)luaL_optinteger(L, -1, 0);
-    r = lj_ljmp_start_socket(L, where, stall, &e);
+    lua_getfield(L, 1, "census");
+    where = lua_tostring(L, -4);
+    file = lua_tostring(L, -3);
+    luaL_argcheck(L, (where != NULL) != (file != NULL), 1,
+		  "socket = PATH or path = FILE expected");
+    stall = (int)luaL_optinteger(L, -2, 0);
+    census = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    if (where != NULL) {
+      r = lj_ljmp_start_socket(L, where, stall, census, &e);
+    } else {
+      where = file;
+      r = lj_ljmp_start_file(L, where, census, &e);
+    }
   } else {
     where = luaL_checkstring(L, 1);
-    r = lj_ljmp_start_file(L, where, &e);
+    r = lj_ljmp_start_file(L, where, 1, &e);
   }
   if (r == 0) {
     lua_pushboolean(L, 1);
@@ -92,10 +111,49 @@ static int memprof_status(lua_State *L)
   return 3;
 }
 
+static void set_number(lua_State *L, const char *k, double v)
+{
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* By GCState (lj_gc.h). */
+static const char *const gc_phase[] = {
+  "pause", "propagate", "atomic", "sweepstring", "sweep", "finalize"
+};
+
+static int memprof_census(lua_State *L)
+{
+  static const char *const state[] = {
+    "none", "waiting", "sweeping", "complete", "partial"
+  };
+  MemprofCensus c;
+  uint64_t end;
+  lj_memprof_census_get(&c);
+  lua_pushstring(L, state[c.state]);
+  lua_createtable(L, 0, 5);
+  set_number(L, "blocks", (double)c.blocks);
+  set_number(L, "bytes", (double)c.bytes);
+  set_number(L, "total_begin", (double)c.total_begin);
+  set_number(L, "total_end", (double)c.total_end);
+  end = c.end_ns;
+  if (end == 0 && c.begin_ns != 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    end = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  }
+  set_number(L, "seconds", (double)(end - c.begin_ns) * 1e-9);
+  /* What a waiting census waits for: the collector's phase. */
+  lua_pushstring(L, gc_phase[G(L)->gc.state]);
+  lua_setfield(L, -2, "gc_phase");
+  return 2;
+}
+
 static const luaL_Reg memprof_lib[] = {
   {"start", memprof_start},
   {"stop", memprof_stop},
   {"status", memprof_status},
+  {"census", memprof_census},
   {NULL, NULL}
 };
 

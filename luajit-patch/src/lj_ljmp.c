@@ -384,7 +384,7 @@ static void sink_at_exit(void *ctx)
   }
 }
 
-static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
+static int start_sink(lua_State *L, Sink *sk, int census, LjmpError *e)
 {
   MemprofOptions opt;
   int r;
@@ -394,6 +394,7 @@ static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
   opt.at_exit = sink_at_exit;
   opt.nbufs = sk->conn >= 0 ? sk->nbufs : 1;
   opt.next_buf = sink_next_buf;
+  opt.census = census;
   sk->L = mainthread(G(L));
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
   if (r == LJ_MEMPROF_OK) {
@@ -441,7 +442,8 @@ static int running_already(LjmpError *e)
   return 1;
 }
 
-int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
+int lj_ljmp_start_file(lua_State *L, const char *path, int census,
+		       LjmpError *e)
 {
   Sink *sk;
   int fd;
@@ -451,7 +453,7 @@ int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e)
     e->err = fd < 0 ? errno : ENOMEM;
     return -1;
   }
-  return start_sink(L, sk, e);
+  return start_sink(L, sk, census, e);
 }
 
 #ifdef OPENRESTY_LUAJIT
@@ -550,7 +552,7 @@ static int send_hello(Sink *sk, uint8_t *hello)
 ** not waited for (see take_due_ack), unless the stream goes by a pipe,
 ** whose wakes the answer tells of. */
 static int start_socket(lua_State *L, const char *path, int max_stall_ms,
-			int defer_ack, LjmpError *e)
+			int defer_ack, int census, LjmpError *e)
 {
   struct sockaddr_un sa;
   uint8_t hello[LJMP_HELLO_MAX];
@@ -606,13 +608,13 @@ static int start_socket(lua_State *L, const char *path, int max_stall_ms,
     free(sk);
     return -1;
   }
-  return start_sink(L, sk, e);
+  return start_sink(L, sk, census, e);
 }
 
 int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
-			 LjmpError *e)
+			 int census, LjmpError *e)
 {
-  return start_socket(L, path, max_stall_ms, 0, e);
+  return start_socket(L, path, max_stall_ms, 0, census, e);
 }
 
 /* -- The attach agent ----------------------------------------------------- */
@@ -684,12 +686,17 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   else lua_sethook(L, NULL, 0, 0);
   if (req == REQ_FOLLOW_FORK && G(L) != agent.follow_g) return;
   agent.request = 0;
-  if (req == LJMP_REQ_ATTACH && !lj_memprof_running()) {
+  if ((req == LJMP_REQ_ATTACH || req == LJMP_REQ_ATTACH_NO_CENSUS) &&
+      !lj_memprof_running()) {
     /* ljmpd asked for it and waits: the program need not wait for it. */
-    if (start_socket(L, agent.ingest, agent.max_stall_ms, 1, &e) != 0)
+    if (start_socket(L, agent.ingest, agent.max_stall_ms, 1,
+		     req == LJMP_REQ_ATTACH, &e) != 0)
       env_err = e.err;
   } else if (req == REQ_FOLLOW_FORK && !lj_memprof_running()) {
-    if (lj_ljmp_start_socket(L, agent.follow, agent.follow_stall_ms, &e) != 0)
+    /* A forked child's heap, or the next VM's, was made before: a census
+    ** shows it. */
+    if (lj_ljmp_start_socket(L, agent.follow, agent.follow_stall_ms, 1,
+			     &e) != 0)
       env_err = e.err;
     else if (agent.env_path[0] != '\0')
       agent.env_g = G(L);
@@ -723,7 +730,9 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
 				    : LJMP_REQ_ATTACH;
   int i;
   UNUSED(sig); UNUSED(uc);
-  if (req != LJMP_REQ_ATTACH && req != LJMP_REQ_DETACH) return;
+  if (req != LJMP_REQ_ATTACH && req != LJMP_REQ_ATTACH_NO_CENSUS &&
+      req != LJMP_REQ_DETACH)
+    return;
   /* A detach while an attach still waits disarms it: the first hook to
   ** fire finds nothing running, and stops nothing. */
   agent.request = req;
@@ -930,7 +939,8 @@ void lj_ljmp_env_start(lua_State *L)
   ** Failing to connect is not the program's problem; status() tells
   ** why. */
   if (lj_memprof_running()) return;
-  if (lj_ljmp_start_socket(L, path, agent.env_stall_ms, &e) != 0)
+  /* A VM just made holds next to nothing yet: no census. */
+  if (lj_ljmp_start_socket(L, path, agent.env_stall_ms, 0, &e) != 0)
     env_err = e.err;
   else
     agent.env_g = G(L);
@@ -942,6 +952,14 @@ int lj_ljmp_env_error(void)
 }
 
 /* -- The C API (lmemprof.h) ------------------------------------------------ */
+
+/* Whether the API's starts take a census (ljmp_memprof_set_census). */
+static int api_census = 1;
+
+LUA_API void ljmp_memprof_set_census(int on)
+{
+  api_census = on != 0;
+}
 
 typedef struct ApiSink {
   ljmp_memprof_writer writer;
@@ -988,6 +1006,7 @@ LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
   opt.at_exit = NULL;  /* the host's writer may be gone by then */
   opt.nbufs = 1;  /* the host's writer may reuse nothing */
   opt.next_buf = NULL;
+  opt.census = api_census;
   return api_result(lj_memprof_start(L, &opt));  /* api_stop frees a */
 }
 
@@ -995,7 +1014,7 @@ LUA_API int ljmp_memprof_start_socket(lua_State *L, const char *path,
 				      int max_stall_ms)
 {
   LjmpError e;
-  if (lj_ljmp_start_socket(L, path, max_stall_ms, &e) == 0)
+  if (lj_ljmp_start_socket(L, path, max_stall_ms, api_census, &e) == 0)
     return LJMP_MEMPROF_OK;
   errno = e.err;
   return e.running ? LJMP_MEMPROF_ERRRUN :

@@ -14,11 +14,12 @@ typedef struct LjmpError {
 } LjmpError;
 
 /* Start profiling to a file, or to ljmpd's ingest socket (hello, stream,
-** trailer; max_stall_ms > 0 bounds how long a write may block).  0, or -1
-** with the reason in *e. */
-LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path, LjmpError *e);
+** trailer; max_stall_ms > 0 bounds how long a write may block), with a
+** census of the heap or not.  0, or -1 with the reason in *e. */
+LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path, int census,
+			       LjmpError *e);
 LJ_FUNC int lj_ljmp_start_socket(lua_State *L, const char *path,
-				 int max_stall_ms, LjmpError *e);
+				 int max_stall_ms, int census, LjmpError *e);
 
 /* At VM start: stream to $LJMP_SOCKET if it is set; install the attach
 ** agent unless LJMP_AGENT=0 (the first VM of a process only). */

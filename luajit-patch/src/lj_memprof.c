@@ -19,6 +19,14 @@
 #include "lj_gc.h"
 #include "lj_memprof.h"
 #include "lj_alloc.h"
+#include "lj_str.h"
+#include "lj_tab.h"
+#include "lj_buf.h"
+#include "lj_dispatch.h"
+#if LJ_HASFFI
+#include "lj_ctype.h"
+#endif
+#include "lm_format.h"
 
 #include "lm_cpu.h"
 #ifdef LM_HAVE_BMI2
@@ -85,6 +93,12 @@ typedef struct Memprof {
   uint64_t events, stream_bytes;
   uint64_t flushed_ns;  /* When the buffer was last written out. */
   pthread_t owner;  /* The thread that started it. */
+  /* The census (see its section below). */
+  MemprofCensus census;
+  uint32_t census_types;  /* type names announced, one bit each */
+  struct CensusNames *census_names;  /* metatables' names, or NULL */
+  GCstr *census_key;  /* "__name", fixed; NULL: no names by metatable */
+  uint64_t slice_ns, next_slice_ns;
 } Memprof;
 
 static Memprof memprof;
@@ -399,6 +413,459 @@ void lj_memprof_stack_moving(global_State *g, int moving)
     memprof.moving = moving;
     memprof.fast_left = 0;  /* The move's allocation names no Lua site. */
   }
+}
+
+/* -- Census of the heap a stream finds ----------------------------------- */
+
+/*
+** A stream that starts in a running VM would show only what is allocated
+** from then on: the heap it finds would be invisible, and frees of its
+** blocks unknown.  The census announces every block the heap holds, as
+** allocation events at names that say they predate the stream (or at a
+** prototype's first line, for prototypes and Lua closures), so that once
+** it completes a reader's live bytes equal the VM's own count.
+**
+** It does not walk the heap itself: it rides the collector, which already
+** visits every object without stopping the program and stays correct
+** while the program allocates, frees and moves objects between lists.
+** After the stream starts, the collector's next flip of its whites (the
+** end of a mark phase, which marked everything live) arms it; the sweep
+** that follows announces each live object it keeps that is not of the new
+** white (those were allocated after the flip, hence already streamed).
+** Open upvalues are swept with their threads; one closed before its
+** thread is swept moves to the swept part of the root list, and is
+** announced as it moves.  At the sweep's end, what it never visits is
+** announced: objects waiting for their finalizers, and the VM's own
+** blocks (its state, the string table, the JIT's and the FFI's buffers).
+** No pointer into the heap is kept between two calls.
+**
+** An object allocated after the stream started but before the flip is
+** announced although its allocation was streamed, and an old block may
+** be freed or moved before the sweep reaches it: readers drop the first
+** (an allocation at a live address while a census runs) and count the
+** second apart from unknown frees.  The markers that open and close the
+** census (symbol events at reserved addresses, lm_format.h) carry the
+** VM's count of heap bytes, which a reader's live bytes then match.
+**
+** While a census waits for the collector, the collector works in slices
+** of at most CENSUS_SLICE_NS, each followed by as long for the program,
+** whenever it allocates (lj_gc.c: gc_census_step), so that the census
+** completes in about twice the time of one collector cycle.  A program
+** that allocates nothing makes no progress (and needs none: its heap is
+** what it was).
+*/
+#define CENSUS_SLICE_NS (1000 * 1000ull)
+#define CENSUS_PREFIX "[before profiling] "
+#define CENSUS_NAME_MAX 48  /* bytes of a metatable's __name kept */
+#define CENSUS_NAMES_MAX 1024  /* names by metatable; later ones by type */
+#define CENSUS_NAMES_SLOTS 2048
+
+LJ_DATADEF int lj_memprof_census_on;
+
+/* Blocks by the type of what owns them. */
+enum {
+  CT_STRING, CT_UPVAL, CT_THREAD, CT_CFUNC, CT_TRACE, CT_CDATA, CT_TABLE,
+  CT_UDATA, CT_BUFFER, CT__MAX
+};
+
+static const char *const census_type_name[CT__MAX] = {
+  "string", "upvalue", "thread", "C function", "trace", "cdata", "table",
+  "userdata", "string.buffer"
+};
+
+/* Names by metatable (__name), interned by content; addresses follow
+** the types'. */
+typedef struct CensusName {
+  uint16_t id;  /* 1 + index, 0: empty */
+  uint8_t kind, len;
+  char s[CENSUS_NAME_MAX];
+} CensusName;
+
+typedef struct CensusNames {
+  uint32_t n;
+  CensusName slot[CENSUS_NAMES_SLOTS];
+} CensusNames;
+
+static uint64_t census_clock_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int census_running(const Memprof *mp, global_State *g)
+{
+  return mp->g == g && (mp->census.state == LJ_MEMPROF_CENSUS_WAITING ||
+			mp->census.state == LJ_MEMPROF_CENSUS_SWEEPING);
+}
+
+int lj_memprof_census_running(global_State *g)
+{
+  return census_running(&memprof, g);
+}
+
+/* A name at a reserved address: a symbol event (name prefixed). */
+static void census_name(Memprof *mp, uint64_t addr, const char *prefix,
+			const char *name, size_t len, uint64_t line)
+{
+  char buf[sizeof(CENSUS_PREFIX) + 16 + CENSUS_NAME_MAX + 1];
+  size_t plen = strlen(prefix);
+  if (len > sizeof(buf) - plen) len = sizeof(buf) - plen;
+  memcpy(buf, prefix, plen);
+  memcpy(buf + plen, name, len);
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
+  mp_uleb(mp, addr);
+  mp_string(mp, buf, plen + len);
+  mp_uleb(mp, line);
+  mp->fast_left = 0;  /* The room it counted on is used. */
+}
+
+static uint64_t census_type_site(Memprof *mp, int kind)
+{
+  uint64_t addr = LM_CENSUS_TYPE_FIRST + (uint64_t)kind;
+  if (!(mp->census_types & (1u << kind))) {
+    const char *t = census_type_name[kind];
+    mp->census_types |= 1u << kind;
+    census_name(mp, addr, CENSUS_PREFIX, t, strlen(t), 0);
+  }
+  return addr;
+}
+
+static uint32_t census_name_hash(int kind, const char *s, size_t len)
+{
+  uint32_t h = 2166136261u ^ (uint32_t)kind;
+  size_t i;
+  for (i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+  return h;
+}
+
+/* The site of a table or userdata: by its metatable's __name if it has a
+** string there, else by type. */
+static uint64_t census_named_site(Memprof *mp, int kind, GCtab *mt)
+{
+  CensusNames *cn;
+  cTValue *tv;
+  GCstr *name;
+  const char *s;
+  size_t len;
+  uint32_t k;
+  if (mt == NULL || mp->census_key == NULL ||
+      (tv = lj_tab_getstr(mt, mp->census_key)) == NULL || !tvisstr(tv))
+    return census_type_site(mp, kind);
+  name = strV(tv);
+  s = strdata(name);
+  len = name->len < CENSUS_NAME_MAX ? name->len : CENSUS_NAME_MAX;
+  if ((cn = mp->census_names) == NULL) {
+    cn = mp->census_names = (CensusNames *)calloc(1, sizeof(CensusNames));
+    if (cn == NULL) return census_type_site(mp, kind);
+  }
+  for (k = census_name_hash(kind, s, len) & (CENSUS_NAMES_SLOTS - 1);
+       cn->slot[k].id != 0; k = (k + 1) & (CENSUS_NAMES_SLOTS - 1)) {
+    const CensusName *e = &cn->slot[k];
+    if (e->kind == kind && e->len == len && memcmp(e->s, s, len) == 0)
+      return LM_CENSUS_TYPE_FIRST + CT__MAX + e->id - 1;
+  }
+  if (cn->n >= CENSUS_NAMES_MAX) return census_type_site(mp, kind);
+  {
+    CensusName *e = &cn->slot[k];
+    char prefix[sizeof(CENSUS_PREFIX) + 16];
+    uint64_t addr = LM_CENSUS_TYPE_FIRST + CT__MAX + cn->n;
+    e->id = (uint16_t)++cn->n;
+    e->kind = (uint8_t)kind;
+    e->len = (uint8_t)len;
+    memcpy(e->s, s, len);
+    snprintf(prefix, sizeof(prefix), "%s%s ", CENSUS_PREFIX,
+	     census_type_name[kind]);
+    census_name(mp, addr, prefix, s, len, 0);
+    return addr;
+  }
+}
+
+/* One block, as an allocation at (site, line). */
+static void census_block(Memprof *mp, uint64_t site, uint64_t line,
+			 const void *p, uint64_t size)
+{
+  if (p == NULL || size == 0) return;
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, EV_HEADER(EV_ALLOC, SRC_LFUNC));
+  mp_uleb(mp, site);
+  mp_uleb(mp, line);
+  mp_uleb(mp, (uintptr_t)p);
+  mp_uleb(mp, size);
+  mp->census.blocks++;
+  mp->census.bytes += size;
+  mp->events++;
+  mp->fast_left = 0;
+}
+
+static void census_type_block(Memprof *mp, int kind, const void *p,
+			      uint64_t size)
+{
+  if (p != NULL && size != 0)
+    census_block(mp, census_type_site(mp, kind), 0, p, size);
+}
+
+/* The blocks a table owns, as lj_tab_free frees them. */
+static void census_table(Memprof *mp, GCtab *t)
+{
+  uint64_t site = census_named_site(mp, CT_TABLE, tabref(t->metatable));
+  if (t->hmask > 0)
+    census_block(mp, site, 0, noderef(t->node),
+		 (uint64_t)(t->hmask + 1) * sizeof(Node));
+  if (t->asize > 0 && LJ_MAX_COLOSIZE != 0 && t->colo <= 0)
+    census_block(mp, site, 0, tvref(t->array),
+		 (uint64_t)t->asize * sizeof(TValue));
+  if (LJ_MAX_COLOSIZE != 0 && t->colo)
+    census_block(mp, site, 0, t, sizetabcolo((uint32_t)t->colo & 0x7f));
+  else
+    census_block(mp, site, 0, t, sizeof(GCtab));
+}
+
+/* A userdata, and a string buffer's own memory (lj_bufx_free). */
+static void census_udata(Memprof *mp, GCudata *ud)
+{
+  census_block(mp, census_named_site(mp, CT_UDATA, tabref(ud->metatable)), 0,
+	       ud, sizeudata(ud));
+#if LJ_HASBUFFER
+  if (ud->udtype == UDTYPE_BUFFER) {
+    SBufExt *sbx = (SBufExt *)uddata(ud);
+    if (!sbufiscoworborrow(sbx))
+      census_type_block(mp, CT_BUFFER, sbx->b, sbufsz(sbx));
+  }
+#endif
+}
+
+/* Where a prototype is defined; the library's own Lua functions (built
+** from bytecode) have no line. */
+static uint64_t census_line(const GCproto *pt)
+{
+  return pt->firstline > 0 ? (uint64_t)pt->firstline : 0;
+}
+
+/* An object's blocks, as the collector's free functions free them. */
+static void census_object(Memprof *mp, global_State *g, GCobj *o)
+{
+  switch (o->gch.gct) {
+  case ~LJ_TSTR:
+    census_type_block(mp, CT_STRING, o, lj_str_size(gco2str(o)->len));
+    break;
+  case ~LJ_TUPVAL:
+    census_type_block(mp, CT_UPVAL, o, sizeof(GCupval));
+    break;
+  case ~LJ_TTHREAD: {
+    lua_State *th = gco2th(o);
+    /* The main thread lives in GG_State, one of the VM's own blocks. */
+    if (th != mainthread(g))
+      census_type_block(mp, CT_THREAD, th, sizeof(lua_State));
+    census_type_block(mp, CT_THREAD, tvref(th->stack),
+		      (uint64_t)th->stacksize * sizeof(TValue));
+    break;
+  }
+  case ~LJ_TPROTO: {
+    GCproto *pt = gco2pt(o);
+    census_block(mp, (uintptr_t)pt, census_line(pt), pt, pt->sizept);
+    break;
+  }
+  case ~LJ_TFUNC: {
+    GCfunc *fn = gco2func(o);
+    if (isluafunc(fn)) {
+      GCproto *pt = funcproto(fn);
+      census_block(mp, (uintptr_t)pt, census_line(pt), fn,
+		   sizeLfunc((MSize)fn->l.nupvalues));
+    } else {
+      census_type_block(mp, CT_CFUNC, fn, sizeCfunc((MSize)fn->c.nupvalues));
+    }
+    break;
+  }
+#if LJ_HASJIT
+  case ~LJ_TTRACE: {
+    GCtrace *T = gco2trace(o);
+    census_type_block(mp, CT_TRACE, T,
+		      ((sizeof(GCtrace) + 7) & ~7) +
+		      (T->nins - T->nk) * sizeof(IRIns) +
+		      T->nsnap * sizeof(SnapShot) +
+		      T->nsnapmap * sizeof(SnapEntry));
+    break;
+  }
+#endif
+#if LJ_HASFFI
+  case ~LJ_TCDATA: {
+    GCcdata *cd = gco2cd(o);
+    if (cdataisv(cd)) {
+      census_type_block(mp, CT_CDATA, memcdatav(cd), sizecdatav(cd));
+    } else {
+      CType *ct = ctype_raw(ctype_ctsG(g), cd->ctypeid);
+      CTSize sz = ctype_hassize(ct->info) ? ct->size : CTSIZE_PTR;
+      census_type_block(mp, CT_CDATA, cd, sizeof(GCcdata) + sz);
+    }
+    break;
+  }
+#endif
+  case ~LJ_TTAB:
+    census_table(mp, gco2tab(o));
+    break;
+  case ~LJ_TUDATA:
+    census_udata(mp, gco2ud(o));
+    break;
+  default:
+    break;
+  }
+}
+
+void lj_memprof_census_obj(global_State *g, GCobj *o)
+{
+  Memprof *mp = &memprof;
+  if (mp->g != g || mp->census.state != LJ_MEMPROF_CENSUS_SWEEPING ||
+      mp->err != 0 || (o->gch.marked & curwhite(g)))
+    return;
+  census_object(mp, g, o);
+}
+
+void lj_memprof_census_flip(global_State *g)
+{
+  Memprof *mp = &memprof;
+  if (mp->g == g && mp->census.state == LJ_MEMPROF_CENSUS_WAITING)
+    mp->census.state = LJ_MEMPROF_CENSUS_SWEEPING;
+}
+
+static void census_internal(Memprof *mp, const void *p, uint64_t size)
+{
+  if (p != NULL && size != 0)
+    census_block(mp, LM_CENSUS_INTERNALS, 0, p, size);
+}
+
+/* The VM's own blocks, as close_state (lj_state.c) frees them. */
+static void census_internals(Memprof *mp, global_State *g)
+{
+#if LJ_HASJIT
+  jit_State *J = G2J(g);
+#endif
+#if LJ_HASFFI
+  CTState *cts = ctype_ctsG(g);
+#endif
+  census_internal(mp, G2GG(g), sizeof(GG_State));
+  census_internal(mp, g->str.tab, (uint64_t)(g->str.mask + 1) * sizeof(GCRef));
+  census_internal(mp, g->tmpbuf.b, sbufsz(&g->tmpbuf));
+#if LJ_64
+  if (mref(g->gc.lightudseg, uint32_t)) {
+    MSize segnum = g->gc.lightudnum ? (2 << lj_fls(g->gc.lightudnum)) : 2;
+    census_internal(mp, mref(g->gc.lightudseg, uint32_t),
+		    (uint64_t)segnum * sizeof(uint32_t));
+  }
+#endif
+#if LJ_HASJIT
+  census_internal(mp, J->snapmapbuf, (uint64_t)J->sizesnapmap *
+		  sizeof(SnapEntry));
+  census_internal(mp, J->snapbuf, (uint64_t)J->sizesnap * sizeof(SnapShot));
+  if (J->irbuf != NULL)
+    census_internal(mp, J->irbuf + J->irbotlim,
+		    (uint64_t)(J->irtoplim - J->irbotlim) * sizeof(IRIns));
+  census_internal(mp, J->trace, (uint64_t)J->sizetrace * sizeof(GCRef));
+#endif
+#if LJ_HASFFI
+  if (cts != NULL) {
+    census_internal(mp, cts->tab, (uint64_t)cts->sizetab * sizeof(CType));
+    census_internal(mp, cts->cb.cbid,
+		    (uint64_t)cts->cb.sizeid * sizeof(CTypeID1));
+    census_internal(mp, cts, sizeof(CTState));
+  }
+#endif
+}
+
+/* The census is over, one way or the other: the collector's hooks off. */
+static void census_end(Memprof *mp, int state)
+{
+  mp->census.state = state;
+  mp->census.end_ns = census_clock_ns();
+  mp->census_key = NULL;
+  free(mp->census_names);
+  mp->census_names = NULL;
+  lj_memprof_census_on = 0;
+}
+
+void lj_memprof_census_swept(global_State *g)
+{
+  Memprof *mp = &memprof;
+  GCobj *last;
+  if (mp->g != g || mp->census.state != LJ_MEMPROF_CENSUS_SWEEPING) return;
+  /* Objects waiting for their finalizers: userdata the flip separated,
+  ** cdata the sweep kept for theirs. */
+  if ((last = gcref(g->gc.mmudata)) != NULL) {
+    GCobj *o = last;
+    do {
+      o = gcref(o->gch.nextgc);
+      census_object(mp, g, o);
+    } while (o != last);
+  }
+  census_internals(mp, g);
+  mp->census.total_end = g->gc.total;
+  census_name(mp, LM_CENSUS_COMPLETE, "", "[census complete]", 17,
+	      g->gc.total);
+  census_end(mp, LJ_MEMPROF_CENSUS_COMPLETE);
+}
+
+/* "__name", for names by metatable: made (and fixed, as the collector
+** must not free what the census reads) in protected mode. */
+static int census_make_key(lua_State *L)
+{
+  GCstr **key = (GCstr **)lua_touserdata(L, 1);
+  GCstr *s = lj_str_newlit(L, "__name");
+  fixstring(s);
+  *key = s;
+  return 0;
+}
+
+/* A census begins with the stream: its marker, then the collector's
+** hooks on and a step due at the next allocation check. */
+static void census_begin(Memprof *mp, lua_State *L)
+{
+  global_State *g = G(L);
+  GCstr *key = NULL;
+  if (lua_cpcall(L, census_make_key, &key) != 0) lua_pop(L, 1);
+  memset(&mp->census, 0, sizeof(mp->census));
+  mp->census_key = key;
+  mp->census_types = 0;
+  mp->census_names = NULL;
+  mp->next_slice_ns = 0;
+  mp->census.state = LJ_MEMPROF_CENSUS_WAITING;
+  mp->census.total_begin = g->gc.total;
+  mp->census.begin_ns = census_clock_ns();
+  census_name(mp, LM_CENSUS_BEGIN, "", "[census begin]", 14, g->gc.total);
+  census_name(mp, LM_CENSUS_INTERNALS, CENSUS_PREFIX, "VM internals", 12, 0);
+  lj_memprof_census_on = 1;
+  /* A stopped collector (collectgarbage("stop")) stays stopped: the
+  ** census then waits for it. */
+  if (g->gc.threshold != LJ_MAX_MEM) g->gc.threshold = g->gc.total;
+}
+
+int lj_memprof_census_slice_begin(global_State *g)
+{
+  Memprof *mp = &memprof;
+  uint64_t now = census_clock_ns();
+  UNUSED(g);
+  if (now < mp->next_slice_ns) return 0;
+  mp->slice_ns = now;
+  return 1;
+}
+
+int lj_memprof_census_slice_more(global_State *g)
+{
+  UNUSED(g);
+  return census_clock_ns() - memprof.slice_ns < CENSUS_SLICE_NS;
+}
+
+void lj_memprof_census_slice_end(global_State *g)
+{
+  Memprof *mp = &memprof;
+  uint64_t now = census_clock_ns();
+  UNUSED(g);
+  mp->next_slice_ns = now + (now - mp->slice_ns);
+}
+
+void lj_memprof_census_get(MemprofCensus *out)
+{
+  *out = memprof.census;
 }
 
 /* -- Allocation sites ---------------------------------------------------- */
@@ -988,6 +1455,9 @@ static void memprof_detach(Memprof *mp)
   }
   mp->g = NULL;
   mp->fast_left = 0;
+  if (mp->census.state == LJ_MEMPROF_CENSUS_WAITING ||
+      mp->census.state == LJ_MEMPROF_CENSUS_SWEEPING)
+    census_end(mp, LJ_MEMPROF_CENSUS_PARTIAL);
 }
 
 /* Unmaps the buffers and tells the writer how the stream ended.  Pages
@@ -1085,6 +1555,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp->moving = 0;
   mp->fast_left = 0;
   mp->events = mp->stream_bytes = 0;
+  memset(&mp->census, 0, sizeof(mp->census));
   dump_symtab(mp, g);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_prologue(mp, "ljm");
@@ -1100,6 +1571,8 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp->g = g;
   mp->wrapper = memprof_wrapper(mp->allocf);
   lua_setallocf(L, mp->wrapper, mp->allocd);
+  /* After the wrapper: "__name", if the census makes it, is streamed. */
+  if (opt->census) census_begin(mp, L);
   return LJ_MEMPROF_OK;
 }
 

@@ -53,6 +53,9 @@ typedef struct MemprofOptions {
   ** (which ends the profile as a failed write does). */
   uint32_t nbufs;
   int (*next_buf)(void *ctx);
+  /* Take a census of the heap the stream starts in: announce every live
+  ** block as an allocation (see the census section of lj_memprof.c). */
+  int census;
 } MemprofOptions;
 
 enum {
@@ -76,6 +79,41 @@ struct GCtrace;
 LJ_FUNC void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr);
 LJ_FUNC void lj_memprof_close(global_State *g);
 LJ_FUNC void lj_memprof_stack_moving(global_State *g, int moving);
+
+/*
+** The census of the heap a stream finds (lj_memprof.c).  The collector
+** calls these while lj_memprof_census_on is set: a live object its sweep
+** keeps or an upvalue it closes (obj), the flip of its whites (flip), the
+** end of the sweep (swept); and, while a census runs, it works in slices
+** (slice_begin: whether one is due; slice_more: whether it may go on;
+** slice_end).
+*/
+LJ_DATA int lj_memprof_census_on;
+LJ_FUNC int lj_memprof_census_running(global_State *g);
+LJ_FUNC void lj_memprof_census_obj(global_State *g, GCobj *o);
+LJ_FUNC void lj_memprof_census_flip(global_State *g);
+LJ_FUNC void lj_memprof_census_swept(global_State *g);
+LJ_FUNC int lj_memprof_census_slice_begin(global_State *g);
+LJ_FUNC int lj_memprof_census_slice_more(global_State *g);
+LJ_FUNC void lj_memprof_census_slice_end(global_State *g);
+
+/* How the census of the current (or last) stream stands. */
+typedef struct MemprofCensus {
+  int state;  /* LJ_MEMPROF_CENSUS_* */
+  uint64_t blocks, bytes;  /* announced so far */
+  uint64_t total_begin, total_end;  /* the heap's bytes (gc.total) */
+  uint64_t begin_ns, end_ns;  /* CLOCK_MONOTONIC */
+} MemprofCensus;
+
+enum {
+  LJ_MEMPROF_CENSUS_NONE,  /* not asked for */
+  LJ_MEMPROF_CENSUS_WAITING,  /* for the collector's next flip */
+  LJ_MEMPROF_CENSUS_SWEEPING,  /* riding the sweep after it */
+  LJ_MEMPROF_CENSUS_COMPLETE,
+  LJ_MEMPROF_CENSUS_PARTIAL  /* the stream ended before it completed */
+};
+
+LJ_FUNC void lj_memprof_census_get(MemprofCensus *out);
 
 /*
 ** Lines inside compiled code (x86-64 only; elsewhere an allocation on a

@@ -38,6 +38,10 @@ LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
 /* Stream to ljmpd's ingest socket at path (hello, stream, trailer). */
 LUA_API int ljmp_memprof_start_socket(lua_State *L, const char *path,
 				      int max_stall_ms);
+/* Whether the starts above take a census of the heap they find (every
+** live block announced as an allocation, see ljmp's docs/format.md): on
+** unless turned off here, for the whole process. */
+LUA_API void ljmp_memprof_set_census(int on);
 /* Ends the stream: the epilogue, the allocator restored. */
 LUA_API int ljmp_memprof_stop(lua_State *L);
 
