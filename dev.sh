@@ -104,8 +104,8 @@ demo() {
 
 run_tests() {
   install_deps
-  log "build (gcc, -Werror) and ctest"
-  build build
+  log "build (gcc, -Werror, the VMs also with ASan) and ctest"
+  build build -DLJMP_VM_ASAN=ON
   run_ctest build
   log "build (clang, ASan + UBSan, libFuzzer) and ctest: unit tests + fuzz run"
   CC=clang build build-san -DLJMP_SANITIZE=ON -DLJMP_FUZZ=ON -DLJMP_LUAJIT=OFF \

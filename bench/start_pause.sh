@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The longest pause a program sees when a stream starts in it, by heap
-# size: bench/vm/start_pause.lua holds the heap, reads a clock in a tight
-# loop and reports its longest gap, once starting a stream to a file
-# itself (misc.memprof.start) and once attached by ljmpctl to a private
-# ljmpd.  ROUNDS rounds (default 5), SIZES objects (default 100000
+# size, and how long the census of its heap takes: bench/vm/start_pause.lua
+# holds the heap, reads a clock in a tight loop that allocates a little,
+# and reports its longest gap, starting a stream to a file itself
+# (misc.memprof.start) without and with a census, and attached by ljmpctl
+# to a private ljmpd (with a census).  ROUNDS rounds (default 5), SIZES objects (default 100000
 # 1000000 2500000), VMS the luajit binaries to compare (default the
 # build's; give an older build's first to compare), in a random order
 # each round; medians.  See bench/README.md.
@@ -22,10 +23,13 @@ ljmpd=$!
 for _ in $(seq 50); do [ -S "$tmp/control.sock" ] && break; sleep 0.1; done
 script=bench/vm/start_pause.lua
 
-# One start by the program itself: "start_ms max_gap_ms".
+# One start by the program itself, without a census: "start_ms
+# max_gap_ms"; with one: "max_gap_ms census_s".
 run_start() { # vm size
-  "$1" "$script" "$2" start /dev/null |
-    awk '{ print $6, $4 }'
+  "$1" "$script" "$2" start /dev/null nocensus | awk '{ print $6, $4 }'
+}
+run_census() { # vm size
+  "$1" "$script" "$2" start /dev/null | awk '{ print $4, $12 }'
 }
 
 # One attach by ljmpctl while the program loops: "max_gap_ms".
@@ -38,7 +42,8 @@ run_attach() { # vm size
   build/client/ljmpctl -s "$tmp/control.sock" attach "$pid" >/dev/null
   wait "$pid"
   grep -q 'streaming true' "$out" || echo "start_pause.sh: not attached" >&2
-  awk '/objects/ { print $4 }' "$out"
+  grep -q 'census complete' "$out" || echo "start_pause.sh: census not complete" >&2
+  awk '/objects/ { print $4, $10 }' "$out"
 }
 
 # The median of a column of numbers, and its best (lowest).
@@ -50,19 +55,24 @@ for size in $sizes; do
   for _ in $(seq "$rounds"); do
     for i in $(seq 0 $((${#vms[@]} - 1)) | shuf); do
       run_start "${vms[$i]}" "$size" >>"$tmp/start.$size.$i"
+      run_census "${vms[$i]}" "$size" >>"$tmp/census.$size.$i"
       run_attach "${vms[$i]}" "$size" >>"$tmp/attach.$size.$i"
     done
   done
 done
 
-printf '%-10s %-4s %-18s %-18s %-18s\n' objects vm "start, ms" \
-  "longest gap, ms" "attach's gap, ms"
+printf '%-9s %-3s %-15s %-15s %-15s %-15s %-15s %-15s\n' objects vm \
+  "start, ms" "gap, ms" "census gap, ms" "census, s" "attach gap, ms" \
+  "attach census, s"
 for size in $sizes; do
   for i in $(seq 0 $((${#vms[@]} - 1))); do
-    printf '%-10s %-4s %-18s %-18s %-18s\n' "$size" "$i" \
+    printf '%-9s %-3s %-15s %-15s %-15s %-15s %-15s %-15s\n' "$size" "$i" \
       "$(cut -d' ' -f1 "$tmp/start.$size.$i" | median)" \
       "$(cut -d' ' -f2 "$tmp/start.$size.$i" | median)" \
-      "$(median <"$tmp/attach.$size.$i")"
+      "$(cut -d' ' -f1 "$tmp/census.$size.$i" | median)" \
+      "$(cut -d' ' -f2 "$tmp/census.$size.$i" | median)" \
+      "$(cut -d' ' -f1 "$tmp/attach.$size.$i" | median)" \
+      "$(cut -d' ' -f2 "$tmp/attach.$size.$i" | median)"
   done
 done
 echo "medians (best); vm by index from 0: ${vms[*]}"

@@ -1,8 +1,12 @@
 -- The longest pause a program sees when a stream starts in it: holds a
 -- heap of N objects and a few thousand prototypes, reads a clock in a
--- tight loop and prints the longest gap between two reads.
--- usage: start_pause.lua N start OUT   (starts a stream to OUT itself)
+-- tight loop that makes a small table each time round (a program at work,
+-- whose allocations drive the collector, and with it a census), and
+-- prints the longest gap between two reads.
+-- usage: start_pause.lua N start OUT [nocensus]   (starts a stream to OUT
+--                                                  itself)
 --        start_pause.lua N attach SECONDS   (waits for ljmpctl attach)
+-- A census's time to complete is printed as census_s.
 local ffi = require("ffi")
 local n = assert(tonumber(arg[1]), "usage: start_pause.lua N start|attach ...")
 local mode = arg[2]
@@ -60,43 +64,58 @@ for i = 1, 40 do
 end
 collectgarbage("collect")
 
--- Runs in the interpreter, where an attach's hook can start the stream,
--- and allocates nothing.  Returns the longest gap, the one at the start
--- (start mode) and the longest before it.
-local function measure(seconds, start_at, out)
+-- Runs in the interpreter, where an attach's hook can start the stream.
+-- Returns the longest gap, the one at the start (start mode) and the
+-- longest before it.  It goes on while a census runs (at most 20 s
+-- more).
+local function census_over()
+  local state = misc.memprof.census()
+  return state ~= "waiting" and state ~= "sweeping"
+end
+
+local function measure(seconds, start_at, opts)
   local t0 = now_ms()
   local last, max, before, at_start = t0, 0, 0, 0
   local started = false
   local stop = t0 + seconds * 1e3
-  while last < stop do
+  local junk
+  while last < stop or (not census_over() and last < stop + 20e3) do
     if not started and start_at and last - t0 >= start_at * 1e3 then
       started = true
       local s0 = now_ms()
-      assert(misc.memprof.start(out))
+      assert(misc.memprof.start(opts))
       at_start = now_ms() - s0
       before = max
     end
+    junk = { last }
     local t = now_ms()
     local gap = t - last
     if gap > max then max = gap end
     last = t
   end
-  return max, at_start, before
+  return max, at_start, before, junk
 end
 jit.off(measure)
 measure(0.2)  -- Warm-up: the clock's function is compiled by now.
 
+local function census_line()
+  local state, c = misc.memprof.census()
+  return ("census %s census_s %.3f"):format(state, c.seconds)
+end
+
 if mode == "start" then
-  local max, at_start, before = measure(0.6, 0.3, assert(arg[3]))
+  local opts = { path = assert(arg[3]), census = arg[4] ~= "nocensus" }
+  local max, at_start, before = measure(0.6, 0.3, opts)
+  local census = census_line()
   assert(misc.memprof.stop())
-  print(("objects %d max_gap_ms %.3f start_ms %.3f before_ms %.3f")
-    :format(n, max, at_start, before))
+  print(("objects %d max_gap_ms %.3f start_ms %.3f before_ms %.3f %s")
+    :format(n, max, at_start, before, census))
 elseif mode == "attach" then
   io.write("ready\n")
   io.stdout:flush()
   local max = measure(assert(tonumber(arg[3])))
-  print(("objects %d max_gap_ms %.3f streaming %s")
-    :format(n, max, tostring(misc.memprof.status())))
+  print(("objects %d max_gap_ms %.3f streaming %s %s")
+    :format(n, max, tostring(misc.memprof.status()), census_line()))
 else
   error("mode: start or attach")
 end

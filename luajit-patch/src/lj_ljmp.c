@@ -7,6 +7,11 @@
 
 #define lj_ljmp_c
 #define LUA_CORE
+/* pipe2, vmsplice, memfd_create (ljamalg.c defines it for the amalgamated
+** build; built file by file, this file needs it itself). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
