@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -353,6 +354,26 @@ static int sink_write(void *ctx, const void *buf, size_t len)
   return e;
 }
 
+/* How full the way to ljmpd is, in percent (the census paces itself by
+** it): the pipe's unread bytes, or the socket's unsent ones against its
+** buffer (both counted as the kernel charges them); -1 for a file. */
+static int sink_backlog(void *ctx)
+{
+  Sink *sk = (Sink *)ctx;
+  if (sk->conn >= 0 && sk->pipe_room > 0)
+    return (int)(pipe_unread(sk) * 100 / sk->pipe_room);
+  if (sk->is_socket) {
+    int queued = 0, size = 0;
+    socklen_t len = sizeof(size);
+    if (ioctl(sk->fd, SIOCOUTQ, &queued) != 0 ||
+	getsockopt(sk->fd, SOL_SOCKET, SO_SNDBUF, &size, &len) != 0 ||
+	size <= 0)
+      return -1;
+    return (int)((int64_t)queued * 100 / size);
+  }
+  return -1;
+}
+
 static void sink_stop(void *ctx, const MemprofResult *res)
 {
   Sink *sk = (Sink *)ctx;
@@ -400,6 +421,7 @@ static int start_sink(lua_State *L, Sink *sk, int census, LjmpError *e)
   opt.nbufs = sk->conn >= 0 ? sk->nbufs : 1;
   opt.next_buf = sink_next_buf;
   opt.census = census;
+  opt.backlog = sink_backlog;
   sk->L = mainthread(G(L));
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
   if (r == LJ_MEMPROF_OK) {
@@ -1012,6 +1034,7 @@ LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
   opt.nbufs = 1;  /* the host's writer may reuse nothing */
   opt.next_buf = NULL;
   opt.census = api_census;
+  opt.backlog = NULL;
   return api_result(lj_memprof_start(L, &opt));  /* api_stop frees a */
 }
 

@@ -100,6 +100,7 @@ typedef struct Memprof {
   struct CensusNames *census_names;  /* metatables' names, or NULL */
   GCstr *census_key;  /* "__name", fixed; NULL: no names by metatable */
   uint64_t slice_ns, next_slice_ns;
+  uint64_t slice_pos;  /* stream bytes when the slice began */
 } Memprof;
 
 static Memprof memprof;
@@ -451,11 +452,17 @@ void lj_memprof_stack_moving(global_State *g, int moving)
 ** While a census waits for the collector, the collector works in slices
 ** of at most CENSUS_SLICE_NS, each followed by as long for the program,
 ** whenever it allocates (lj_gc.c: gc_census_step), so that the census
-** completes in about twice the time of one collector cycle.  A program
+** completes in about twice the time of one collector cycle, or at the
+** pace a live reader takes its events.  A program
 ** that allocates nothing makes no progress (and needs none: its heap is
 ** what it was).
 */
 #define CENSUS_SLICE_NS (1000 * 1000ull)
+/* The census writes at most a buffer a slice, and waits while the way to
+** a live reader is over a quarter full, looking again after CENSUS_WAIT_NS: a
+** reader slower than the census slows the census, not the program. */
+#define CENSUS_WAIT_NS (500 * 1000ull)
+#define CENSUS_BACKLOG_MAX 25
 #define CENSUS_PREFIX "[before profiling] "
 #define CENSUS_NAME_MAX 48  /* bytes of a metatable's __name kept */
 #define CENSUS_NAMES_MAX 1024  /* names by metatable; later ones by type */
@@ -840,20 +847,34 @@ static void census_begin(Memprof *mp, lua_State *L)
   if (g->gc.threshold != LJ_MAX_MEM) g->gc.threshold = g->gc.total;
 }
 
+/* Where the stream stands: bytes written out and buffered. */
+static uint64_t mp_pos(const Memprof *mp)
+{
+  return mp->stream_bytes + mp_len(mp);
+}
+
 int lj_memprof_census_slice_begin(global_State *g)
 {
   Memprof *mp = &memprof;
   uint64_t now = census_clock_ns();
   UNUSED(g);
   if (now < mp->next_slice_ns) return 0;
+  if (mp->opt.backlog != NULL &&
+      mp->opt.backlog(mp->opt.ctx) > CENSUS_BACKLOG_MAX) {
+    mp->next_slice_ns = now + CENSUS_WAIT_NS;
+    return 0;
+  }
   mp->slice_ns = now;
+  mp->slice_pos = mp_pos(mp);
   return 1;
 }
 
 int lj_memprof_census_slice_more(global_State *g)
 {
+  Memprof *mp = &memprof;
   UNUSED(g);
-  return census_clock_ns() - memprof.slice_ns < CENSUS_SLICE_NS;
+  return mp_pos(mp) - mp->slice_pos < MEMPROF_BUFSZ &&
+	 census_clock_ns() - mp->slice_ns < CENSUS_SLICE_NS;
 }
 
 void lj_memprof_census_slice_end(global_State *g)

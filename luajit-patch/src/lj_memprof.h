@@ -56,6 +56,10 @@ typedef struct MemprofOptions {
   /* Take a census of the heap the stream starts in: announce every live
   ** block as an allocation (see the census section of lj_memprof.c). */
   int census;
+  /* If set, how full the way to the reader is, in percent of what it
+  ** holds (the census waits while it is over a quarter full, so as not to
+  ** make the program wait for the reader); -1 if it cannot say. */
+  int (*backlog)(void *ctx);
 } MemprofOptions;
 
 enum {
