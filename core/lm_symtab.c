@@ -146,12 +146,13 @@ uint32_t lm_symtab_proto_current(struct lm_symtab *t, uint64_t addr)
 }
 
 int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
-                        size_t len, uint64_t firstline, uint32_t *retired)
+                        size_t len, uint64_t firstline, int may_alias,
+                        uint32_t *retired)
 {
     struct lm_proto p = {addr, firstline, LM_NONE, LM_NONE};
 
     p.chunk = lm_symtab_intern(t, chunk, len);
-    if (p.chunk == LM_NONE || note_alias(t, p.chunk) != 0)
+    if (p.chunk == LM_NONE || (may_alias && note_alias(t, p.chunk) != 0))
         return -1;
     return proto_push(t, &p, retired) == LM_NONE ? -1 : 0;
 }

@@ -96,10 +96,13 @@ uint32_t lm_symtab_trace_current(struct lm_symtab *t, uint64_t traceno);
 /*
  * Announcements.  Each returns the epoch that stopped being current
  * (LM_NONE if none) through *retired, so the caller can retire the
- * locations that hang off it; -1 when out of memory.
+ * locations that hang off it; -1 when out of memory.  A prototype's chunk
+ * name holding a newline gets an alias if may_alias (a census's names
+ * are names, never source text).
  */
 int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
-                        size_t len, uint64_t firstline, uint32_t *retired);
+                        size_t len, uint64_t firstline, int may_alias,
+                        uint32_t *retired);
 int lm_symtab_add_trace(struct lm_symtab *t, uint64_t traceno,
                         uint64_t trace_addr, uint64_t start_addr,
                         uint64_t start_line, uint32_t *retired);
