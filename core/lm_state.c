@@ -867,6 +867,8 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
     switch (r->kind) {
     case LM_REC_SYM_LFUNC:
         s->totals.lfunc_symbols++;
+        if (r->addr == LM_CENSUS_BEGIN || r->addr == LM_CENSUS_COMPLETE)
+            s->census.names = 1;
         if (lm_symtab_add_proto(&s->sym, r->addr, r->str, r->str_len, r->line,
                                 !lm_census_addr(s, r->addr), &retired) != 0)
             return -1;

@@ -203,7 +203,11 @@ enum lm_census_state {
 };
 
 struct lm_census {
-    uint8_t state;           /* enum lm_census_state */
+    uint8_t state; /* enum lm_census_state */
+    /* A marker was announced: addresses below the limit are names (also
+     * when a recording from the middle lists the markers in its symbol
+     * table, where they begin nothing). */
+    uint8_t names;
     uint64_t begin_total;    /* the VM's heap bytes when it began */
     uint64_t complete_total; /* the VM's heap bytes when it completed */
     /* Where the markers were: stream offsets, and the alloc, realloc and
@@ -389,12 +393,12 @@ int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
 struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n);
 
 /* Whether prototype address addr names a census's objects (docs/format.md,
- * "Census"): no GC object lives below the limit, once a census began (a
- * stream without one, such as a test's, may put prototypes anywhere). */
+ * "Census"): no GC object lives below the limit, once a census marker was
+ * announced (a stream without one, such as a test's, may put prototypes
+ * anywhere). */
 static inline int lm_census_addr(const struct lm_state *s, uint64_t addr)
 {
-    return s->census.state != LM_CENSUS_NONE && addr != 0 &&
-           addr < LM_CENSUS_ADDR_LIMIT;
+    return s->census.names && addr != 0 && addr < LM_CENSUS_ADDR_LIMIT;
 }
 
 /* Bytes of memory the state holds, tables included. */

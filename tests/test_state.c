@@ -609,21 +609,27 @@ static void test_census_partial(void)
 }
 
 /* Census markers in the symbol table at the start (a recording from the
- * middle re-lists every symbol) are names, not a census. */
+ * middle re-lists every symbol) begin no census, but its names are names. */
 static void test_census_markers_in_symtab(void)
 {
     struct lm_buf b = {0};
     struct lm_profile p;
+    struct lm_loc_ref table = loc_lua(LM_CENSUS_TYPE_FIRST, 0);
 
     lm_enc_begin(&b, LM_REV_R3);
     lm_enc_sym_lfunc(&b, LM_CENSUS_BEGIN, "[census begin]", 100);
     lm_enc_sym_lfunc(&b, LM_CENSUS_COMPLETE, "[census complete]", 100);
+    lm_enc_sym_lfunc(&b, LM_CENSUS_TYPE_FIRST, "[before profiling] table", 0);
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_free(&b, LM_REV_R3, &table, 0x2000, 10);
     lm_enc_epilogue(&b);
     run(&p, &b, LM_DONE);
     CU_ASSERT_EQUAL(p.state.census.state, LM_CENSUS_NONE);
     CU_ASSERT_EQUAL(p.state.totals.live_bytes, 0);
+    CU_ASSERT_EQUAL(p.state.totals.unknown_frees, 1);
+    CU_ASSERT_NOT_EQUAL(loc_named(&p.state, "[before profiling] table"),
+                        LM_NONE);
     lm_profile_free(&p);
     lm_buf_free(&b);
 }
