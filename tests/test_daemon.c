@@ -3524,6 +3524,91 @@ static void test_record_refusals(void)
     conn_close(&c);
 }
 
+/* The write end of the fake agent's pipe: its handler writes there. */
+static int fake_agent_out = -1;
+
+static void fake_agent_caught(int sig, siginfo_t *si, void *uc)
+{
+    int value = si->si_value.sival_int;
+
+    (void)sig, (void)uc;
+    (void)!write(fake_agent_out, &value, sizeof(value));
+}
+
+/* A process with an attach agent's outward signs (its name in its maps,
+ * the signal caught) that never connects: it reports each signal's value
+ * on the pipe whose read end is *values.  Its pid, or -1. */
+static pid_t fake_agent(int *values)
+{
+    int p[2];
+    char name[300];
+
+    if (pipe(p) != 0)
+        return -1;
+    snprintf(name, sizeof(name), LJMP_AGENT_NAME_FMT, SIGRTMIN + 7,
+             ingest_path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sigaction sa = {.sa_sigaction = fake_agent_caught,
+                               .sa_flags = SA_SIGINFO};
+        int fd = memfd_create(name, MFD_CLOEXEC);
+        close(p[0]);
+        fake_agent_out = p[1];
+        if (fd < 0 || ftruncate(fd, 4096) != 0 ||
+            mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED ||
+            sigaction(SIGRTMIN + 7, &sa, NULL) != 0)
+            _exit(1);
+        close(fd);
+        int ready = 0;
+        (void)!write(p[1], &ready, sizeof(ready));
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    *values = p[0];
+    return pid;
+}
+
+/* The next value the fake agent was signalled with, or -1 within 5 s. */
+static int fake_agent_value(int values)
+{
+    struct pollfd pfd = {.fd = values, .events = POLLIN};
+    int value = -1;
+
+    if (poll(&pfd, 1, 5000) != 1 ||
+        read(values, &value, sizeof(value)) != (ssize_t)sizeof(value))
+        return -1;
+    return value;
+}
+
+/* attach --no-census has ljmpd signal the agent with the value that asks
+ * for no census; a plain attach with the plain one. */
+static void test_attach_no_census(void)
+{
+    int values = -1;
+    char args[128];
+    pid_t pid = fake_agent(&values);
+
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), 0); /* its agent is up */
+    snprintf(args, sizeof(args), "attach --no-census --timeout 100 %d",
+             (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "no-census.out"), 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), LJMP_REQ_ATTACH_NO_CENSUS);
+    /* Armed (it never connects): detach disarms it with a signal. */
+    snprintf(args, sizeof(args), "detach %d", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "no-census-detach.out"), 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), LJMP_REQ_DETACH);
+    snprintf(args, sizeof(args), "attach --timeout 100 %d", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "census.out"), 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), LJMP_REQ_ATTACH);
+    snprintf(args, sizeof(args), "detach %d", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "census-detach.out"), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(values);
+}
+
 /* Attach and detach a running VM by pid, through ljmpd, as ljmpctl does;
  * and the answers when it cannot be done. */
 static void test_attach_detach(void)
@@ -4596,6 +4681,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "idle client", test_idle_client);
     CU_add_test(s, "attach and detach", test_attach_detach);
     CU_add_test(s, "attach refusals", test_attach_refusals);
+    CU_add_test(s, "attach --no-census", test_attach_no_census);
     CU_add_test(s, "an idle VM is armed", test_attach_idle_armed);
     CU_add_test(s, "attach after the title overwrote the environment",
                 test_attach_after_title);
