@@ -870,7 +870,7 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
         if (r->addr == LM_CENSUS_BEGIN || r->addr == LM_CENSUS_COMPLETE)
             s->census.names = 1;
         if (lm_symtab_add_proto(&s->sym, r->addr, r->str, r->str_len, r->line,
-                                !lm_census_addr(s, r->addr), &retired) != 0)
+                                lm_census_addr(s, r->addr), &retired) != 0)
             return -1;
         if (retired != LM_NONE)
             retire_list(s, s->sym.protos[retired].locs);
@@ -1491,7 +1491,7 @@ static int lfunc_name(const struct lm_state *s, uint32_t proto, uint64_t addr,
     size_t clen;
     const char *cs = lm_symtab_str(t, chunk, &clen);
     /* A census name is a name, not a chunk: no line, never an alias. */
-    if (lm_census_addr(s, addr))
+    if (t->protos[proto].census)
         return snprintf(buf, len, "%.*s", (int)clen, cs);
     if (t->strs[chunk].alias != 0)
         return snprintf(buf, len, "function_alias_%u:%" PRIu64,

@@ -392,10 +392,10 @@ int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
  */
 struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n);
 
-/* Whether prototype address addr names a census's objects (docs/format.md,
- * "Census"): no GC object lives below the limit, once a census marker was
- * announced (a stream without one, such as a test's, may put prototypes
- * anywhere). */
+/* Whether a prototype announced now at address addr is a census's name
+ * (docs/format.md, "Census"): no GC object lives below the limit, once a
+ * census marker was announced (a stream without one, such as a test's,
+ * may put prototypes anywhere). */
 static inline int lm_census_addr(const struct lm_state *s, uint64_t addr)
 {
     return s->census.names && addr != 0 && addr < LM_CENSUS_ADDR_LIMIT;

@@ -22,6 +22,10 @@ struct lm_proto {
     uint64_t firstline;
     uint32_t chunk; /* string id, LM_NONE for a placeholder */
     uint32_t locs;  /* first location of this epoch */
+    /* A census's name, not a prototype (docs/format.md, "Census"): its
+     * chunk name is printed alone.  Fixed when announced, as a
+     * location's name is when it is made. */
+    uint8_t census;
 };
 
 struct lm_trace {
@@ -97,11 +101,11 @@ uint32_t lm_symtab_trace_current(struct lm_symtab *t, uint64_t traceno);
  * Announcements.  Each returns the epoch that stopped being current
  * (LM_NONE if none) through *retired, so the caller can retire the
  * locations that hang off it; -1 when out of memory.  A prototype's chunk
- * name holding a newline gets an alias if may_alias (a census's names
- * are names, never source text).
+ * name holding a newline gets an alias, unless it is a census's name
+ * (census: see struct lm_proto), which is never source text.
  */
 int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
-                        size_t len, uint64_t firstline, int may_alias,
+                        size_t len, uint64_t firstline, int census,
                         uint32_t *retired);
 int lm_symtab_add_trace(struct lm_symtab *t, uint64_t traceno,
                         uint64_t trace_addr, uint64_t start_addr,
