@@ -157,18 +157,23 @@ static void note_census(struct session *s)
 
 void session_census(const struct session *s, struct session_census *out)
 {
-    /* The lock is the session's to take, whoever only reads it. */
+    /* The lock and the copy are the loop's to take and keep, whoever
+     * only reads the session; the loop never waits for a feed thread's
+     * job here (a snapshot turn reads every session). */
     struct session *w = (struct session *)s;
+    struct session_census *k = &w->census_seen;
 
-    session_lock(w);
-    out->c = s->prof.state.census;
-    out->duplicates = s->prof.state.totals.census_duplicates;
-    out->preceding_frees = s->prof.state.totals.census_preceding_frees;
-    out->live_bytes = s->prof.state.totals.live_bytes;
-    out->begin_ms = s->census_begin_ms;
-    out->complete_ms = s->census_complete_ms;
-    out->streaming = s->phase == SESSION_HELLO || s->phase == SESSION_STREAM;
-    session_unlock(w);
+    if (session_trylock(w) == 0) {
+        k->c = s->prof.state.census;
+        k->duplicates = s->prof.state.totals.census_duplicates;
+        k->preceding_frees = s->prof.state.totals.census_preceding_frees;
+        k->live_bytes = s->prof.state.totals.live_bytes;
+        k->begin_ms = s->census_begin_ms;
+        k->complete_ms = s->census_complete_ms;
+        session_unlock(w);
+    }
+    k->streaming = s->phase == SESSION_HELLO || s->phase == SESSION_STREAM;
+    *out = *k;
 }
 
 /* Decodes and applies a job's bytes, on a feed thread; the loop reads the
