@@ -1966,6 +1966,10 @@ static void test_census(void)
     ljmp__response__free_unpacked(r, NULL);
     CU_ASSERT(ljmpctl_shows(report, "Census: running, 3.9 KiB at start;", 0));
     CU_ASSERT(ljmpctl_shows("list", "census: running, 25% of 3.9 KiB", 0));
+    char top[64];
+    snprintf(top, sizeof(top), "top --once %d", (int)getpid());
+    CU_ASSERT(ljmpctl_shows(top, "census 25%", 0));
+    CU_ASSERT(ljmpctl_shows(top, "[before profiling] table", 0));
 
     /* The table again (a duplicate), then the completion. */
     lm_enc_alloc(&b, LM_REV_R3, &table, 0x10000, 1000);
