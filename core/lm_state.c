@@ -771,8 +771,9 @@ static uint32_t census_internals_loc(struct lm_state *s, const char **err)
  * The census completed with the VM holding total bytes: what the state
  * holds beyond the blocks it knows is one live block at loc (several, each
  * under 4 GiB, past that), at addresses below the census limit, which no
- * VM block has.  Done by the state that holds the blocks (a part with two
- * threads); a site's count too if count_site.
+ * VM block has, counted live at loc.  Done by the state that holds the
+ * blocks (a part with two threads); the site's allocation is counted by
+ * the state that holds the locations (census_count_remainder).
  */
 static int census_place_remainder(struct lm_state *s, uint32_t loc,
                                   uint64_t total, const char **err)
