@@ -54,6 +54,7 @@ void lm_state_free(struct lm_state *s)
     lm_table_free(s->site_cache, LM_SITE_CACHE * sizeof(*s->site_cache));
     free(s->cfunc_locs);
     free(s->ovr);
+    free(s->census.dups);
     memset(s, 0, sizeof(*s));
 }
 
@@ -698,6 +699,15 @@ static int census_duplicate(struct lm_state *s, uint64_t h)
     return 1;
 }
 
+/* Takes a duplicate's allocation back from its site's counters: the
+ * census's records of blocks the state knows are ignored (the totals
+ * keep counting the stream's events, which a VM's trailer checks). */
+static void uncount_duplicate(struct lm_event_counters *c, uint64_t size)
+{
+    c->alloc_events--;
+    c->alloc_bytes -= size;
+}
+
 /* apply_event's heap side while a census runs (see struct lm_census):
  * an allocation at a live address is a duplicate, a release of an
  * unknown block one from before the census. */
@@ -709,8 +719,12 @@ apply_census_event(struct lm_state *s, const struct lm_record *r,
 
     switch (r->kind) {
     case LM_REC_ALLOC:
-        if (alloc_failed(s, r->naddr) || census_duplicate(s, h->n))
+        if (alloc_failed(s, r->naddr))
             return 0;
+        if (census_duplicate(s, h->n)) {
+            uncount_duplicate(&s->locs[loc].ev, r->nsize);
+            return 0;
+        }
         return add_block(s, loc, h->n, r->nsize, err);
     case LM_REC_FREE:
         return release_block(s, LM_EV_FREE, loc, h, 0, preceding, err);
@@ -1329,6 +1343,21 @@ static HOT int release_lagged(struct lm_state *s, uint8_t kind, uint32_t site,
     return 0;
 }
 
+/* A duplicate a part found, listed for lm_state_absorb to take back
+ * from its site's event counters: 0, or -1 when out of memory. */
+static int list_duplicate(struct lm_state *s, uint32_t loc, uint32_t size,
+                          const char **err)
+{
+    struct lm_census *c = &s->census;
+
+    if (LM_RESERVE(c->dups, c->dups_cap, c->ndups) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    c->dups[c->ndups++] = (struct lm_census_dup){loc, size};
+    return 0;
+}
+
 /* apply_op for an operation the census flags: its completion, and events
  * under apply_census_event's rules.  A duplicate's site counted its block
  * (split_bytes), which the part takes back from its live counts. */
@@ -1352,7 +1381,7 @@ static __attribute__((noinline)) int apply_census_op(struct lm_state *s,
     case LM_OP_ALLOC:
         if (census_duplicate(s, op->hash)) {
             lower_owner(s, loc, op->size);
-            return 0;
+            return list_duplicate(s, loc, op->size, err);
         }
         /* fall through */
     default: /* LM_OP_REALLOC_NEW */
@@ -1449,6 +1478,9 @@ void lm_state_absorb(struct lm_state *s, struct lm_state *part)
         s->census.complete_blocks = part->census.complete_blocks;
     if (part->census.remainder != 0)
         census_count_remainder(s, part->census.remainder);
+    for (uint32_t i = 0; i < part->census.ndups; i++)
+        uncount_duplicate(&s->locs[part->census.dups[i].loc].ev,
+                          part->census.dups[i].size);
     /* The worker's releases took the sites' live counts below zero
      * (modulo 2^64) where the blocks they released were counted here. */
     for (uint32_t i = 0; i < s->nlocs; i++) {

@@ -202,6 +202,12 @@ enum lm_census_state {
     LM_CENSUS_DONE,     /* complete */
 };
 
+/* A census duplicate a part found (see struct lm_census). */
+struct lm_census_dup {
+    uint32_t loc;
+    uint32_t size;
+};
+
 struct lm_census {
     uint8_t state; /* enum lm_census_state */
     /* A marker was announced: addresses below the limit are names (also
@@ -218,7 +224,12 @@ struct lm_census {
      * (the VM internals block), or the excess the state knew of. */
     uint64_t remainder, over;
     uint64_t complete_blocks; /* live blocks then, the remainder's included */
-    uint32_t internals_loc;   /* the internals block's location, or LM_NONE */
+    /* A duplicate is ignored, at its site too, whose event counters hold
+     * no allocation for it.  A part (two threads) cannot change those:
+     * it lists its duplicates here for lm_state_absorb. */
+    struct lm_census_dup *dups;
+    uint32_t ndups, dups_cap;
+    uint32_t internals_loc; /* the internals block's location, or LM_NONE */
 };
 
 struct lm_state_limits {

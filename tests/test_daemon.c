@@ -1995,6 +1995,8 @@ static void test_census(void)
                             "[before profiling] VM internals holds "
                             "4000B: 1 allocs",
                             0));
+    CU_ASSERT(ljmpctl_shows(
+        report, "[before profiling] table holds 1000B: 1 allocs", 0));
     CU_ASSERT(ljmpctl_shows("list", "census: complete, 3.9 KiB at start", 0));
     close(fd);
 

@@ -492,7 +492,12 @@ static void check_census(const struct lm_state *s)
     CU_ASSERT_EQUAL(s->totals.live_blocks, 4);
     CU_ASSERT_EQUAL(s->census.complete_blocks, 4);
     CU_ASSERT_EQUAL(counters(s, "@h.lua:1").live_bytes, 100);
-    CU_ASSERT_EQUAL(counters(s, "[before profiling] table").live_bytes, 200);
+    struct lm_counters table = counters(s, "[before profiling] table");
+    CU_ASSERT_EQUAL(table.live_bytes, 200);
+    /* The duplicate is no allocation of its site's. */
+    CU_ASSERT_EQUAL(table.alloc_events, 1);
+    CU_ASSERT_EQUAL(table.alloc_bytes, 200);
+    CU_ASSERT_EQUAL(s->totals.alloc_events, 3);
     struct lm_counters in = counters(s, "[before profiling] VM internals");
     CU_ASSERT_EQUAL(in.live_bytes, 650);
     CU_ASSERT_EQUAL(in.live_blocks, 1);
