@@ -848,6 +848,11 @@ static int census_marker(struct lm_state *s, const struct lm_record *r)
     uint64_t events = lm_totals_events(&s->totals);
 
     if (r->addr == LM_CENSUS_BEGIN) {
+        /* The VM internals' name may come just before the marker: a name
+         * all the same (no location can be at it yet to have a name). */
+        uint32_t in = lm_symtab_proto_announced(&s->sym, LM_CENSUS_INTERNALS);
+        if (in != LM_NONE && s->sym.protos[in].locs == LM_NONE)
+            s->sym.protos[in].census = 1;
         c->state = LM_CENSUS_RUNNING;
         c->begin_total = r->line;
         c->begin_offset = r->offset;

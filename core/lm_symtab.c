@@ -198,6 +198,11 @@ static uint32_t announced_proto(const struct lm_symtab *t, uint64_t addr)
     return id != LM_NONE && t->protos[id].chunk != LM_NONE ? id : LM_NONE;
 }
 
+uint32_t lm_symtab_proto_announced(const struct lm_symtab *t, uint64_t addr)
+{
+    return announced_proto(t, addr);
+}
+
 void lm_symtab_resolve_trace_starts(struct lm_symtab *t)
 {
     for (uint32_t i = 0; i < t->ntraces; i++)

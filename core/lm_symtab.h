@@ -95,6 +95,9 @@ static inline const char *lm_symtab_str(const struct lm_symtab *t, uint32_t id,
  * placeholder if there is none; LM_NONE when out of memory.
  */
 uint32_t lm_symtab_proto_current(struct lm_symtab *t, uint64_t addr);
+/* The current epoch of a prototype address if a symbol announced it, else
+ * LM_NONE (no placeholder made). */
+uint32_t lm_symtab_proto_announced(const struct lm_symtab *t, uint64_t addr);
 uint32_t lm_symtab_trace_current(struct lm_symtab *t, uint64_t traceno);
 
 /*

@@ -639,6 +639,28 @@ static void test_census_markers_in_symtab(void)
     lm_buf_free(&b);
 }
 
+/* The VM internals' name announced just before the census began is its
+ * name all the same. */
+static void test_census_internals_named_first(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_event_lfunc(&b, LM_CENSUS_INTERNALS,
+                       "[before profiling] VM internals", 0);
+    lm_enc_event_lfunc(&b, LM_CENSUS_BEGIN, "[census begin]", 100);
+    census_complete(&b, 100);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(
+        counters(&p.state, "[before profiling] VM internals").live_bytes, 100);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 /* Census names are names: no line, never an alias, even for a name that
  * holds a newline. */
 static void test_census_names(void)
@@ -1347,6 +1369,8 @@ void register_state_tests(void)
     CU_add_test(s, "census markers in the symbol table",
                 test_census_markers_in_symtab);
     CU_add_test(s, "census names", test_census_names);
+    CU_add_test(s, "census internals named first",
+                test_census_internals_named_first);
     CU_add_test(s, "location limit", test_location_limit);
     CU_add_test(s, "huge sizes", test_huge_sizes);
     CU_add_test(s, "heap map keys are addresses", test_heap_keys_are_addresses);
