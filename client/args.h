@@ -29,6 +29,8 @@ enum ctl_opt {
     OPT_UNIT,           /* --unit NAME */
     OPT_BY_PROCESS,     /* --by-process */
     OPT_ALL,            /* --all */
+    OPT_CENSUS_WAIT,    /* --census-wait SECONDS */
+    OPT_NO_CENSUS,      /* --no-census */
     NOPTS
 };
 

@@ -4,14 +4,17 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "census.h"
 #include "conn.h"
 #include "ljmpctl.h"
 
 static const char attach_help[] =
-    "usage: ljmpctl attach PID [--timeout MS]\n"
-    "       ljmpctl attach --tree PID\n"
-    "       ljmpctl attach --unit NAME\n"
+    "usage: ljmpctl attach PID [--timeout MS] [--census-wait=SECONDS]\n"
+    "                          [--no-census]\n"
+    "       ljmpctl attach --tree PID [--no-census]\n"
+    "       ljmpctl attach --unit NAME [--no-census]\n"
     "\n"
     "Starts profiling a running program: ljmpd checks that you may (root,\n"
     "or the process's owner) and that it runs a patched LuaJIT VM with its\n"
@@ -35,7 +38,22 @@ static const char attach_help[] =
     "members.  Attaching to a process that streams already says so and\n"
     "succeeds.  Exit status 5 with the reason when it cannot: no such\n"
     "process, permission denied, not a patched VM, agent disabled\n"
-    "(LJMP_AGENT=0), or a VM that connects to another ingest socket.\n";
+    "(LJMP_AGENT=0), or a VM that connects to another ingest socket.\n"
+    "\n"
+    "Census.  A VM attached to announces, as its stream begins, every block\n"
+    "its heap holds already (its census), so that reports and live views\n"
+    "see the whole heap, blocks from before the attach named by their type\n"
+    "(\"[before profiling] table\") or by their function's line.  Once the\n"
+    "stream has started, attach waits for the census and shows its\n"
+    "progress (a line that refreshes on a terminal, else a line a second),\n"
+    "then how long it took and what it found.  Options:\n"
+    "  --census-wait=SECONDS  wait at most this long (default 30; 0: do not\n"
+    "                         wait); then attach prints how far it came and\n"
+    "                         that it goes on, and succeeds\n"
+    "  --no-census            the VM streams without a census: only blocks\n"
+    "                         allocated from now on are seen\n"
+    "With --tree or --unit, attach does not wait; `ljmpctl list` shows each\n"
+    "session's census.\n";
 
 static const char detach_help[] =
     "usage: ljmpctl detach PID [--timeout MS]\n"
@@ -92,11 +110,144 @@ static void print_armed(const Ljmp__ArmedProcess *m, const char *note)
     printf("pid %u: %s\n", m->pid, note ? note : "armed");
 }
 
+#define CENSUS_WAIT_S  30
+#define CENSUS_POLL_MS 200
+/* A VM that takes a census begins it as its stream starts: a stream that
+ * has shown none by then has none (an older VM, or --no-census). */
+#define CENSUS_NONE_MS 1000
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Session id as ljmpd lists it now: the list's answer (freed by the
+ * caller) and the session in *info (NULL once it is not listed); NULL
+ * when ljmpd cannot be asked (*rc says why). */
+static Ljmp__Response *listed(uint64_t id, const Ljmp__SessionInfo **info,
+                              int *rc)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ListRequest lr = LJMP__LIST_REQUEST__INIT;
+    struct conn c;
+
+    lr.has_all = lr.all = 1;
+    req.body_case = LJMP__REQUEST__BODY_LIST;
+    req.list = &lr;
+    Ljmp__Response *resp =
+        conn_ask(&c, "attach", &req, -1, 5000, LJMP__RESPONSE__BODY_LIST, rc);
+    conn_close(&c);
+    *info = NULL;
+    for (size_t i = 0; resp != NULL && i < resp->list->n_sessions; i++) {
+        const Ljmp__SessionInfo *s = resp->list->sessions[i]->info;
+        if (s != NULL && s->id == id)
+            *info = s;
+    }
+    return resp;
+}
+
+/* A running census's progress: on a terminal one line redrawn, else a
+ * line a second. */
+struct progress {
+    int tty;
+    long shown_at; /* the last line's time, when not on a terminal */
+};
+
+static void show_progress(struct progress *p, const Ljmp__Census *c, long now)
+{
+    if (!p->tty && p->shown_at != 0 && now - p->shown_at < 1000)
+        return;
+    p->shown_at = now;
+    fputs(p->tty ? "\r\033[Kcensus: " : "census: ", stdout);
+    census_put_state(stdout, c);
+    fputs(p->tty ? "" : "\n", stdout);
+    fflush(stdout);
+}
+
+/* Ends the refreshing line before a line of its own. */
+static void end_progress(const struct progress *p)
+{
+    if (p->tty)
+        fputs("\r\033[K", stdout);
+}
+
+/*
+ * One look at the census of the session: 1 when there is nothing more to
+ * wait for (said so), 0 to look again.
+ */
+static int census_step(const Ljmp__SessionInfo *s, struct progress *p,
+                       long waited, long limit)
+{
+    const Ljmp__Census *c = s != NULL ? s->census : NULL;
+
+    if (c == NULL) {
+        if (s != NULL && s->state == LJMP__SESSION_STATE__STREAMING &&
+            waited < CENSUS_NONE_MS)
+            return 0;
+        end_progress(p);
+        printf("no census in this stream (a VM without one, or attached "
+               "--no-census)\n");
+        return 1;
+    }
+    if (c->state == LJMP__CENSUS_STATE__CENSUS_RUNNING && waited < limit) {
+        show_progress(p, c, waited);
+        return 0;
+    }
+    end_progress(p);
+    if (c->state == LJMP__CENSUS_STATE__CENSUS_COMPLETE) {
+        census_put_done(stdout, c);
+        return 1;
+    }
+    fputs("census ", stdout);
+    census_put_state(stdout, c);
+    if (c->state == LJMP__CENSUS_STATE__CENSUS_RUNNING)
+        printf(" after %ld s; it goes on (ljmpctl list shows it)",
+               limit / 1000);
+    putchar('\n');
+    return 1;
+}
+
+/* Waits up to wait_s seconds for session id's census, showing its
+ * progress: 0, or EXIT_NO_DAEMON when ljmpd could not be asked. */
+static int wait_census(uint64_t id, unsigned long long wait_s)
+{
+    struct progress p = {isatty(STDOUT_FILENO), 0};
+    long start = now_ms(), limit = (long)wait_s * 1000;
+    int rc = 0;
+
+    for (;;) {
+        const Ljmp__SessionInfo *s;
+        Ljmp__Response *resp = listed(id, &s, &rc);
+        if (resp == NULL) {
+            end_progress(&p);
+            return rc;
+        }
+        int done = census_step(s, &p, now_ms() - start, limit);
+        ljmp__response__free_unpacked(resp, NULL);
+        fflush(stdout);
+        if (done)
+            return 0;
+        sleep_ms(CENSUS_POLL_MS);
+    }
+}
+
 static int cmd_attach(const struct ctl_args *a)
 {
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__AttachRequest ar = LJMP__ATTACH_REQUEST__INIT;
     uint32_t pid, timeout_ms = (uint32_t)args_get(a, OPT_TIMEOUT, 0);
+    unsigned long long census_wait =
+        args_get(a, OPT_CENSUS_WAIT, CENSUS_WAIT_S);
     const char *unit;
     struct conn c;
     int rc, tree;
@@ -110,6 +261,7 @@ static int cmd_attach(const struct ctl_args *a)
     ar.has_tree = tree;
     ar.tree = tree;
     ar.unit = (char *)unit;
+    ar.has_no_census = ar.no_census = args_has(a, OPT_NO_CENSUS);
     req.body_case = LJMP__REQUEST__BODY_ATTACH;
     req.attach = &ar;
     Ljmp__Response *resp = ask("attach", &req, timeout_ms, &c, &rc);
@@ -120,6 +272,9 @@ static int cmd_attach(const struct ctl_args *a)
                    resp->note ? resp->note : "attached",
                    (unsigned long long)s->id,
                    s->vm_version ? s->vm_version : "");
+            fflush(stdout);
+            if (census_wait != 0 && !ar.no_census)
+                rc = wait_census(s->id, census_wait);
         } else if (resp->body_case == LJMP__RESPONSE__BODY_ARMED) {
             print_armed(resp->armed, resp->note);
         } else if (resp->body_case == LJMP__RESPONSE__BODY_FOLLOW) {
@@ -134,13 +289,6 @@ static int cmd_attach(const struct ctl_args *a)
     }
     conn_close(&c);
     return rc;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
 }
 
 /* How many of pids still stream to ljmpd (-1 if it cannot be asked). */
@@ -255,8 +403,15 @@ static int cmd_detach(const struct ctl_args *a)
     return rc;
 }
 
-/* Both take --timeout; 0 (or none) is ljmpd's own wait. */
+/* Both take --timeout; 0 (or none) is ljmpd's own wait.  Only attach
+ * has a census to wait for (at most a day) or to go without. */
 static const struct opt_use attach_options[] = {
+    {OPT_TIMEOUT, 0, 60000, "ms"}, {OPT_TREE, 0, 0, NULL},
+    {OPT_UNIT, 0, 0, NULL},        {OPT_CENSUS_WAIT, 0, 86400, "s"},
+    {OPT_NO_CENSUS, 0, 0, NULL},   OPT_USE_END,
+};
+
+static const struct opt_use detach_options[] = {
     {OPT_TIMEOUT, 0, 60000, "ms"},
     {OPT_TREE, 0, 0, NULL},
     {OPT_UNIT, 0, 0, NULL},
@@ -265,7 +420,7 @@ static const struct opt_use attach_options[] = {
 
 const struct cmd_entry cmd_attach_entry = {
     .name = "attach",
-    .synopsis = "PID | --tree PID | --unit NAME [--timeout MS]",
+    .synopsis = "PID | --tree PID | --unit NAME [--timeout MS] [--no-census]",
     .brief = "start profiling a running program, a tree or a unit",
     .help = attach_help,
     .options = attach_options,
@@ -280,7 +435,7 @@ const struct cmd_entry cmd_detach_entry = {
     .synopsis = "PID | --tree PID | --unit NAME [--timeout MS]",
     .brief = "stop profiling it; the session is kept",
     .help = detach_help,
-    .options = attach_options,
+    .options = detach_options,
     .min_operands = 0,
     .max_operands = 1,
     .operands = "one PID",

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "census.h"
 #include "conn.h"
 #include "ljmpctl.h"
 #include "sortkey.h"
@@ -156,6 +157,11 @@ static void print_list(const Ljmp__SessionList *l)
             printf("        %s\n", s->reason);
         if (s->brief)
             printf("        brief: a short-lived process's\n");
+        if (s->census != NULL) {
+            printf("        census: ");
+            census_put_state(stdout, s->census);
+            putchar('\n');
+        }
     }
     if (l->brief_hidden > 0)
         printf("(%u brief session%s of short-lived processes left out: "
@@ -173,7 +179,11 @@ static const char list_help[] =
     "still keeps, with their state, events and live heap; the processes\n"
     "armed by attach that have not run Lua since; what attach --tree and\n"
     "--unit follow; and the daemon's own counters (drops, rejected peers,\n"
-    "malformed streams).\n"
+    "malformed streams).  A session whose VM announced the heap it held\n"
+    "when its stream began (its census) has a line saying where that\n"
+    "stands: running (how far, against the heap at its start), complete\n"
+    "(the heap at start and at completion, and what no block accounts\n"
+    "for: the VM's internals), or partial (the stream ended first).\n"
     "\n"
     "Brief sessions are left out and counted: those of processes that\n"
     "lived a moment (under ljmpd's --brief, 2 s by default) and have\n"

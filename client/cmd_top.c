@@ -125,18 +125,32 @@ static void totals_line(char *out, size_t len, const Ljmp__Totals *t,
              (unsigned long long)t->live_blocks);
 }
 
+/* A census not complete, in a header: its rows are not the whole heap
+ * yet, or never will be ("" otherwise). */
+static const char *census_tag(char *buf, size_t len, const Ljmp__Census *c)
+{
+    buf[0] = '\0';
+    if (c != NULL && c->state == LJMP__CENSUS_STATE__CENSUS_RUNNING)
+        snprintf(buf, len, "  census %.0f%%", c->progress * 100);
+    else if (c != NULL && c->state == LJMP__CENSUS_STATE__CENSUS_PARTIAL)
+        snprintf(buf, len, "  census partial");
+    return buf;
+}
+
 /* The lines of a session's header, the same on a screen and in a block. */
 static void session_header(char *l1, char *l2, size_t len,
                            const Ljmp__SessionSnapshot *ss)
 {
     const Ljmp__SessionInfo *s = ss->info;
+    char census[32];
 
-    snprintf(l1, len, "pid %u  session %llu  %s%s%s  %s", s->pid,
+    snprintf(l1, len, "pid %u  session %llu  %s%s%s%s  %s", s->pid,
              (unsigned long long)s->id, ljmp_wire_state_name(s->state),
              s->reason && s->state != LJMP__SESSION_STATE__STREAMING ? ": "
                                                                      : "",
              s->reason && s->state != LJMP__SESSION_STATE__STREAMING ? s->reason
                                                                      : "",
+             census_tag(census, sizeof(census), s->census),
              s->cmdline ? s->cmdline : "");
     totals_line(l2, len, ss->totals, ss->events_per_s, ss->alloc_bytes_per_s);
 }

@@ -672,6 +672,114 @@ static void json_totals(struct report *r)
     fputs("},", r->out);
 }
 
+const char *lm_census_state_name(const struct lm_census *c, int streaming)
+{
+    switch (c->state) {
+    case LM_CENSUS_RUNNING:
+        return streaming ? "running" : "partial";
+    case LM_CENSUS_DONE:
+        return "complete";
+    default:
+        return "none";
+    }
+}
+
+/* Sizes in the census line: one decimal, whatever the options (its
+ * figures are the VM's heap, read as a whole, not a column to add up). */
+static void put_size(FILE *out, uint64_t bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes / 1024;
+    unsigned int u = 0;
+
+    if (bytes < 1024) {
+        fprintf(out, "%" PRIu64 " B", bytes);
+        return;
+    }
+    while (v >= 1024 && u < 3) {
+        v /= 1024;
+        u++;
+    }
+    fprintf(out, "%.1f %s", v, units[u]);
+}
+
+/* The census line of state k (text), when its stream had one. */
+static void text_census(struct report *r, size_t k)
+{
+    const struct lm_census *c = &r->states[k]->census;
+    const struct lm_totals *t = &r->states[k]->totals;
+
+    if (c->state == LM_CENSUS_NONE)
+        return;
+    fputs("Census", r->out);
+    if (r->members != NULL)
+        fprintf(r->out, " (pid %" PRIu32 ")", r->members[k].pid);
+    fprintf(r->out, ": %s, ", lm_census_state_name(c, r->o->streaming));
+    put_size(r->out, c->begin_total);
+    fputs(" at start", r->out);
+    if (c->state == LM_CENSUS_DONE) {
+        fputs(", ", r->out);
+        put_size(r->out, c->complete_total);
+        fputs(" at completion, VM internals ", r->out);
+        put_size(r->out, c->remainder);
+        if (c->over != 0) {
+            fputs(" (the blocks known exceed the VM's heap by ", r->out);
+            put_size(r->out, c->over);
+            fputs(")", r->out);
+        }
+    } else if (!r->o->streaming) {
+        fputs("; the stream ended before it completed", r->out);
+    }
+    fprintf(r->out,
+            "; %" PRIu64 " duplicates, %" PRIu64 " frees of older blocks\n",
+            t->census_duplicates, t->census_preceding_frees);
+}
+
+static void json_census_of(struct report *r, size_t k)
+{
+    const struct lm_census *c = &r->states[k]->census;
+
+    fputs("{", r->out);
+    if (r->members != NULL)
+        fprintf(r->out, "\"pid\":%" PRIu32 ",", r->members[k].pid);
+    fprintf(r->out,
+            "\"state\":\"%s\",\"begin_total\":%" PRIu64
+            ",\"complete_total\":%" PRIu64 ",\"remainder\":%" PRIu64
+            ",\"over\":%" PRIu64 ",\"begin_offset\":%" PRIu64
+            ",\"complete_offset\":%" PRIu64 "}",
+            lm_census_state_name(c, r->o->streaming), c->begin_total,
+            c->complete_total, c->remainder, c->over, c->begin_offset,
+            c->complete_offset);
+}
+
+/* The census of each state that had one: lines before the sections, or
+ * JSON's "census" (an object, an array for a merged report). */
+static void write_census(struct report *r)
+{
+    size_t count = 0;
+
+    for (size_t k = 0; k < r->nstates; k++) {
+        if (r->states[k]->census.state == LM_CENSUS_NONE)
+            continue;
+        count++;
+        if (!r->o->json) {
+            text_census(r, k);
+            continue;
+        }
+        if (count == 1)
+            fputs(r->members != NULL ? "\"census\":[" : "\"census\":", r->out);
+        else
+            fputs(",", r->out);
+        json_census_of(r, k);
+    }
+    if (count == 0)
+        return;
+    if (r->o->json)
+        fputs(r->members != NULL ? "]," : ",", r->out);
+    else
+        fputs("\n", r->out);
+}
+
 /* A merged report's processes: pid, session and command. */
 static void write_members(struct report *r)
 {
@@ -773,6 +881,7 @@ int lm_report_write_merged(FILE *out, const struct lm_state *const *states,
         fputs("{", out);
         json_totals(&r);
     }
+    write_census(&r);
     write_members(&r);
     if (!r.o->leak_only &&
         (section(&r, LM_EV_ALLOC, r.o->json ? "allocations" : "ALLOCATIONS") ||

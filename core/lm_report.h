@@ -12,6 +12,9 @@ struct lm_report_opts {
     int human_readable; /* KiB/MiB/GiB instead of bytes */
     int json;           /* one JSON object instead of text */
     int by_process;     /* merged: each heap summary line's share per process */
+    /* The stream goes on (a live session): a census begun and not
+     * complete is running, not partial. */
+    int streaming;
 };
 
 /* A process whose state a merged report sums. */
@@ -39,6 +42,10 @@ int lm_report_write(FILE *out, const struct lm_state *s,
 int lm_report_write_merged(FILE *out, const struct lm_state *const *states,
                            const struct lm_report_member *members, size_t n,
                            const struct lm_report_opts *opts);
+
+/* The census's state as reports name it: "none", "running", "complete"
+ * or "partial" (begun, and the stream ended first). */
+const char *lm_census_state_name(const struct lm_census *c, int streaming);
 
 /*
  * Writes bytes as a JSON string: valid UTF-8 passes through, any other

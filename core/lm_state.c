@@ -28,6 +28,7 @@ int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
     if (limits != NULL && limits->direct_bytes != 0)
         s->direct_bytes = limits->direct_bytes;
     s->last_loc = LM_NONE;
+    s->census.internals_loc = LM_NONE;
     s->site_cache = lm_table_alloc(LM_SITE_CACHE * sizeof(*s->site_cache));
     /* ASLR makes the state's address a seed a stream cannot predict. */
     lm_heap_init(&s->heap, lm_mix64((uint64_t)(uintptr_t)s));
@@ -53,6 +54,7 @@ void lm_state_free(struct lm_state *s)
     lm_table_free(s->site_cache, LM_SITE_CACHE * sizeof(*s->site_cache));
     free(s->cfunc_locs);
     free(s->ovr);
+    free(s->census.dups);
     memset(s, 0, sizeof(*s));
 }
 
@@ -613,12 +615,14 @@ static HOT int change_owner(struct lm_state *s, const struct owner_change *c,
 }
 
 /* Takes a released block out of the heap map and the totals: 1, or 0 for
- * a block allocated before profiling started (no site to credit). */
+ * a block allocated before profiling started (no site to credit), counted
+ * in *unknown: unknown_frees, or census_preceding_frees while a census
+ * runs (a block it has not announced yet, or never will: it was dead). */
 static HOT int take_released(struct lm_state *s, uint64_t h, uint32_t hint,
-                             struct lm_block *blk)
+                             struct lm_block *blk, uint64_t *unknown)
 {
     if (!lm_heap_take_hashed(&s->heap, h, hint, blk)) {
-        s->totals.unknown_frees++;
+        (*unknown)++;
         return 0;
     }
     lower_totals(s, blk->size);
@@ -628,11 +632,11 @@ static HOT int take_released(struct lm_state *s, uint64_t h, uint32_t hint,
 /* Releases the old block of p for a realloc/free site. */
 static HOT int release_block(struct lm_state *s, uint8_t kind, uint32_t site,
                              const struct plan *p, uint64_t nsize,
-                             const char **err)
+                             uint64_t *unknown, const char **err)
 {
     struct lm_block blk;
 
-    if (!take_released(s, p->o, p->oslot, &blk))
+    if (!take_released(s, p->o, p->oslot, &blk, unknown))
         return 0;
     return change_owner(s,
                         &(struct owner_change){blk.loc, pending_tag(kind, site),
@@ -681,6 +685,56 @@ static HOT void count_event(struct lm_state *s, const struct lm_record *r,
         count_realloc(s, c, r->osize, r->nsize);
 }
 
+/* Whether an allocation at a live address is a census duplicate: the
+ * census announced a block the state knows (made after the stream
+ * began), which stays as it is.  Counted. */
+static int census_duplicate(struct lm_state *s, uint64_t h)
+{
+    struct lm_block blk;
+    uint32_t where;
+
+    if (!lm_heap_peek_hashed(&s->heap, h, &blk, &where))
+        return 0;
+    s->totals.census_duplicates++;
+    return 1;
+}
+
+/* Takes a duplicate's allocation back from its site's counters: the
+ * census's records of blocks the state knows are ignored (the totals
+ * keep counting the stream's events, which a VM's trailer checks). */
+static void uncount_duplicate(struct lm_event_counters *c, uint64_t size)
+{
+    c->alloc_events--;
+    c->alloc_bytes -= size;
+}
+
+/* apply_event's heap side while a census runs (see struct lm_census):
+ * an allocation at a live address is a duplicate, a release of an
+ * unknown block one from before the census. */
+static __attribute__((noinline)) int
+apply_census_event(struct lm_state *s, const struct lm_record *r,
+                   const struct plan *h, uint32_t loc, const char **err)
+{
+    uint64_t *preceding = &s->totals.census_preceding_frees;
+
+    switch (r->kind) {
+    case LM_REC_ALLOC:
+        if (alloc_failed(s, r->naddr))
+            return 0;
+        if (census_duplicate(s, h->n)) {
+            uncount_duplicate(&s->locs[loc].ev, r->nsize);
+            return 0;
+        }
+        return add_block(s, loc, h->n, r->nsize, err);
+    case LM_REC_FREE:
+        return release_block(s, LM_EV_FREE, loc, h, 0, preceding, err);
+    default: /* LM_REC_REALLOC */
+        if (release_block(s, LM_EV_REALLOC, loc, h, r->nsize, preceding, err))
+            return -1;
+        return add_block_at(s, loc, r->naddr, h->n, r->nsize, err);
+    }
+}
+
 static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
                            const struct plan *h, const char **err)
 {
@@ -695,21 +749,134 @@ static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
     if (loc == LM_NONE)
         return -1;
     struct lm_event_counters *c = &s->locs[loc].ev;
+    uint64_t *unknown = &s->totals.unknown_frees;
+    if (__builtin_expect(s->census.state == LM_CENSUS_RUNNING, 0)) {
+        count_event(s, r, c);
+        return apply_census_event(s, r, h, loc, err);
+    }
     switch (r->kind) {
     case LM_REC_ALLOC:
         count_alloc(s, c, r->nsize);
         return add_block_at(s, loc, r->naddr, h->n, r->nsize, err);
     case LM_REC_FREE:
         count_free(s, c, r->osize);
-        return release_block(s, LM_EV_FREE, loc, h, 0, err);
+        return release_block(s, LM_EV_FREE, loc, h, 0, unknown, err);
     default: /* LM_REC_REALLOC */
         count_realloc(s, c, r->osize, r->nsize);
-        if (release_block(s, LM_EV_REALLOC, loc, h, r->nsize, err))
+        if (release_block(s, LM_EV_REALLOC, loc, h, r->nsize, unknown, err))
             return -1;
         return add_block_at(s, loc, r->naddr, h->n, r->nsize, err);
     }
 }
 
+/* The location of the census's remainder (the VM internals' name, at line
+ * 0), made if new; LM_NONE when out of memory or locations. */
+static uint32_t census_internals_loc(struct lm_state *s, const char **err)
+{
+    struct lm_loc_ref ref = {
+        .source = LM_SRC_LFUNC, .addr = LM_CENSUS_INTERNALS, .line = 0};
+
+    if (s->census.internals_loc == LM_NONE)
+        s->census.internals_loc = get_loc(s, &ref, 0, 0, err);
+    return s->census.internals_loc;
+}
+
+/*
+ * The census completed with the VM holding total bytes: what the state
+ * holds beyond the blocks it knows is one live block at loc (several, each
+ * under 4 GiB, past that), at addresses below the census limit, which no
+ * VM block has, counted live at loc.  Done by the state that holds the
+ * blocks (a part with two threads); the site's allocation is counted by
+ * the state that holds the locations (census_count_remainder).
+ */
+static int census_place_remainder(struct lm_state *s, uint32_t loc,
+                                  uint64_t total, const char **err)
+{
+    uint64_t live = s->totals.live_bytes;
+    uint64_t addr = LM_CENSUS_INTERNALS;
+
+    if (live > total) {
+        s->census.over += live - total;
+        s->census.complete_blocks = s->totals.live_blocks;
+        return 0;
+    }
+    s->census.remainder += total - live;
+    for (uint64_t left = total - live; left > 0; addr++) {
+        uint64_t size = left < LM_HEAP_MAX_SIZE ? left : LM_HEAP_MAX_SIZE;
+        if (put_block(s, loc, lm_heap_hash(&s->heap, addr), size, 1, err) != 0)
+            return -1;
+        left -= size;
+    }
+    s->census.complete_blocks = s->totals.live_blocks;
+    return 0;
+}
+
+/* The internals block's allocation events: one per block under 4 GiB. */
+static uint64_t remainder_blocks(uint64_t bytes)
+{
+    return bytes / LM_HEAP_MAX_SIZE + (bytes % LM_HEAP_MAX_SIZE != 0);
+}
+
+/* Counts the remainder at its site as allocated there (so that the report's
+ * heap summary, which credits allocations, shows it); not in the totals,
+ * which count the stream's events. */
+static void census_count_remainder(struct lm_state *s, uint64_t bytes)
+{
+    struct lm_loc *l = &s->locs[s->census.internals_loc];
+
+    l->ev.alloc_events += remainder_blocks(bytes);
+    l->ev.alloc_bytes += bytes;
+}
+
+/* The census completed, on a state that holds its blocks: 0, or -1. */
+static int census_settle(struct lm_state *s, const char **err)
+{
+    uint32_t loc = census_internals_loc(s, err);
+
+    if (loc == LM_NONE ||
+        census_place_remainder(s, loc, s->census.complete_total, err) != 0)
+        return -1;
+    census_count_remainder(s, s->census.remainder);
+    return 0;
+}
+
+/* A census marker (docs/format.md, "Census"): 1 when it completed the
+ * census (the heap side's part still to do), else 0. */
+static int census_marker(struct lm_state *s, const struct lm_record *r)
+{
+    struct lm_census *c = &s->census;
+    uint64_t events = lm_totals_events(&s->totals);
+
+    if (r->addr == LM_CENSUS_BEGIN) {
+        /* The VM internals' name may come just before the marker: a name
+         * all the same (no location can be at it yet to have a name). */
+        uint32_t in = lm_symtab_proto_announced(&s->sym, LM_CENSUS_INTERNALS);
+        if (in != LM_NONE && s->sym.protos[in].locs == LM_NONE)
+            s->sym.protos[in].census = 1;
+        c->state = LM_CENSUS_RUNNING;
+        c->begin_total = r->line;
+        c->begin_offset = r->offset;
+        c->begin_events = events;
+        return 0;
+    }
+    if (c->state == LM_CENSUS_DONE)
+        return 0; /* a second completion: the first placed the rest */
+    c->state = LM_CENSUS_DONE;
+    c->complete_total = r->line;
+    c->complete_offset = r->offset;
+    c->complete_events = events;
+    return 1;
+}
+
+/* A symbol event at a census marker's address. */
+static int is_census_marker(const struct lm_record *r)
+{
+    return r->kind == LM_REC_SYM_LFUNC && r->in_events &&
+           (r->addr == LM_CENSUS_BEGIN || r->addr == LM_CENSUS_COMPLETE);
+}
+
+/* Applies a symbol record: 0, -1 when out of memory, or 1 when it
+ * completed a census, whose remainder the caller places. */
 static int apply_symbol(struct lm_state *s, const struct lm_record *r)
 {
     uint32_t retired = LM_NONE;
@@ -720,12 +887,14 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
     switch (r->kind) {
     case LM_REC_SYM_LFUNC:
         s->totals.lfunc_symbols++;
+        if (r->addr == LM_CENSUS_BEGIN || r->addr == LM_CENSUS_COMPLETE)
+            s->census.names = 1;
         if (lm_symtab_add_proto(&s->sym, r->addr, r->str, r->str_len, r->line,
-                                &retired) != 0)
+                                lm_census_addr(s, r->addr), &retired) != 0)
             return -1;
         if (retired != LM_NONE)
             retire_list(s, s->sym.protos[retired].locs);
-        return 0;
+        return is_census_marker(r) ? census_marker(s, r) : 0;
     case LM_REC_SYM_TRACE:
         s->totals.trace_symbols++;
         if (lm_symtab_add_trace(&s->sym, r->traceno, r->trace_addr, r->addr,
@@ -749,6 +918,16 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
     default: /* the end of the symtab or of the stream */
         return 0;
     }
+}
+
+/* apply_symbol on a state that holds its blocks: a census's completion
+ * places its remainder at once. */
+static int apply_symbol_settled(struct lm_state *s, const struct lm_record *r,
+                                const char **err)
+{
+    int rc = apply_symbol(s, r);
+
+    return rc == 1 ? census_settle(s, err) : rc;
 }
 
 static int is_event(const struct lm_record *r)
@@ -914,7 +1093,7 @@ static HOT int apply_simple(struct lm_state *s, const struct lm_record *recs,
                 plan_hashes(s, r, p);
             rc = apply_event(s, r, p, &err);
         } else {
-            rc = apply_symbol(s, r);
+            rc = apply_symbol_settled(s, r, &err);
         }
         if (rc != 0) {
             *failed_at = i;
@@ -969,7 +1148,7 @@ static int apply_records(struct lm_state *s, const struct lm_record *recs,
         if (is_event(r))
             rc = apply_event(s, r, &ring[i % RING], &err);
         else
-            rc = apply_symbol(s, r);
+            rc = apply_symbol_settled(s, r, &err);
         if (rc != 0) {
             *failed_at = i;
             snprintf(errbuf, errlen, "cannot apply record: %s", err);
@@ -1018,6 +1197,19 @@ static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
         prefetch_site(s, id);
 }
 
+/* The operation by which a part places the remainder of a census that
+ * completed (see census_settle): 0, or -1 when out of memory. */
+static int census_end_op(struct lm_state *s, struct lm_op *op, const char **err)
+{
+    uint32_t loc = census_internals_loc(s, err);
+
+    if (loc == LM_NONE)
+        return -1;
+    *op = lm_op_make(s->census.complete_total, 0, loc | LM_OP_CENSUS_END,
+                     LM_OP_ALLOC);
+    return 0;
+}
+
 int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
                    struct lm_op *ops, size_t *nops, size_t *failed_at,
                    const char **err)
@@ -1042,7 +1234,10 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
             plan_loc(s, &recs[i + near], &hashes[(i + near) % RING]);
         if (!is_event(r)) {
             *err = "out of memory";
-            if (apply_symbol(s, r) != 0)
+            int rc = apply_symbol(s, r);
+            if (rc < 0)
+                goto fail;
+            if (rc == 1 && census_end_op(s, &ops[k++], err) != 0)
                 goto fail;
             continue;
         }
@@ -1055,13 +1250,16 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
             goto fail;
         /* Counted here, where the site's record was just read. */
         count_event(s, r, &s->locs[loc].ev);
+        /* While a census runs, the heap side applies its rules. */
+        uint32_t tagged =
+            loc | (s->census.state == LM_CENSUS_RUNNING ? LM_OP_CENSUS : 0);
         if (r->kind != LM_REC_ALLOC)
             ops[k++] = lm_op_make(
-                lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, loc,
+                lm_heap_hash(&s->heap, r->oaddr), (uint32_t)r->nsize, tagged,
                 r->kind == LM_REC_FREE ? LM_OP_FREE : LM_OP_REALLOC_OLD);
         if (r->kind != LM_REC_FREE && !alloc_failed(s, r->naddr)) {
             ops[k++] = lm_op_make(
-                lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, loc,
+                lm_heap_hash(&s->heap, r->naddr), (uint32_t)r->nsize, tagged,
                 r->kind == LM_REC_ALLOC ? LM_OP_ALLOC : LM_OP_REALLOC_NEW);
             s->locs[loc].split_bytes += r->nsize;
             s->locs[loc].split_blocks++;
@@ -1133,11 +1331,12 @@ static int settle_owners(struct lm_state *s, struct owner_lag *lag,
  * OWNER_LAG). */
 static HOT int release_lagged(struct lm_state *s, uint8_t kind, uint32_t site,
                               uint64_t h, uint32_t allocated,
-                              struct owner_lag *lag, const char **err)
+                              struct owner_lag *lag, uint64_t *unknown,
+                              const char **err)
 {
     struct lm_block blk;
 
-    if (!take_released(s, h, UINT32_MAX, &blk))
+    if (!take_released(s, h, UINT32_MAX, &blk, unknown))
         return 0;
     prefetch_heap_side(&s->sides[blk.loc]);
     struct owner_change *c = &lag->c[lag->queued % OWNER_LAG];
@@ -1149,18 +1348,66 @@ static HOT int release_lagged(struct lm_state *s, uint8_t kind, uint32_t site,
     return 0;
 }
 
+/* A duplicate a part found, listed for lm_state_absorb to take back
+ * from its site's event counters: 0, or -1 when out of memory. */
+static int list_duplicate(struct lm_state *s, uint32_t loc, uint32_t size,
+                          const char **err)
+{
+    struct lm_census *c = &s->census;
+
+    if (LM_RESERVE(c->dups, c->dups_cap, c->ndups) != 0) {
+        *err = "out of memory";
+        return -1;
+    }
+    c->dups[c->ndups++] = (struct lm_census_dup){loc, size};
+    return 0;
+}
+
+/* apply_op for an operation the census flags: its completion, and events
+ * under apply_census_event's rules.  A duplicate's site counted its block
+ * (split_bytes), which the part takes back from its live counts. */
+static __attribute__((noinline)) int apply_census_op(struct lm_state *s,
+                                                     const struct lm_op *op,
+                                                     struct owner_lag *lag,
+                                                     const char **err)
+{
+    uint32_t loc = lm_op_loc(op);
+    uint64_t *preceding = &s->totals.census_preceding_frees;
+
+    if (op->loc_kind & LM_OP_CENSUS_END)
+        return census_place_remainder(s, loc, op->hash, err);
+    switch (lm_op_kind(op)) {
+    case LM_OP_FREE:
+        return release_lagged(s, LM_EV_FREE, loc, op->hash, 0, lag, preceding,
+                              err);
+    case LM_OP_REALLOC_OLD:
+        return release_lagged(s, LM_EV_REALLOC, loc, op->hash, op->size, lag,
+                              preceding, err);
+    case LM_OP_ALLOC:
+        if (census_duplicate(s, op->hash)) {
+            lower_owner(s, loc, op->size);
+            return list_duplicate(s, loc, op->size, err);
+        }
+        /* fall through */
+    default: /* LM_OP_REALLOC_NEW */
+        return put_block(s, loc, op->hash, op->size, 0, err);
+    }
+}
+
 /* An operation's effect on blocks, live counts and overrides: the rest
  * of apply_event's, the event being counted by lm_state_split. */
 static HOT int apply_op(struct lm_state *s, const struct lm_op *op,
                         struct owner_lag *lag, const char **err)
 {
+    if (__builtin_expect(op->loc_kind & (LM_OP_CENSUS | LM_OP_CENSUS_END), 0))
+        return apply_census_op(s, op, lag, err);
     switch (lm_op_kind(op)) {
     case LM_OP_FREE:
         return release_lagged(s, LM_EV_FREE, lm_op_loc(op), op->hash, 0, lag,
-                              err);
+                              &s->totals.unknown_frees, err);
     case LM_OP_REALLOC_OLD:
         return release_lagged(s, LM_EV_REALLOC, lm_op_loc(op), op->hash,
-                              op->size, lag, err);
+                              op->size, lag, &s->totals.unknown_frees, err);
     default: /* LM_OP_ALLOC, LM_OP_REALLOC_NEW: the site counted */
         return put_block(s, lm_op_loc(op), op->hash, op->size, 0, err);
     }
@@ -1229,6 +1476,16 @@ void lm_state_absorb(struct lm_state *s, struct lm_state *part)
     memcpy(s->evicted, part->evicted, sizeof(s->evicted));
     s->nevicted = part->nevicted;
     lm_totals_add(&s->totals, &part->totals);
+    /* The part placed the census's remainder; its site counts it here. */
+    s->census.remainder += part->census.remainder;
+    s->census.over += part->census.over;
+    if (part->census.complete_blocks != 0)
+        s->census.complete_blocks = part->census.complete_blocks;
+    if (part->census.remainder != 0)
+        census_count_remainder(s, part->census.remainder);
+    for (uint32_t i = 0; i < part->census.ndups; i++)
+        uncount_duplicate(&s->locs[part->census.dups[i].loc].ev,
+                          part->census.dups[i].size);
     /* The worker's releases took the sites' live counts below zero
      * (modulo 2^64) where the blocks they released were counted here. */
     for (uint32_t i = 0; i < s->nlocs; i++) {
@@ -1269,11 +1526,14 @@ static int lfunc_name(const struct lm_state *s, uint32_t proto, uint64_t addr,
     if (proto == LM_NONE || t->protos[proto].chunk == LM_NONE)
         return snprintf(buf, len, "0x%" PRIx64 ":%" PRIu64, addr, line);
     uint32_t chunk = t->protos[proto].chunk;
+    size_t clen;
+    const char *cs = lm_symtab_str(t, chunk, &clen);
+    /* A census name is a name, not a chunk: no line, never an alias. */
+    if (t->protos[proto].census)
+        return snprintf(buf, len, "%.*s", (int)clen, cs);
     if (t->strs[chunk].alias != 0)
         return snprintf(buf, len, "function_alias_%u:%" PRIu64,
                         t->strs[chunk].alias, line);
-    size_t clen;
-    const char *cs = lm_symtab_str(t, chunk, &clen);
     return snprintf(buf, len, "%.*s:%" PRIu64, (int)clen, cs, line);
 }
 

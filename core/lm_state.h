@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "lm_decoder.h"
+#include "lm_format.h"
 #include "lm_heapmap.h"
 #include "lm_hindex.h"
 #include "lm_symtab.h"
@@ -162,7 +163,9 @@ struct lm_override {
     _(overwritten_blocks)                                                      \
     _(lfunc_symbols)                                                           \
     _(cfunc_symbols)                                                           \
-    _(trace_symbols)
+    _(trace_symbols)                                                           \
+    _(census_duplicates)                                                       \
+    _(census_preceding_frees)
 
 struct lm_totals {
 #define LM_TOTAL_FIELD(name) uint64_t name;
@@ -184,6 +187,50 @@ static inline uint64_t lm_totals_events(const struct lm_totals *t)
 {
     return t->alloc_events + t->realloc_events + t->free_events;
 }
+
+/*
+ * The census of a heap that was there before the stream (docs/format.md,
+ * "Census"): the VM announces its live blocks between two marker symbols.
+ * A state only knows that it began and completed; a reader whose stream
+ * ended while it runs calls it partial.  Its duplicates and the frees of
+ * blocks from before it are in the totals (census_duplicates,
+ * census_preceding_frees), which two threads' parts add up.
+ */
+enum lm_census_state {
+    LM_CENSUS_NONE = 0, /* no census began */
+    LM_CENSUS_RUNNING,  /* begun, not complete */
+    LM_CENSUS_DONE,     /* complete */
+};
+
+/* A census duplicate a part found (see struct lm_census). */
+struct lm_census_dup {
+    uint32_t loc;
+    uint32_t size;
+};
+
+struct lm_census {
+    uint8_t state; /* enum lm_census_state */
+    /* A marker was announced: addresses below the limit are names (also
+     * when a recording from the middle lists the markers in its symbol
+     * table, where they begin nothing). */
+    uint8_t names;
+    uint64_t begin_total;    /* the VM's heap bytes when it began */
+    uint64_t complete_total; /* the VM's heap bytes when it completed */
+    /* Where the markers were: stream offsets, and the alloc, realloc and
+     * free events before each. */
+    uint64_t begin_offset, complete_offset;
+    uint64_t begin_events, complete_events;
+    /* At completion: what the VM held beyond the blocks the state knows
+     * (the VM internals block), or the excess the state knew of. */
+    uint64_t remainder, over;
+    uint64_t complete_blocks; /* live blocks then, the remainder's included */
+    /* A duplicate is ignored, at its site too, whose event counters hold
+     * no allocation for it.  A part (two threads) cannot change those:
+     * it lists its duplicates here for lm_state_absorb. */
+    struct lm_census_dup *dups;
+    uint32_t ndups, dups_cap;
+    uint32_t internals_loc; /* the internals block's location, or LM_NONE */
+};
 
 struct lm_state_limits {
     uint32_t max_locations; /* 0 for the default */
@@ -231,6 +278,7 @@ struct lm_state {
     uint32_t nevicted;
 
     struct lm_totals totals;
+    struct lm_census census;
     uint8_t revision; /* enum lm_revision, once the events begin */
 };
 
@@ -264,18 +312,27 @@ enum lm_op_kind {
 
 /* 16 bytes: the ring between the threads holds thousands of them. */
 struct lm_op {
-    uint64_t hash; /* the block's lm_heap_hash(), its key in a heap map */
+    /* The block's lm_heap_hash(), its key in a heap map; for the census's
+     * completion (LM_OP_CENSUS_END), the VM's heap bytes then. */
+    uint64_t hash;
     /* A new block's size; for LM_OP_REALLOC_OLD, the size of the block
      * that replaces it (a released block's own size is in the heap map);
      * unused for LM_OP_FREE. */
     uint32_t size;
-    /* The event's location in the main state, and the enum lm_op_kind
-     * in the top two bits: a word built whole (bit-fields are stored by
-     * reading the word back and merging, two stores for two fields). */
+    /* The event's location in the main state (24 bits), the census
+     * flags, and the enum lm_op_kind in the top two bits: a word built
+     * whole (bit-fields are stored by reading the word back and merging,
+     * two stores for two fields). */
     uint32_t loc_kind;
 };
 
 #define LM_OP_KIND_SHIFT 30
+#define LM_OP_LOC_MASK   ((1U << 24) - 1) /* LM_MAX_LOCATIONS fits */
+/* The event came while a census ran: the heap side applies its rules. */
+#define LM_OP_CENSUS (1U << 29)
+/* Not an event: the census completed (an LM_OP_ALLOC at the internals
+ * location, with the VM's heap bytes in hash). */
+#define LM_OP_CENSUS_END (1U << 28)
 
 static inline struct lm_op lm_op_make(uint64_t hash, uint32_t size,
                                       uint32_t loc, enum lm_op_kind kind)
@@ -285,7 +342,7 @@ static inline struct lm_op lm_op_make(uint64_t hash, uint32_t size,
 
 static inline uint32_t lm_op_loc(const struct lm_op *op)
 {
-    return op->loc_kind & ((1U << LM_OP_KIND_SHIFT) - 1);
+    return op->loc_kind & LM_OP_LOC_MASK;
 }
 
 static inline enum lm_op_kind lm_op_kind(const struct lm_op *op)
@@ -293,7 +350,8 @@ static inline enum lm_op_kind lm_op_kind(const struct lm_op *op)
     return (enum lm_op_kind)(op->loc_kind >> LM_OP_KIND_SHIFT);
 }
 
-/* Operations one record can make at most. */
+/* Operations one record can make at most (a symbol makes one at most: the
+ * census's completion). */
 #define LM_OPS_PER_RECORD 2
 
 /* Makes part (initialised) a part of s: the same heap hash. */
@@ -344,6 +402,15 @@ int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
  * own.
  */
 struct lm_override *lm_state_overrides(const struct lm_state *s, uint32_t *n);
+
+/* Whether a prototype announced now at address addr is a census's name
+ * (docs/format.md, "Census"): no GC object lives below the limit, once a
+ * census marker was announced (a stream without one, such as a test's,
+ * may put prototypes anywhere). */
+static inline int lm_census_addr(const struct lm_state *s, uint64_t addr)
+{
+    return s->census.names && addr != 0 && addr < LM_CENSUS_ADDR_LIMIT;
+}
 
 /* Bytes of memory the state holds, tables included. */
 uint64_t lm_state_memory(const struct lm_state *s);

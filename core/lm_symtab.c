@@ -140,18 +140,19 @@ static uint32_t proto_push(struct lm_symtab *t, const struct lm_proto *p,
 uint32_t lm_symtab_proto_current(struct lm_symtab *t, uint64_t addr)
 {
     uint32_t slot, id = proto_find(t, addr, &slot);
-    struct lm_proto p = {addr, 0, LM_NONE, LM_NONE};
+    struct lm_proto p = {addr, 0, LM_NONE, LM_NONE, 0};
 
     return id != LM_NONE ? id : proto_push(t, &p, NULL);
 }
 
 int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
-                        size_t len, uint64_t firstline, uint32_t *retired)
+                        size_t len, uint64_t firstline, int census,
+                        uint32_t *retired)
 {
-    struct lm_proto p = {addr, firstline, LM_NONE, LM_NONE};
+    struct lm_proto p = {addr, firstline, LM_NONE, LM_NONE, census != 0};
 
     p.chunk = lm_symtab_intern(t, chunk, len);
-    if (p.chunk == LM_NONE || note_alias(t, p.chunk) != 0)
+    if (p.chunk == LM_NONE || (!census && note_alias(t, p.chunk) != 0))
         return -1;
     return proto_push(t, &p, retired) == LM_NONE ? -1 : 0;
 }
@@ -195,6 +196,11 @@ static uint32_t announced_proto(const struct lm_symtab *t, uint64_t addr)
     uint32_t slot, id = proto_find(t, addr, &slot);
 
     return id != LM_NONE && t->protos[id].chunk != LM_NONE ? id : LM_NONE;
+}
+
+uint32_t lm_symtab_proto_announced(const struct lm_symtab *t, uint64_t addr)
+{
+    return announced_proto(t, addr);
 }
 
 void lm_symtab_resolve_trace_starts(struct lm_symtab *t)

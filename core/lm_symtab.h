@@ -22,6 +22,10 @@ struct lm_proto {
     uint64_t firstline;
     uint32_t chunk; /* string id, LM_NONE for a placeholder */
     uint32_t locs;  /* first location of this epoch */
+    /* A census's name, not a prototype (docs/format.md, "Census"): its
+     * chunk name is printed alone.  Fixed when announced, as a
+     * location's name is when it is made. */
+    uint8_t census;
 };
 
 struct lm_trace {
@@ -91,15 +95,21 @@ static inline const char *lm_symtab_str(const struct lm_symtab *t, uint32_t id,
  * placeholder if there is none; LM_NONE when out of memory.
  */
 uint32_t lm_symtab_proto_current(struct lm_symtab *t, uint64_t addr);
+/* The current epoch of a prototype address if a symbol announced it, else
+ * LM_NONE (no placeholder made). */
+uint32_t lm_symtab_proto_announced(const struct lm_symtab *t, uint64_t addr);
 uint32_t lm_symtab_trace_current(struct lm_symtab *t, uint64_t traceno);
 
 /*
  * Announcements.  Each returns the epoch that stopped being current
  * (LM_NONE if none) through *retired, so the caller can retire the
- * locations that hang off it; -1 when out of memory.
+ * locations that hang off it; -1 when out of memory.  A prototype's chunk
+ * name holding a newline gets an alias, unless it is a census's name
+ * (census: see struct lm_proto), which is never source text.
  */
 int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
-                        size_t len, uint64_t firstline, uint32_t *retired);
+                        size_t len, uint64_t firstline, int census,
+                        uint32_t *retired);
 int lm_symtab_add_trace(struct lm_symtab *t, uint64_t traceno,
                         uint64_t trace_addr, uint64_t start_addr,
                         uint64_t start_line, uint32_t *retired);

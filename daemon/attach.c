@@ -396,15 +396,15 @@ static int signal_agent(struct server *srv, pid_t pid, uid_t caller,
 }
 
 int attach_arm(struct server *srv, pid_t pid, uid_t caller, uint64_t follow_id,
-               char *why, size_t len)
+               int no_census, char *why, size_t len)
 {
     struct agent_facts f;
     int code;
 
     if (attach_streaming_session(srv, pid) != NULL)
         return ATTACH_STREAMING;
-    if ((code = signal_agent(srv, pid, caller, LJMP_REQ_ATTACH, &f, why,
-                             len)) != 0)
+    if ((code = signal_agent(srv, pid, caller, attach_request_value(no_census),
+                             &f, why, len)) != 0)
         return -code;
     log_info("attach: pid %d signalled for uid %u (follow %llu)", (int)pid,
              (unsigned)caller, (unsigned long long)follow_id);
@@ -487,13 +487,16 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
         respond_session(p, req->id, s, "already attached");
         return;
     }
-    int code = signal_agent(p->srv, pid, p->uid, LJMP_REQ_ATTACH, &f, why,
-                            sizeof(why));
+    int code = signal_agent(p->srv, pid, p->uid,
+                            attach_request_value(r->has_no_census &&
+                                                 r->no_census),
+                            &f, why, sizeof(why));
     if (code != 0) {
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;
     }
-    log_info("attach: pid %d signalled for uid %u", (int)pid, (unsigned)p->uid);
+    log_info("attach: pid %d signalled for uid %u%s", (int)pid,
+             (unsigned)p->uid, r->no_census ? ", without census" : "");
     if (op_wait_for(
             p, req->id, 0, pid, f.uid, 0,
             wait_of(r->has_timeout_ms, r->timeout_ms, ATTACH_WAIT_MS)) != 0)

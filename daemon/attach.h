@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ljmp_ingest.h"
 #include "ljmp_wire.h"
 
 struct arena;
@@ -27,9 +28,15 @@ void attach_peer_gone(struct peer *p);
 enum { ATTACH_STREAMING = 1, ATTACH_ARMED = 2 };
 /* Signals pid's agent to attach for a caller (no answer to wait for) and
  * keeps it armed until its session starts: ATTACH_ARMED; ATTACH_STREAMING
- * if it streams already; or -code, the reason in why. */
+ * if it streams already; or -code, the reason in why.  no_census: the VM
+ * streams without its census of the heap. */
 int attach_arm(struct server *srv, pid_t pid, uid_t caller, uint64_t follow_id,
-               char *why, size_t len);
+               int no_census, char *why, size_t len);
+/* The attach signal's value: with or without the census. */
+static inline int attach_request_value(int no_census)
+{
+    return no_census ? LJMP_REQ_ATTACH_NO_CENSUS : LJMP_REQ_ATTACH;
+}
 /* Signals pid to detach if it streams (ATTACH_STREAMING), disarms it if
  * it is armed (ATTACH_ARMED); -1 if neither, or it cannot be signalled. */
 int attach_end(struct server *srv, pid_t pid, uid_t caller);

@@ -412,7 +412,7 @@ static void do_merged_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
     struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json,
-                                  r->by_process};
+                                  r->by_process, 0};
     struct snapshot_opts o = {.merge = 1, .uid = p->uid};
     struct arena a = {0};
     struct session **m;
@@ -444,6 +444,8 @@ static void do_merged_report(struct peer *p, const Ljmp__Request *req)
          * in list order cannot wait in a circle. */
         for (long i = 0; i < n; i++) {
             session_lock(m[i]);
+            /* A census still running in a member is not partial. */
+            opts.streaming |= m[i]->phase == SESSION_STREAM;
             states[i] = &m[i]->prof.state;
             members[i] = (struct lm_report_member){(uint32_t)m[i]->pid,
                                                    m[i]->id, m[i]->cmdline};
@@ -470,7 +472,8 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
     const Ljmp__Selector *sel = r->session;
-    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json, 0};
+    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json, 0,
+                                  0};
     char *text = NULL;
     size_t len = 0;
     FILE *f;
@@ -487,6 +490,8 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
     int failed = (f = open_memstream(&text, &len)) == NULL;
     if (!failed) {
         session_lock(s);
+        /* The stream goes on: a census begun is running, not partial. */
+        opts.streaming = s->phase == SESSION_STREAM;
         failed = lm_report_write(f, &s->prof.state, &opts) != 0;
         session_unlock(s);
         failed |= fclose(f) != 0;

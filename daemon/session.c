@@ -141,6 +141,41 @@ static int may_take_session(const struct server *srv, uid_t uid)
     return quota_may_take_slot(uid, mine, users, srv->cfg.max_sessions);
 }
 
+/* Stamps the census's beginning and completion when a job decoded them
+ * (under the session's lock): a job is a few milliseconds of stream. */
+static void note_census(struct session *s)
+{
+    uint8_t state = s->prof.state.census.state;
+
+    if (state == LM_CENSUS_NONE)
+        return;
+    if (s->census_begin_ms == 0)
+        s->census_begin_ms = clock_now_ms();
+    if (state == LM_CENSUS_DONE && s->census_complete_ms == 0)
+        s->census_complete_ms = clock_now_ms();
+}
+
+void session_census(const struct session *s, struct session_census *out)
+{
+    /* The lock and the copy are the loop's to take and keep, whoever
+     * only reads the session; the loop never waits for a feed thread's
+     * job here (a snapshot turn reads every session). */
+    struct session *w = (struct session *)s;
+    struct session_census *k = &w->census_seen;
+
+    if (session_trylock(w) == 0) {
+        k->c = s->prof.state.census;
+        k->duplicates = s->prof.state.totals.census_duplicates;
+        k->preceding_frees = s->prof.state.totals.census_preceding_frees;
+        k->live_bytes = s->prof.state.totals.live_bytes;
+        k->begin_ms = s->census_begin_ms;
+        k->complete_ms = s->census_complete_ms;
+        session_unlock(w);
+    }
+    k->streaming = s->phase == SESSION_HELLO || s->phase == SESSION_STREAM;
+    *out = *k;
+}
+
 /* Decodes and applies a job's bytes, on a feed thread; the loop reads the
  * state meanwhile only under the session's lock. */
 static void session_feed_run(struct feed_job *j, void *owner)
@@ -154,6 +189,7 @@ static void session_feed_run(struct feed_job *j, void *owner)
     j->st = lm_profile_feed(&s->prof, j->p, j->n, &j->used);
     s->stream_bytes += j->used;
     j->events = lm_totals_events(&s->prof.state.totals) - before;
+    note_census(s);
     session_unlock(s);
 }
 

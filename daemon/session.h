@@ -67,6 +67,16 @@ struct session {
     pthread_mutex_t mu;
     struct lm_profile prof;
     uint64_t stream_bytes; /* fed to the decoder */
+    /* When the VM's census began and completed (monotonic; 0 before), as
+     * the feed decoded them (docs/format.md, "Census"). */
+    uint64_t census_begin_ms, census_complete_ms;
+    /* What session_census last read: the loop's own (see there). */
+    struct session_census {
+        struct lm_census c;
+        uint64_t duplicates, preceding_frees, live_bytes;
+        uint64_t begin_ms, complete_ms; /* monotonic; 0 before */
+        int streaming; /* a census begun is running, not partial */
+    } census_seen;
 
     /* Its reads, handed to the feed in its read buffers; with as many
      * out as session_jobs_max() allows, the socket is not read. */
@@ -157,6 +167,11 @@ int session_observe(struct server *srv, const struct session_observer *o);
 /* Where observer o keeps its own state for s (NULL until it stores some);
  * o must be registered.  The slot is o's even when s is const to it. */
 void **session_slot(const struct session *s, const struct session_observer *o);
+
+/* What SessionInfo says of s's census (state NONE when its stream had
+ * none), on the loop: read under its lock, or, while a feed thread holds
+ * that, as last read (a job is a few milliseconds). */
+void session_census(const struct session *s, struct session_census *out);
 
 /* Phase changes go through here, which checks the transition. */
 void session_set_phase(struct session *s, enum session_phase to);

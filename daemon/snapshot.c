@@ -21,6 +21,69 @@ void snapshot_bases_free(struct snapshot_bases *b)
     b->n = b->cap = 0;
 }
 
+/* How far a running census has come: the live bytes known over the VM's
+ * heap at its start, short of 1 until it completes (the heap changes
+ * meanwhile, so the ratio is an estimate). */
+static double census_progress(const struct session_census *k)
+{
+    if (k->c.state == LM_CENSUS_DONE)
+        return 1;
+    if (k->c.begin_total == 0)
+        return 0;
+    double p = (double)k->live_bytes / (double)k->c.begin_total;
+    return p < 0.99 ? p : 0.99;
+}
+
+static Ljmp__CensusState census_state(const struct session_census *k)
+{
+    switch (k->c.state) {
+    case LM_CENSUS_RUNNING:
+        return k->streaming ? LJMP__CENSUS_STATE__CENSUS_RUNNING
+                            : LJMP__CENSUS_STATE__CENSUS_PARTIAL;
+    case LM_CENSUS_DONE:
+        return LJMP__CENSUS_STATE__CENSUS_COMPLETE;
+    default:
+        return LJMP__CENSUS_STATE__CENSUS_NONE;
+    }
+}
+
+/* s's census, or NULL when its stream had none: 0, or -1 out of memory. */
+static int make_census(struct arena *a, const struct session *s,
+                       Ljmp__Census **out)
+{
+    struct session_census k;
+    Ljmp__Census *c;
+
+    *out = NULL;
+    session_census(s, &k);
+    if (k.c.state == LM_CENSUS_NONE)
+        return 0;
+    if ((c = arena_alloc(a, sizeof(*c))) == NULL)
+        return -1;
+    ljmp__census__init(c);
+    c->has_state = c->has_begin_total = c->has_progress = 1;
+    c->has_duplicates = c->has_preceding_frees = c->has_live_bytes = 1;
+    c->has_begin_ms = 1;
+    c->state = census_state(&k);
+    c->begin_total = k.c.begin_total;
+    c->begin_ms = clock_wall_ms(k.begin_ms);
+    c->progress = census_progress(&k);
+    c->duplicates = k.duplicates;
+    c->preceding_frees = k.preceding_frees;
+    c->live_bytes = k.live_bytes;
+    if (k.c.state == LM_CENSUS_DONE) {
+        c->has_complete_total = c->has_remainder = c->has_over = 1;
+        c->has_complete_ms = c->has_complete_blocks = 1;
+        c->complete_total = k.c.complete_total;
+        c->remainder = k.c.remainder;
+        c->over = k.c.over;
+        c->complete_ms = clock_wall_ms(k.complete_ms);
+        c->complete_blocks = k.c.complete_blocks;
+    }
+    *out = c;
+    return 0;
+}
+
 Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
 {
     Ljmp__SessionInfo *i = arena_alloc(a, sizeof(*i));
@@ -57,6 +120,8 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
     }
     i->has_recording = 1;
     i->recording = recorder_of(s) != NULL;
+    if (make_census(a, s, &i->census) != 0)
+        return NULL;
     return i;
 }
 

@@ -1,5 +1,6 @@
-/* Writes fuzz seeds that reach what random bytes seldom build: big heaps
- * and a primary released by more sites than it keeps pending; and, for
+/* Writes fuzz seeds that reach what random bytes seldom build: big heaps,
+ * a primary released by more sites than it keeps pending, and a census
+ * (its markers, duplicates, older blocks' frees, remainder); and, for
  * the control protocol's target, one frame of each request. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,34 @@ static void many_releasers(struct lm_buf *b)
     lm_enc_epilogue(b);
 }
 
+/*
+ * A census (docs/format.md, "Census"): blocks made before it announced
+ * again, older blocks freed and reallocated, then the completion with
+ * more bytes than known, so that the remainder is placed; after it, the
+ * ordinary rules.
+ */
+static void census(struct lm_buf *b)
+{
+    struct lm_loc_ref own = {LM_SRC_LFUNC, {0x100}, {2}},
+                      table = {LM_SRC_LFUNC, {LM_CENSUS_TYPE_FIRST}, {0}};
+
+    begin(b);
+    for (uint64_t k = 1; k <= 20; k++)
+        lm_enc_alloc(b, LM_REV_R3, &own, k * 16, 8);
+    lm_enc_event_lfunc(b, LM_CENSUS_BEGIN, "[census begin]", 100000);
+    lm_enc_event_lfunc(b, LM_CENSUS_INTERNALS,
+                       "[before profiling] VM internals", 0);
+    lm_enc_event_lfunc(b, LM_CENSUS_TYPE_FIRST, "[before profiling] table", 0);
+    for (uint64_t k = 1; k <= 40; k++)
+        lm_enc_alloc(b, LM_REV_R3, &table, k * 16, 8);
+    lm_enc_free(b, LM_REV_R3, &own, 0x9000, 8);
+    lm_enc_realloc(b, LM_REV_R3, &own, 0x9100, 8, 0x9200, 16);
+    lm_enc_event_lfunc(b, LM_CENSUS_COMPLETE, "[census complete]", 120000);
+    lm_enc_alloc(b, LM_REV_R3, &own, 0x9200, 4);
+    lm_enc_free(b, LM_REV_R3, &own, 0x9300, 4);
+    lm_enc_epilogue(b);
+}
+
 /* One control request, framed as a client sends it, into dir/name. */
 static int write_request(const char *dir, const char *name, Ljmp__Request *req)
 {
@@ -175,6 +204,7 @@ static int control_seeds(const char *dir)
     rc |= write_request(dir, "attach", &req);
     att.unit = "nginx";
     att.has_pid = 0;
+    att.has_no_census = att.no_census = 1;
     rc |= write_request(dir, "attach-unit", &req);
     det.has_pid = det.has_tree = det.tree = 1;
     det.pid = 1;
@@ -186,7 +216,7 @@ static int control_seeds(const char *dir)
 
 int main(int argc, char **argv)
 {
-    struct lm_buf heap = {0}, releasers = {0};
+    struct lm_buf heap = {0}, releasers = {0}, taken = {0};
     int rc;
 
     if (argc != 2 && argc != 3) {
@@ -197,9 +227,12 @@ int main(int argc, char **argv)
         return 1;
     big_heap(&heap);
     many_releasers(&releasers);
+    census(&taken);
     rc = write_seed(argv[1], "big-heap", &heap) != 0 ||
-         write_seed(argv[1], "many-releasers", &releasers) != 0;
+         write_seed(argv[1], "many-releasers", &releasers) != 0 ||
+         write_seed(argv[1], "census", &taken) != 0;
     lm_buf_free(&heap);
     lm_buf_free(&releasers);
+    lm_buf_free(&taken);
     return rc;
 }

@@ -1876,6 +1876,149 @@ static void test_symbols_off_the_loop(void)
     unlink(path);
 }
 
+/* The census of the session this process streams on fd, once ljmpd has
+ * it in the state want with live bytes live (NULL after 10 s); the list
+ * in *list, to be freed. */
+static const Ljmp__Census *census_reaching(Ljmp__CensusState want,
+                                           uint64_t live, Ljmp__Response **list)
+{
+    for (uint64_t end = ms_now() + 10000; ms_now() < end; sleep_ms(20)) {
+        Ljmp__Response *r = list_sessions();
+        const Ljmp__SessionSnapshot *ss = session_in(r, getpid());
+        const Ljmp__Census *c = ss != NULL ? ss->info->census : NULL;
+        if (c != NULL && c->state == want && c->live_bytes == live) {
+            *list = r;
+            return c;
+        }
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+    }
+    *list = NULL;
+    return NULL;
+}
+
+/* Writes b's bytes to fd, and empties b. */
+static void send_buf(int fd, struct lm_buf *b)
+{
+    CU_ASSERT_FATAL(!b->oom);
+    CU_ASSERT_EQUAL(write(fd, b->data, b->len), (ssize_t)b->len);
+    b->len = 0;
+}
+
+/* A census stream's start on an acknowledged connection: a heap of
+ * begin_total bytes, its names, and a table of 1000 bytes announced. */
+static int census_session(struct lm_buf *b, uint64_t begin_total)
+{
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "census");
+    struct lm_loc_ref table = {.source = LM_SRC_LFUNC,
+                               .addr = LM_CENSUS_TYPE_FIRST};
+    int fd = hello_acked(hello, hl, 10000);
+
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    lm_enc_event_lfunc(b, LM_CENSUS_BEGIN, "[census begin]", begin_total);
+    lm_enc_event_lfunc(b, LM_CENSUS_INTERNALS,
+                       "[before profiling] VM internals", 0);
+    lm_enc_event_lfunc(b, LM_CENSUS_TYPE_FIRST, "[before profiling] table", 0);
+    lm_enc_alloc(b, LM_REV_R3, &table, 0x10000, 1000);
+    send_buf(fd, b);
+    return fd;
+}
+
+/* Whether `ljmpctl ARGS` printed text (and exited with status). */
+static int ljmpctl_shows(const char *args, const char *text, int status)
+{
+    CU_ASSERT_EQUAL(ljmpctl(args, "census.out"), status);
+    char *out = test_slurp("census.out");
+    int found = strstr(out, text) != NULL;
+    if (!found)
+        fprintf(stderr, "\n`ljmpctl %s` did not show '%s':\n%s", args, text,
+                out);
+    free(out);
+    return found;
+}
+
+/*
+ * A VM's census through ljmpd (docs/format.md, "Census"): SessionInfo
+ * follows it, running with its progress, then complete with what it
+ * found; `ljmpctl list` and `report` say so.  A stream that ends before
+ * the census completed shows it partial.
+ */
+static void test_census(void)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref table = {.source = LM_SRC_LFUNC,
+                               .addr = LM_CENSUS_TYPE_FIRST};
+    Ljmp__Response *r;
+    char report[64];
+
+    snprintf(report, sizeof(report), "report %d", (int)getpid());
+    int fd = census_session(&b, 4000);
+    const Ljmp__Census *c =
+        census_reaching(LJMP__CENSUS_STATE__CENSUS_RUNNING, 1000, &r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->begin_total, 4000);
+    CU_ASSERT_DOUBLE_EQUAL(c->progress, 0.25, 1e-9);
+    CU_ASSERT(c->begin_ms > 0);
+    CU_ASSERT_FALSE(c->has_complete_total);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT(ljmpctl_shows(report, "Census: running, 3.9 KiB at start;", 0));
+    CU_ASSERT(ljmpctl_shows("list", "census: running, 25% of 3.9 KiB", 0));
+    char top[64];
+    snprintf(top, sizeof(top), "top --once %d", (int)getpid());
+    CU_ASSERT(ljmpctl_shows(top, "census 25%", 0));
+    CU_ASSERT(ljmpctl_shows(top, "[before profiling] table", 0));
+
+    /* The table again (a duplicate), then the completion. */
+    lm_enc_alloc(&b, LM_REV_R3, &table, 0x10000, 1000);
+    lm_enc_event_lfunc(&b, LM_CENSUS_COMPLETE, "[census complete]", 5000);
+    send_buf(fd, &b);
+    c = census_reaching(LJMP__CENSUS_STATE__CENSUS_COMPLETE, 5000, &r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->complete_total, 5000);
+    CU_ASSERT_EQUAL(c->remainder, 4000);
+    CU_ASSERT_EQUAL(c->over, 0);
+    CU_ASSERT_EQUAL(c->duplicates, 1);
+    CU_ASSERT_EQUAL(c->preceding_frees, 0);
+    CU_ASSERT_EQUAL(c->complete_blocks, 2);
+    CU_ASSERT_DOUBLE_EQUAL(c->progress, 1, 1e-9);
+    CU_ASSERT(c->complete_ms >= c->begin_ms);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT(ljmpctl_shows(report,
+                            "Census: complete, 3.9 KiB at start, "
+                            "4.9 KiB at completion, VM internals "
+                            "3.9 KiB; 1 duplicates",
+                            0));
+    CU_ASSERT(ljmpctl_shows(report,
+                            "[before profiling] VM internals holds "
+                            "4000B: 1 allocs",
+                            0));
+    CU_ASSERT(ljmpctl_shows(
+        report, "[before profiling] table holds 1000B: 1 allocs", 0));
+    CU_ASSERT(ljmpctl_shows("list", "census: complete, 3.9 KiB at start", 0));
+    close(fd);
+
+    /* Cut before its completion: partial. */
+    fd = census_session(&b, 4000);
+    c = census_reaching(LJMP__CENSUS_STATE__CENSUS_RUNNING, 1000, &r);
+    CU_ASSERT_PTR_NOT_NULL(c);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    close(fd);
+    c = census_reaching(LJMP__CENSUS_STATE__CENSUS_PARTIAL, 1000, &r);
+    CU_ASSERT_PTR_NOT_NULL(c);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    /* A truncated session's report exits 2. */
+    CU_ASSERT(ljmpctl_shows(report,
+                            "Census: partial, 3.9 KiB at start; the "
+                            "stream ended before it completed",
+                            2));
+    lm_buf_free(&b);
+}
+
 /* Restarts ljmpd with the suite's options and opt (NULL-terminated). */
 static int restart_daemon_with(const char *const *opt)
 {
@@ -3387,6 +3530,91 @@ static void test_record_refusals(void)
     conn_close(&c);
 }
 
+/* The write end of the fake agent's pipe: its handler writes there. */
+static int fake_agent_out = -1;
+
+static void fake_agent_caught(int sig, siginfo_t *si, void *uc)
+{
+    int value = si->si_value.sival_int;
+
+    (void)sig, (void)uc;
+    (void)!write(fake_agent_out, &value, sizeof(value));
+}
+
+/* A process with an attach agent's outward signs (its name in its maps,
+ * the signal caught) that never connects: it reports each signal's value
+ * on the pipe whose read end is *values.  Its pid, or -1. */
+static pid_t fake_agent(int *values)
+{
+    int p[2];
+    char name[300];
+
+    if (pipe(p) != 0)
+        return -1;
+    snprintf(name, sizeof(name), LJMP_AGENT_NAME_FMT, SIGRTMIN + 7,
+             ingest_path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sigaction sa = {.sa_sigaction = fake_agent_caught,
+                               .sa_flags = SA_SIGINFO};
+        int fd = memfd_create(name, MFD_CLOEXEC);
+        close(p[0]);
+        fake_agent_out = p[1];
+        if (fd < 0 || ftruncate(fd, 4096) != 0 ||
+            mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED ||
+            sigaction(SIGRTMIN + 7, &sa, NULL) != 0)
+            _exit(1);
+        close(fd);
+        int ready = 0;
+        (void)!write(p[1], &ready, sizeof(ready));
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    *values = p[0];
+    return pid;
+}
+
+/* The next value the fake agent was signalled with, or -1 within 5 s. */
+static int fake_agent_value(int values)
+{
+    struct pollfd pfd = {.fd = values, .events = POLLIN};
+    int value = -1;
+
+    if (poll(&pfd, 1, 5000) != 1 ||
+        read(values, &value, sizeof(value)) != (ssize_t)sizeof(value))
+        return -1;
+    return value;
+}
+
+/* attach --no-census has ljmpd signal the agent with the value that asks
+ * for no census; a plain attach with the plain one. */
+static void test_attach_no_census(void)
+{
+    int values = -1;
+    char args[128];
+    pid_t pid = fake_agent(&values);
+
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), 0); /* its agent is up */
+    snprintf(args, sizeof(args), "attach --no-census --timeout 100 %d",
+             (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "no-census.out"), 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), LJMP_REQ_ATTACH_NO_CENSUS);
+    /* Armed (it never connects): detach disarms it with a signal. */
+    snprintf(args, sizeof(args), "detach %d", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "no-census-detach.out"), 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), LJMP_REQ_DETACH);
+    snprintf(args, sizeof(args), "attach --timeout 100 %d", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "census.out"), 0);
+    CU_ASSERT_EQUAL(fake_agent_value(values), LJMP_REQ_ATTACH);
+    snprintf(args, sizeof(args), "detach %d", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "census-detach.out"), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(values);
+}
+
 /* Attach and detach a running VM by pid, through ljmpd, as ljmpctl does;
  * and the answers when it cannot be done. */
 static void test_attach_detach(void)
@@ -4426,6 +4654,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "a long C name is cut", test_long_c_name_cut);
     CU_add_test(s, "a FIFO among the mapped files", test_mapped_fifo);
     CU_add_test(s, "C symbols read off the loop", test_symbols_off_the_loop);
+    CU_add_test(s, "a VM's census", test_census);
     CU_add_test(s, "C symbols read for users in turn",
                 test_symbols_users_in_turn);
     CU_add_test(s, "a C symbol read that hangs holds its user's alone",
@@ -4458,6 +4687,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "idle client", test_idle_client);
     CU_add_test(s, "attach and detach", test_attach_detach);
     CU_add_test(s, "attach refusals", test_attach_refusals);
+    CU_add_test(s, "attach --no-census", test_attach_no_census);
     CU_add_test(s, "an idle VM is armed", test_attach_idle_armed);
     CU_add_test(s, "attach after the title overwrote the environment",
                 test_attach_after_title);

@@ -214,7 +214,7 @@ static void test_merged_report(void)
     const struct lm_state *states[3];
     const struct lm_report_member who[3] = {
         {101, 7, "nginx: worker"}, {102, 8, "nginx: worker"}, {103, 9, "x"}};
-    struct lm_report_opts o = {0, 0, 0, 1};
+    struct lm_report_opts o = {0, 0, 0, 1, 0};
     char *got = NULL;
     size_t len = 0;
 
@@ -302,15 +302,80 @@ static void test_json_strings(void)
     lm_buf_free(&b);
 }
 
+/* A census stream's report: the census line first, census names without
+ * a line, the VM internals held. */
+static void census_report(int complete, int streaming, int json, char **out)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref table = loc_lua(LM_CENSUS_TYPE_FIRST, 0);
+    struct lm_report_opts o = {0, 0, json, 0, streaming};
+    size_t len = 0;
+
+    census_begin(&b, 12900000);
+    lm_enc_alloc(&b, LM_REV_R3, &table, 0x2000, 2000000);
+    if (complete)
+        census_complete(&b, 14680064);
+    lm_enc_epilogue(&b);
+    CU_ASSERT_FATAL(!b.oom);
+    CU_ASSERT_FATAL(lm_profile_init(&p, NULL, NULL) == 0);
+    CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    FILE *f = open_memstream(out, &len);
+    CU_ASSERT_EQUAL(lm_report_write(f, &p.state, &o), 0);
+    fclose(f);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+static void test_census_report(void)
+{
+    char *got = NULL;
+
+    census_report(1, 0, 0, &got);
+    CU_ASSERT_STRING_EQUAL(
+        got, "Census: complete, 12.3 MiB at start, 14.0 MiB at completion, "
+             "VM internals 12.1 MiB; 0 duplicates, 0 frees of older blocks\n"
+             "\n"
+             "ALLOCATIONS\n"
+             "[before profiling] VM internals: 1 events\t+12680064B\t-0B\n"
+             "[before profiling] table: 1 events\t+2000000B\t-0B\n"
+             "\n"
+             "REALLOCATIONS\n"
+             "\n"
+             "DEALLOCATIONS\n"
+             "\n"
+             "HEAP SUMMARY:\n"
+             "[before profiling] VM internals holds 12680064B: 1 allocs, "
+             "0 frees\n"
+             "[before profiling] table holds 2000000B: 1 allocs, 0 frees\n"
+             "\n");
+    free(got);
+    census_report(0, 0, 0, &got);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(got, "Census: partial, 12.3 MiB at start; the stream ended "
+                    "before it completed; 0 duplicates"));
+    free(got);
+    census_report(0, 1, 0, &got);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "Census: running, 12.3 MiB at start; "));
+    free(got);
+    census_report(1, 0, 1, &got);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(got, "\"census\":{\"state\":\"complete\",\"begin_total\":"
+                    "12900000,\"complete_total\":14680064,\"remainder\":"
+                    "12680064,\"over\":0,"));
+    CU_ASSERT_PTR_NULL(strstr(got, ":0\""));
+    free(got);
+}
+
 void register_report_tests(void)
 {
     CU_pSuite s = CU_add_suite("report", NULL, NULL);
-
     CU_add_test(s, "R1 sample", test_r1_report);
     CU_add_test(s, "R2 sample", test_r2_report);
     CU_add_test(s, "R3-seed sample", test_r3_seed_report);
     CU_add_test(s, "R3 sample", test_r3_report);
     CU_add_test(s, "R3 sample, leak only", test_r3_leak_only);
+    CU_add_test(s, "census report", test_census_report);
     CU_add_test(s, "R3 sample, JSON", test_r3_json);
     CU_add_test(s, "ties and human-readable sizes", test_ties_and_human_sizes);
     CU_add_test(s, "alias listing", test_alias_listing);

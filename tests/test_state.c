@@ -452,6 +452,239 @@ static void test_overwritten_block(void)
     lm_buf_free(&b);
 }
 
+/*
+ * A census (docs/format.md, "Census") on one thread or two: a block made
+ * after the stream began and announced again is a duplicate (kept as it
+ * was), releases of unknown blocks are older blocks, the VM's remainder
+ * is a block of the VM internals, and the live bytes are then the VM's
+ * heap exactly.
+ */
+static void census_stream(struct lm_buf *b)
+{
+    struct lm_loc_ref l1 = loc_lua(CENSUS_PROTO, 1),
+                      l2 = loc_lua(CENSUS_PROTO, 2),
+                      table = loc_lua(LM_CENSUS_TYPE_FIRST, 0);
+
+    census_begin(b, 900);
+    lm_enc_alloc(b, LM_REV_R3, &l1, 0x1000, 100);    /* made after the start */
+    lm_enc_alloc(b, LM_REV_R3, &table, 0x1000, 100); /* announced again */
+    lm_enc_alloc(b, LM_REV_R3, &table, 0x2000, 200);
+    lm_enc_free(b, LM_REV_R3, &l1, 0x3000, 30); /* older, not announced */
+    lm_enc_realloc(b, LM_REV_R3, &l2, 0x4000, 40, 0x5000, 50);
+    census_complete(b, 1000);
+}
+
+static void check_census(const struct lm_state *s)
+{
+    CU_ASSERT_EQUAL(s->census.state, LM_CENSUS_DONE);
+    CU_ASSERT_EQUAL(s->census.begin_total, 900);
+    CU_ASSERT_EQUAL(s->census.complete_total, 1000);
+    CU_ASSERT_EQUAL(s->census.begin_events, 0);
+    CU_ASSERT_EQUAL(s->census.complete_events, 5);
+    CU_ASSERT(s->census.complete_offset > s->census.begin_offset);
+    CU_ASSERT_EQUAL(s->totals.census_duplicates, 1);
+    CU_ASSERT_EQUAL(s->totals.census_preceding_frees, 2);
+    CU_ASSERT_EQUAL(s->totals.unknown_frees, 0);
+    CU_ASSERT_EQUAL(s->totals.overwritten_blocks, 0);
+    CU_ASSERT_EQUAL(s->census.remainder, 1000 - 350);
+    CU_ASSERT_EQUAL(s->census.over, 0);
+    CU_ASSERT_EQUAL(s->totals.live_bytes, 1000);
+    CU_ASSERT_EQUAL(s->totals.live_blocks, 4);
+    CU_ASSERT_EQUAL(s->census.complete_blocks, 4);
+    CU_ASSERT_EQUAL(counters(s, "@h.lua:1").live_bytes, 100);
+    struct lm_counters table = counters(s, "[before profiling] table");
+    CU_ASSERT_EQUAL(table.live_bytes, 200);
+    /* The duplicate is no allocation of its site's. */
+    CU_ASSERT_EQUAL(table.alloc_events, 1);
+    CU_ASSERT_EQUAL(table.alloc_bytes, 200);
+    CU_ASSERT_EQUAL(s->totals.alloc_events, 3);
+    struct lm_counters in = counters(s, "[before profiling] VM internals");
+    CU_ASSERT_EQUAL(in.live_bytes, 650);
+    CU_ASSERT_EQUAL(in.live_blocks, 1);
+    CU_ASSERT_EQUAL(in.alloc_bytes, 650);
+    /* The markers are no sites. */
+    CU_ASSERT_EQUAL(s->nlocs, 4);
+}
+
+static void test_census(void)
+{
+    for (int threads = 1; threads <= 2; threads++) {
+        struct lm_buf b = {0};
+        struct lm_profile p;
+        char err[128];
+
+        census_stream(&b);
+        lm_enc_epilogue(&b);
+        CU_ASSERT_FATAL(!b.oom);
+        lm_profile_init(&p, NULL, NULL);
+        CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&p, threads), 0);
+        CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, threads == 2 ? 7 : 0),
+                        LM_DONE);
+        CU_ASSERT_EQUAL(lm_profile_settle(&p, err, sizeof(err)), 0);
+        check_census(&p.state);
+        lm_profile_free(&p);
+        lm_buf_free(&b);
+    }
+}
+
+/* After the census, the old rules again: an allocation at a live address
+ * is a lost free, a free of an unknown one an unknown free. */
+static void test_census_rules_end_with_it(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref l3 = loc_lua(CENSUS_PROTO, 3);
+
+    census_stream(&b);
+    lm_enc_alloc(&b, LM_REV_R3, &l3, 0x2000, 10);
+    lm_enc_free(&b, LM_REV_R3, &l3, 0x6000, 60);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(p.state.totals.census_duplicates, 1);
+    CU_ASSERT_EQUAL(p.state.totals.census_preceding_frees, 2);
+    CU_ASSERT_EQUAL(p.state.totals.overwritten_blocks, 1);
+    CU_ASSERT_EQUAL(p.state.totals.unknown_frees, 1);
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, 1000 - 200 + 10);
+    CU_ASSERT_EQUAL(counters(&p.state, "[before profiling] table").live_bytes,
+                    0);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Blocks known beyond what the VM said it held: no internals block, the
+ * excess counted. */
+static void test_census_over(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref table = loc_lua(LM_CENSUS_TYPE_FIRST, 0);
+
+    census_begin(&b, 100);
+    lm_enc_alloc(&b, LM_REV_R3, &table, 0x2000, 300);
+    census_complete(&b, 200);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(p.state.census.state, LM_CENSUS_DONE);
+    CU_ASSERT_EQUAL(p.state.census.remainder, 0);
+    CU_ASSERT_EQUAL(p.state.census.over, 100);
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, 300);
+    CU_ASSERT_EQUAL(
+        counters(&p.state, "[before profiling] VM internals").live_bytes, 0);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* A remainder of 4 GiB or more takes several blocks (each under 4 GiB),
+ * and the live bytes are still the VM's exactly. */
+static void test_census_huge_remainder(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    uint64_t total = 10ULL << 30;
+
+    census_begin(&b, total);
+    census_complete(&b, total);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(p.state.census.remainder, total);
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, total);
+    CU_ASSERT_EQUAL(p.state.totals.live_blocks, 3);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* A stream cut before the census completed leaves it running: readers
+ * call it partial. */
+static void test_census_partial(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref table = loc_lua(LM_CENSUS_TYPE_FIRST, 0);
+
+    census_begin(&b, 5000);
+    lm_enc_alloc(&b, LM_REV_R3, &table, 0x2000, 300);
+    run(&p, &b, LM_NEED_MORE);
+    CU_ASSERT_EQUAL(p.state.census.state, LM_CENSUS_RUNNING);
+    CU_ASSERT_EQUAL(p.state.census.begin_total, 5000);
+    CU_ASSERT_STRING_EQUAL(lm_census_state_name(&p.state.census, 0), "partial");
+    CU_ASSERT_STRING_EQUAL(lm_census_state_name(&p.state.census, 1), "running");
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, 300);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Census markers in the symbol table at the start (a recording from the
+ * middle re-lists every symbol) begin no census, but its names are names. */
+static void test_census_markers_in_symtab(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref table = loc_lua(LM_CENSUS_TYPE_FIRST, 0);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, LM_CENSUS_BEGIN, "[census begin]", 100);
+    lm_enc_sym_lfunc(&b, LM_CENSUS_COMPLETE, "[census complete]", 100);
+    lm_enc_sym_lfunc(&b, LM_CENSUS_TYPE_FIRST, "[before profiling] table", 0);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_free(&b, LM_REV_R3, &table, 0x2000, 10);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(p.state.census.state, LM_CENSUS_NONE);
+    CU_ASSERT_EQUAL(p.state.totals.live_bytes, 0);
+    CU_ASSERT_EQUAL(p.state.totals.unknown_frees, 1);
+    CU_ASSERT_NOT_EQUAL(loc_named(&p.state, "[before profiling] table"),
+                        LM_NONE);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* The VM internals' name announced just before the census began is its
+ * name all the same. */
+static void test_census_internals_named_first(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_event_lfunc(&b, LM_CENSUS_INTERNALS,
+                       "[before profiling] VM internals", 0);
+    lm_enc_event_lfunc(&b, LM_CENSUS_BEGIN, "[census begin]", 100);
+    census_complete(&b, 100);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(
+        counters(&p.state, "[before profiling] VM internals").live_bytes, 100);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Census names are names: no line, never an alias, even for a name that
+ * holds a newline. */
+static void test_census_names(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref odd = loc_lua(LM_CENSUS_TYPE_FIRST + 1, 0),
+                      unnamed = loc_lua(LM_CENSUS_TYPE_FIRST + 2, 0);
+
+    census_begin(&b, 100);
+    lm_enc_event_lfunc(&b, LM_CENSUS_TYPE_FIRST + 1,
+                       "[before profiling] table a\nb", 0);
+    lm_enc_alloc(&b, LM_REV_R3, &odd, 0x2000, 30);
+    lm_enc_alloc(&b, LM_REV_R3, &unnamed, 0x3000, 30);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_NOT_EQUAL(loc_named(&p.state, "[before profiling] table a\nb"),
+                        LM_NONE);
+    CU_ASSERT_NOT_EQUAL(loc_named(&p.state, "0x12:0"), LM_NONE);
+    CU_ASSERT_EQUAL(p.state.sym.naliases, 0);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 /* Sizes LuaJIT cannot allocate (4 GiB or more) are refused before they
  * count anywhere; the report of what came before stays sound. */
 static void test_huge_sizes(void)
@@ -774,7 +1007,7 @@ static char *report_text(const struct lm_state *s)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    struct lm_report_opts opts = {0, 0, 0, 0};
+    struct lm_report_opts opts = {0, 0, 0, 0, 0};
 
     CU_ASSERT_EQUAL(lm_report_write(f, s, &opts), 0);
     fclose(f);
@@ -1128,6 +1361,16 @@ void register_state_tests(void)
     CU_add_test(s, "trace start announced later",
                 test_trace_start_announced_later);
     CU_add_test(s, "overwritten block", test_overwritten_block);
+    CU_add_test(s, "census", test_census);
+    CU_add_test(s, "census rules end with it", test_census_rules_end_with_it);
+    CU_add_test(s, "census over the VM's heap", test_census_over);
+    CU_add_test(s, "census huge remainder", test_census_huge_remainder);
+    CU_add_test(s, "census partial", test_census_partial);
+    CU_add_test(s, "census markers in the symbol table",
+                test_census_markers_in_symtab);
+    CU_add_test(s, "census names", test_census_names);
+    CU_add_test(s, "census internals named first",
+                test_census_internals_named_first);
     CU_add_test(s, "location limit", test_location_limit);
     CU_add_test(s, "huge sizes", test_huge_sizes);
     CU_add_test(s, "heap map keys are addresses", test_heap_keys_are_addresses);

@@ -69,6 +69,23 @@ struct lm_loc_ref loc_trace(uint64_t traceno, uint64_t trace_addr)
         .source = LM_SRC_TRACE, .traceno = traceno, .trace_addr = trace_addr};
 }
 
+void census_begin(struct lm_buf *b, uint64_t begin_total)
+{
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_sym_lfunc(b, CENSUS_PROTO, "@h.lua", 0);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    lm_enc_event_lfunc(b, LM_CENSUS_BEGIN, "[census begin]", begin_total);
+    lm_enc_event_lfunc(b, LM_CENSUS_INTERNALS,
+                       "[before profiling] VM internals", 0);
+    lm_enc_event_lfunc(b, LM_CENSUS_TYPE_FIRST, "[before profiling] table", 0);
+}
+
+void census_complete(struct lm_buf *b, uint64_t total)
+{
+    lm_enc_event_lfunc(b, LM_CENSUS_COMPLETE, "[census complete]", total);
+}
+
 void sample_stream(struct lm_buf *b, enum lm_revision rev)
 {
     int traces = rev != LM_REV_R1;
@@ -148,7 +165,7 @@ enum lm_status feed_chunked(struct lm_profile *p, const uint8_t *buf,
 char *report_string(const struct lm_state *s, int leak_only, int human,
                     int json)
 {
-    struct lm_report_opts o = {leak_only, human, json, 0};
+    struct lm_report_opts o = {leak_only, human, json, 0, 0};
     char *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);

@@ -39,6 +39,17 @@ struct lm_loc_ref loc_trace(uint64_t traceno, uint64_t trace_addr);
  */
 void sample_stream(struct lm_buf *b, enum lm_revision rev);
 
+/* The prototype of @h.lua in census streams: above the census's names. */
+#define CENSUS_PROTO 0x10000
+
+/* The start of an R3 stream whose VM announces a census (docs/format.md,
+ * "Census") of a heap of begin_total bytes: @h.lua at CENSUS_PROTO, the census
+ * begun, its names "[before profiling] VM internals" (3) and
+ * "[before profiling] table" (16) announced. */
+void census_begin(struct lm_buf *b, uint64_t begin_total);
+/* The census's completion, with the VM holding total bytes. */
+void census_complete(struct lm_buf *b, uint64_t total);
+
 /* Decodes buf in chunks of `chunk` bytes (0: whole) into a fresh profile. */
 enum lm_status feed_chunked(struct lm_profile *p, const uint8_t *buf,
                             size_t len, size_t chunk);
