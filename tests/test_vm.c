@@ -460,6 +460,107 @@ static void check_start_in_running_vm(const char *flags, int jit)
     check_start_symtab("start_symtab.bin.2", 11, jit);
 }
 
+/* -- The census ---------------------------------------------------------- */
+
+/* The VMs that census.lua runs on: the build's, then each flavour built
+ * with ASan, the system allocator and LuaJIT's assertions (LJMP_VM_ASAN),
+ * which catch a census read of freed memory or a broken invariant. */
+static const char *const census_vms[] = {
+    LUAJIT_BIN,
+#ifdef LUAJIT_ASAN_BINS
+    LUAJIT_ASAN_BINS
+#endif
+};
+
+/* Runs VM FLAGS tests/vm/SCRIPT.lua ARGS > stdout; returns its exit
+ * status and stdout. */
+static int run_vm(const char *vm, const char *flags, const char *script,
+                  const char *args, char **output)
+{
+    char cmd[2048], name[128];
+
+    snprintf(name, sizeof(name), "%s.stdout", script);
+    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 %s %s %s/%s.lua %s >%s/%s",
+             vm, flags, VM_SCRIPTS, script, args, test_dir, name);
+    int st = system(cmd);
+    *output = test_slurp(name);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* One census of census.lua's heap, started with the collector in phase:
+ * complete, what no walk placed under 1% of the VM's heap, no block
+ * announced outside the census twice, every old object freed after it
+ * matched, and every userdata of the named metatable counted once. */
+static void check_census(const char *vm, const char *flags, const char *phase)
+{
+    struct lm_profile p;
+    char args[256], *out;
+
+    snprintf(args, sizeof(args), "%s/census.bin %s 2000", test_dir, phase);
+    int rc = run_vm(vm, flags, "census", args, &out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out ? out : "", "census complete"));
+    if (rc != 0 || out == NULL || strstr(out, "census complete") == NULL)
+        fprintf(stderr, "\n%s %s census.lua %s: %s\n", vm, flags, phase,
+                out ? out : "(no output)");
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(decode("census.bin", &p), LM_DONE);
+    const struct lm_census *c = &p.state.census;
+    const struct lm_totals *t = &p.state.totals;
+    CU_ASSERT_EQUAL(c->state, LM_CENSUS_DONE);
+    CU_ASSERT(c->complete_total > 0);
+    CU_ASSERT(c->remainder * 100 <= c->complete_total);
+    CU_ASSERT_EQUAL(c->over, 0);
+    CU_ASSERT_EQUAL(t->unknown_frees, 0);
+    CU_ASSERT_EQUAL(t->overwritten_blocks, 0);
+    CU_ASSERT_EQUAL(
+        allocs_at(&p.state, "[before profiling] userdata CensusUdata",
+                  "CensusUdata"),
+        2001);
+    CU_ASSERT(allocs_at(&p.state, "[before profiling] thread", "thread") >=
+              20);
+    if (c->remainder * 100 > c->complete_total || t->unknown_frees != 0)
+        fprintf(stderr, "\n%s %s %s: remainder %llu of %llu, %llu unknown\n",
+                vm, flags, phase, (unsigned long long)c->remainder,
+                (unsigned long long)c->complete_total,
+                (unsigned long long)t->unknown_frees);
+    lm_profile_free(&p);
+}
+
+/* Every VM, the JIT on and off, the collector in each phase it can be
+ * seen in between two steps (the atomic phase is one step). */
+static void test_census_in_every_phase(void)
+{
+    static const char *const phases[] = {"pause", "propagate", "sweepstring",
+                                         "sweep", "finalize"};
+
+    for (size_t v = 0; v < sizeof(census_vms) / sizeof(census_vms[0]); v++)
+        for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+            check_census(census_vms[v], "", phases[i]);
+            check_census(census_vms[v], "-joff", phases[i]);
+        }
+}
+
+/* A stream stopped before its census completed leaves it partial (begun,
+ * never complete); the next stream's census completes. */
+static void test_census_partial(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("census_partial", "census_partial", &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out ? out : "", "first partial"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out ? out : "", "second complete"));
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(decode("census_partial.1", &p), LM_DONE);
+    CU_ASSERT_EQUAL(p.state.census.state, LM_CENSUS_RUNNING);
+    lm_profile_free(&p);
+    CU_ASSERT_EQUAL_FATAL(decode("census_partial.2", &p), LM_DONE);
+    CU_ASSERT_EQUAL(p.state.census.state, LM_CENSUS_DONE);
+    CU_ASSERT_EQUAL(p.state.totals.unknown_frees, 0);
+    lm_profile_free(&p);
+}
+
 static void test_start_announces_live_symbols(void)
 {
     check_start_in_running_vm("", 1);
@@ -1247,5 +1348,7 @@ int main(void)
     CU_add_test(s, "fork while writing a file", test_fork_while_writing_a_file);
     CU_add_test(s, "attach and detach by signal", test_attach_and_detach);
     CU_add_test(s, "agent disabled", test_agent_disabled);
+    CU_add_test(s, "census in every phase", test_census_in_every_phase);
+    CU_add_test(s, "census partial", test_census_partial);
     return test_run_all();
 }

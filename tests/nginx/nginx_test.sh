@@ -549,6 +549,69 @@ case_latency() {
   stop_ljmpd
 }
 
+# The census: a worker whose store holds 100000 tables made before the
+# attach.  Attached under load (whose allocations drive the census), its
+# session shows the census complete within 20 s, what the census could
+# not place under 1% of the worker's heap, and the old strings and
+# tables first by live bytes; detached complete.  Attached again with --no-census, the
+# new session has none.
+case_census() {
+  local w f state facts total rem rank
+  start_ljmpd
+  start_nginx 1 on
+  w=$workers
+  http_get '/fill?n=100000&bytes=100' >/dev/null ||
+    fail "expected /fill to answer 200"
+  wrk_start census 6 8
+  sleep 0.3
+  attach "$w"
+  f=$dir/census.json
+  for _ in $(seq 200); do
+    ctl list --json || fail "ljmpctl list failed: status $?"
+    printf '%s\n' "$last_out" >"$f"
+    state=$(q "$f" "$newest local s = newest($w)
+      return s and s.info.census and s.info.census.state or 'none'")
+    [ "$state" = CENSUS_COMPLETE ] && break
+    sleep 0.1
+  done
+  [ "$state" = CENSUS_COMPLETE ] ||
+    fail "expected worker $w's census complete within 20 s, saw $state"
+  facts=$(q "$f" "$newest local c = newest($w).info.census
+    return ('%d %d'):format(c.complete_total, c.remainder or 0)")
+  read -r total rem <<<"$facts"
+  [ "$total" -gt 20000000 ] ||
+    fail "expected the worker's heap over 20 MB at the census, saw $total B"
+  [ $((rem * 100)) -le "$total" ] ||
+    fail "expected what the census could not place under 1% of $total B, saw $rem B"
+  ctl snapshot --json -n 5 "$w" || fail "ljmpctl snapshot failed: status $?"
+  printf '%s\n' "$last_out" >"$f"
+  # The old entries: a string of some 100 bytes each and its table.
+  rank=$(q "$f" "$newest local s, r = newest($w), {}
+    for i, t in ipairs(s.top or {}) do r[t.name] = i end
+    return (r['[before profiling] string'] or 0) .. ' ' ..
+      (r['[before profiling] table'] or 0)")
+  case $rank in
+    '1 2' | '2 1') ;;
+    *) fail "expected the old strings and tables first by live bytes, saw: $(top_names "$f" "$w")" ;;
+  esac
+  detach "$w"
+  expect_complete "$w"
+  ctl attach --no-census "$w" ||
+    fail "expected 'ljmpctl attach --no-census' to succeed; status $?"
+  wait_streaming "$w"
+  ctl list --json || fail "ljmpctl list failed: status $?"
+  printf '%s\n' "$last_out" >"$f"
+  state=$(q "$f" "$newest local s = newest($w)
+    return s.info.census and s.info.census.state or 'none'")
+  [ "$state" = none ] || [ "$state" = CENSUS_NONE ] ||
+    fail "expected no census with --no-census, saw $state"
+  detach "$w"
+  wrk_check census
+  stop_nginx
+  stop_ljmpd
+  say "census of a worker holding 100000 old tables: complete, $total B, $rem B unplaced"
+}
+
 # nginx -s reload, then attach the new workers by pid (each reload makes
 # the workers' VM anew in the master).
 case_reload() {
