@@ -35,6 +35,7 @@ struct server_counters {
 };
 
 struct attach;
+struct budget;
 struct control;
 struct feed;
 struct follows;
@@ -66,6 +67,7 @@ struct server {
     struct follows *follows;     /* attach --tree, --unit (follow.c) */
     struct control *ctl;         /* subscriptions, record requests */
     struct snapshots *snapshots; /* the snapshots' turns (snapshot.c) */
+    struct budget *budget;       /* memory held per user (budget.c) */
     /* Who serves control peers' requests (peer.h). */
     const struct peer_handler *peer_handler;
     /* Who watches sessions (session.h), in the order they registered. */
