@@ -1,7 +1,6 @@
 /* Memory budgets: what ljmpd holds for each session, each user and in all;
  * a session that grows past one ends, failed, saying what grew. */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "budget.h"
 #include "log.h"
@@ -9,58 +8,14 @@
 #include "retention.h"
 #include "session.h"
 
-/* What one user's sessions hold. */
-struct user_bytes {
-    uid_t uid;
-    uint64_t bytes;
-};
-
-/* Users holding anything, in no order: as few as the users streaming or
- * kept, so a walk costs less than a hash. */
-struct budget {
-    uint64_t total;
-    struct user_bytes *users;
-    unsigned n, cap;
-};
-
-int budget_start(struct server *srv)
-{
-    return (srv->budget = calloc(1, sizeof(*srv->budget))) ? 0 : -1;
-}
-
 void budget_free(struct server *srv)
 {
-    if (srv->budget != NULL)
-        free(srv->budget->users);
-    free(srv->budget);
-    srv->budget = NULL;
-}
-
-static struct user_bytes *user_of(struct budget *b, uid_t uid)
-{
-    for (unsigned i = 0; i < b->n; i++)
-        if (b->users[i].uid == uid)
-            return &b->users[i];
-    if (b->n == b->cap) {
-        unsigned cap = b->cap ? 2 * b->cap : 16;
-        struct user_bytes *v = realloc(b->users, cap * sizeof(*v));
-        if (v == NULL)
-            return NULL;
-        b->users = v;
-        b->cap = cap;
-    }
-    b->users[b->n] = (struct user_bytes){uid, 0};
-    return &b->users[b->n++];
+    quota_bytes_free(&srv->held);
 }
 
 uint64_t budget_user_bytes(const struct server *srv, uid_t uid)
 {
-    const struct budget *b = srv->budget;
-
-    for (unsigned i = 0; i < b->n; i++)
-        if (b->users[i].uid == uid)
-            return b->users[i].bytes;
-    return 0;
+    return quota_bytes_of(&srv->held, uid);
 }
 
 uint64_t budget_of_session(const struct server *srv, uid_t uid)
@@ -75,17 +30,8 @@ uint64_t budget_of_session(const struct server *srv, uid_t uid)
 /* Moves s's user's charge from what s held to held. */
 static void charge_to(struct session *s, uint64_t held)
 {
-    struct budget *b = s->srv->budget;
-    struct user_bytes *u = user_of(b, s->uid);
-
-    /* Out of memory for a user's entry (a few bytes): the total still
-     * counts, and the next charge tries again. */
-    if (u != NULL)
-        u->bytes = u->bytes + held - s->mem_charged;
-    b->total = b->total + held - s->mem_charged;
+    quota_bytes_move(&s->srv->held, s->uid, s->mem_charged, held);
     s->mem_charged = held;
-    if (u != NULL && u->bytes == 0)
-        *u = b->users[--b->n];
 }
 
 void budget_charge(struct session *s)
@@ -140,7 +86,7 @@ static int over_after_forgetting(struct session *s, int any_user,
 
     for (;;) {
         uint64_t used =
-            any_user ? srv->budget->total : budget_user_bytes(srv, s->uid);
+            any_user ? srv->held.total : budget_user_bytes(srv, s->uid);
         if (used <= budget)
             return 0;
         if (!retention_forget_oldest(srv, s->uid, any_user, s))
@@ -165,8 +111,8 @@ static void budget_fed(struct session *s, uint64_t at, const uint8_t *p,
         return; /* stopping already */
     /* Kept sessions make room whether s fits or not: what s holds stays
      * (within a job's growth of its budget), the budgets hold. */
-    int over_user = quota_applies(s->uid) &&
-                    over_after_forgetting(s, 0, cfg->user_memory);
+    int over_user =
+        quota_applies(s->uid) && over_after_forgetting(s, 0, cfg->user_memory);
     int over_total = over_after_forgetting(s, 1, cfg->total_memory);
     if (s->mem_charged > s->mem_budget)
         fail(s, BUDGET_SESSION, s->mem_budget);

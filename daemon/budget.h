@@ -15,8 +15,7 @@ enum budget_kind {
     BUDGET_TOTAL,
 };
 
-/* Starts the budgets' bookkeeping: 0, or -1 when out of memory. */
-int budget_start(struct server *srv);
+/* Forgets what the budgets counted (after the sessions are freed). */
 void budget_free(struct server *srv);
 
 /* The most one session of uid may hold: --session-memory, and no more

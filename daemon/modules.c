@@ -68,7 +68,7 @@ int modules_start(struct server *srv)
         symload_start(srv) != 0 || peerfd_start() != 0 ||
         control_start(srv) != 0 || attach_start(srv) != 0 ||
         follow_start(srv) != 0 || snapshot_start(srv) != 0 ||
-        budget_start(srv) != 0 || watch_sessions(srv) != 0)
+        watch_sessions(srv) != 0)
         return -1;
     return 0;
 }

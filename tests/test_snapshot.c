@@ -134,7 +134,6 @@ static void setup(void)
     /* Views are charged to their sessions' budgets. */
     srv.cfg.session_memory = srv.cfg.user_memory = (size_t)256 << 20;
     srv.cfg.total_memory = (size_t)1 << 30;
-    CU_ASSERT_FATAL(budget_start(&srv) == 0);
     /* Who keeps state in sessions that snapshots read. */
     CU_ASSERT_FATAL(session_observe(&srv, &recorder_observer) == 0);
     CU_ASSERT_FATAL(session_observe(&srv, &snapshot_observer) == 0);
