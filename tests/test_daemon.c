@@ -2837,7 +2837,8 @@ static long daemon_rss_kb(void)
 #define SESSION_BUDGET (32u << 20)
 #define USER_BUDGET    (48u << 20)
 static const char *const small_budgets[] = {
-    "--session-memory", "33554432", "--user-memory", "50331648",
+    "--session-memory", "33554432", /* SESSION_BUDGET */
+    "--user-memory",    "50331648", /* USER_BUDGET */
     "--memory",         "268435456", NULL};
 
 /* Appends piece k of a hostile stream's connection conn to b. */
@@ -3066,6 +3067,107 @@ static void test_budget_huge_heap(void)
                                        "bytes"));
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "of them live blocks"));
     free(why);
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/* Sites enough for a report of some 4.6 MB: each line of a chunk named
+ * by 200 bytes a site of its own; more clients than such reports fit in
+ * the user's budget. */
+enum { REPORT_SITES = 10000, REPORT_CLIENTS = 16 };
+
+/* As nobody (in a child): a whole session of REPORT_SITES sites, ended,
+ * then a report of it asked for by REPORT_CLIENTS clients that do not
+ * read for a while; then each reads its answer.  Exits 0 when some got
+ * the report and the others were refused for the user's budget. */
+static void unread_reports_as_nobody(void)
+{
+    struct lm_buf b = {0};
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    char chunk[201];
+    struct conn c[REPORT_CLIENTS];
+    int reports = 0, refused = 0;
+
+    memset(chunk, 'r', 200);
+    chunk[0] = '@';
+    chunk[200] = '\0';
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "reports");
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, chunk, 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (uint64_t l = 1; l <= REPORT_SITES; l++) {
+        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x100}, {l}};
+        lm_enc_alloc(&b, LM_REV_R3, &loc, 0x100000 + 64 * l, 48);
+    }
+    lm_enc_epilogue(&b);
+    ljmp_trailer_encode(trailer, REPORT_SITES, b.len - hl);
+    lm_buf_bytes(&b, trailer, sizeof(trailer));
+    int fd = connect_unix(ingest_path);
+    if (fd < 0 || write_all(fd, &b) != 0)
+        _exit(2);
+    lm_buf_free(&b);
+    shutdown(fd, SHUT_WR);
+    char ack[16];
+    while (read(fd, ack, sizeof(ack)) > 0)
+        ; /* ljmpd closes once the session is complete */
+    close(fd);
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ReportRequest rr = LJMP__REPORT_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)getpid();
+    rr.session = &sel;
+    req.body_case = LJMP__REQUEST__BODY_REPORT;
+    req.report = &rr;
+    for (int i = 0; i < REPORT_CLIENTS; i++)
+        if (conn_open(&c[i]) != 0 || conn_send(&c[i], &req, -1) == 0)
+            _exit(3);
+    sleep_ms(1500); /* the parent sees what ljmpd holds meanwhile */
+    for (int i = 0; i < REPORT_CLIENTS; i++) {
+        Ljmp__Response *r = conn_recv(&c[i], 10000);
+        if (r != NULL && r->body_case == LJMP__RESPONSE__BODY_REPORT)
+            reports++;
+        else if (r != NULL && r->error != NULL && r->error->message &&
+                 strstr(r->error->message, "over its user's memory budget"))
+            refused++;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        conn_close(&c[i]);
+    }
+    _exit(reports > 0 && refused > 0 && reports + refused == REPORT_CLIENTS
+              ? 0
+              : 4);
+}
+
+/*
+ * Reports that a user's clients ask for and do not read are held only
+ * within the user's memory budget: past it, the others are refused,
+ * saying so, and ljmpd's resident size stays within the budget and a
+ * base, which here holds a report being built (its text, then its
+ * frame) beside those queued.
+ */
+static void test_budget_unread_reports(void)
+{
+    int status;
+
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(small_budgets), 0);
+    long base = daemon_rss_kb();
+    pid_t child = fork_as_nobody();
+    if (child == 0)
+        unread_reports_as_nobody();
+    CU_ASSERT_FATAL(child > 0);
+    long peak = peak_rss_until_exit(child, &status);
+    CU_ASSERT_EQUAL(status, 0);
+    printf("\n    ljmpd's RSS: %ld KiB before, %ld KiB at the peak ", base,
+           peak);
+    CU_ASSERT_TRUE(peak - base < (long)(USER_BUDGET >> 10) + 32 * 1024);
+    CU_ASSERT_TRUE(daemon_up());
     CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
 }
 
@@ -3374,7 +3476,6 @@ static void test_bad_control(void)
     ljmp__response__free_unpacked(r, NULL);
     CU_ASSERT_TRUE(daemon_up());
 }
-
 
 /* A client that floods requests and never reads its answers: its queue
  * stays bounded, and the daemon keeps answering others. */
@@ -4717,6 +4818,8 @@ int main(int argc, char **argv)
                 test_budget_long_names);
     CU_add_test(s, "a user's huge heap stays within budget",
                 test_budget_huge_heap);
+    CU_add_test(s, "a user's unread reports stay within budget",
+                test_budget_unread_reports);
     CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
