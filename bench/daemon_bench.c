@@ -323,6 +323,8 @@ static Ljmp__Response *list_sessions(void)
     struct sub s = {0};
     Ljmp__Response *r = NULL;
 
+    /* Brief sessions too: a replay may end within ljmpd's --brief. */
+    lr.has_all = lr.all = 1;
     req.body_case = LJMP__REQUEST__BODY_LIST;
     req.list = &lr;
     if ((s.fd = connect_unix(control)) < 0 || send_request(s.fd, &req) != 0)

@@ -43,13 +43,16 @@ static const char attach_help[] =
     "Census.  A VM attached to announces, as its stream begins, every block\n"
     "its heap holds already (its census), so that reports and live views\n"
     "see the whole heap, blocks from before the attach named by their type\n"
-    "(\"[before profiling] table\") or by their function's line.  Once the\n"
-    "stream has started, attach waits for the census and shows its\n"
-    "progress (a line that refreshes on a terminal, else a line a second),\n"
-    "then how long it took and what it found.  Options:\n"
-    "  --census-wait=SECONDS  wait at most this long (default 30; 0: do not\n"
-    "                         wait); then attach prints how far it came and\n"
-    "                         that it goes on, and succeeds\n"
+    "(\"[before profiling] table\") or by their function's line.  The VM\n"
+    "takes it while it runs, as its allocations drive its collector: an\n"
+    "idle one takes it when it next works.  On a terminal, once the stream\n"
+    "has started, attach waits for the census and shows its progress (a\n"
+    "line that refreshes), then how long it took and what it found;\n"
+    "elsewhere it waits only when asked (a line a second).  Options:\n"
+    "  --census-wait=SECONDS  wait at most this long (default 30 on a\n"
+    "                         terminal, else 0: do not wait); then attach\n"
+    "                         prints how far it came and that it goes on,\n"
+    "                         and succeeds\n"
     "  --no-census            the VM streams without a census: only blocks\n"
     "                         allocated from now on are seen\n"
     "With --tree or --unit, attach does not wait; `ljmpctl list` shows each\n"
@@ -246,8 +249,11 @@ static int cmd_attach(const struct ctl_args *a)
     Ljmp__Request req = LJMP__REQUEST__INIT;
     Ljmp__AttachRequest ar = LJMP__ATTACH_REQUEST__INIT;
     uint32_t pid, timeout_ms = (uint32_t)args_get(a, OPT_TIMEOUT, 0);
-    unsigned long long census_wait =
-        args_get(a, OPT_CENSUS_WAIT, CENSUS_WAIT_S);
+    /* A script goes on once the stream runs (a census of an idle VM may
+     * take until its next requests); one that wants the census waits
+     * with the option.  A terminal shows it. */
+    unsigned long long census_wait = args_get(
+        a, OPT_CENSUS_WAIT, isatty(STDOUT_FILENO) ? CENSUS_WAIT_S : 0);
     const char *unit;
     struct conn c;
     int rc, tree;

@@ -136,21 +136,36 @@ static void print_follows(const Ljmp__SessionList *l)
         live_print_follow(l->follows[i]);
 }
 
+/* What ljmpd holds for a session and the most it may, in MiB ("-" from
+ * a daemon that does not say). */
+static void put_memory(const Ljmp__SessionInfo *s)
+{
+    char cell[32] = "-";
+
+    if (s->has_memory_bytes && s->has_memory_budget)
+        snprintf(cell, sizeof(cell), "%.1f/%.0fM",
+                 (double)s->memory_bytes / 1048576,
+                 (double)s->memory_budget / 1048576);
+    printf(" %14s", cell);
+}
+
 static void print_list(const Ljmp__SessionList *l)
 {
-    printf("%-7s %-8s %-6s %-10s %12s %14s %10s  %-19s  %s\n", "SESSION", "PID",
-           "UID", "STATE", "EVENTS", "LIVE BYTES", "BLOCKS", "STARTED",
-           "COMMAND");
+    printf("%-7s %-8s %-6s %-10s %12s %14s %10s %14s  %-19s  %s\n", "SESSION",
+           "PID", "UID", "STATE", "EVENTS", "LIVE BYTES", "BLOCKS",
+           "MEMORY/BUDGET", "STARTED", "COMMAND");
     for (size_t i = 0; i < l->n_sessions; i++) {
         const Ljmp__SessionInfo *s = l->sessions[i]->info;
         const Ljmp__Totals *t = l->sessions[i]->totals;
         if (s == NULL || t == NULL)
             continue;
-        printf("%-7llu %-8u %-6u %-10s %12llu %14llu %10llu  ",
+        printf("%-7llu %-8u %-6u %-10s %12llu %14llu %10llu",
                (unsigned long long)s->id, s->pid, s->uid, state_of(s),
                (unsigned long long)ljmp_wire_totals_events(t),
                (unsigned long long)t->live_bytes,
                (unsigned long long)t->live_blocks);
+        put_memory(s);
+        printf("  ");
         put_time(stdout, s->session_start_ms);
         printf("  %s\n", s->cmdline ? s->cmdline : "");
         if (s->reason != NULL && s->state != LJMP__SESSION_STATE__STREAMING)
@@ -176,14 +191,16 @@ static const char list_help[] =
     "usage: ljmpctl list [--all] [--json]\n"
     "\n"
     "Lists the sessions ljmpd knows: streaming ones and finished ones it\n"
-    "still keeps, with their state, events and live heap; the processes\n"
-    "armed by attach that have not run Lua since; what attach --tree and\n"
-    "--unit follow; and the daemon's own counters (drops, rejected peers,\n"
-    "malformed streams).  A session whose VM announced the heap it held\n"
-    "when its stream began (its census) has a line saying where that\n"
-    "stands: running (how far, against the heap at its start), complete\n"
-    "(the heap at start and at completion, and what no block accounts\n"
-    "for: the VM's internals), or partial (the stream ended first).\n"
+    "still keeps, with their state, events, live heap, and the memory\n"
+    "ljmpd holds for each against its budget (ljmpd --session-memory); the\n"
+    "processes armed by attach that have not run Lua since; what attach\n"
+    "--tree and --unit follow; and the daemon's own counters (drops,\n"
+    "rejected peers, malformed streams).  A session whose VM announced the\n"
+    "heap it held when its stream began (its census) has a line saying\n"
+    "where that stands: running (how far, against the heap at its start),\n"
+    "complete (the heap at start and at completion, and what no block\n"
+    "accounts for: the VM's internals), or partial (the stream ended\n"
+    "first).\n"
     "\n"
     "Brief sessions are left out and counted: those of processes that\n"
     "lived a moment (under ljmpd's --brief, 2 s by default) and have\n"

@@ -24,6 +24,9 @@ void lm_groups_free(struct lm_groups *g)
     memset(g, 0, sizeof(*g));
 }
 
+/* group_named's answer when a new name would pass g->max_bytes. */
+#define GROUPS_FULL (LM_NONE - 1)
+
 /* The group named name (len bytes), made if new; LM_NONE on OOM. */
 static uint32_t group_named(struct lm_groups *g, const char *name, size_t len)
 {
@@ -35,6 +38,8 @@ static uint32_t group_named(struct lm_groups *g, const char *name, size_t len)
         if (strcmp(g->v[id].name, name) == 0)
             return id;
     }
+    if (g->max_bytes != 0 && lm_groups_memory(g) + len + 1 > g->max_bytes)
+        return GROUPS_FULL;
     if (LM_RESERVE(g->v, g->cap, g->n) != 0)
         return LM_NONE;
     char *copy = malloc(len + 1);
@@ -46,6 +51,7 @@ static uint32_t group_named(struct lm_groups *g, const char *name, size_t len)
         return LM_NONE;
     }
     g->v[g->n] = (struct lm_group){copy, 0};
+    g->name_bytes += len + 1;
     return g->n++;
 }
 
@@ -75,13 +81,20 @@ int lm_groups_update(struct lm_groups *g, const struct lm_state *s)
         return -1;
     for (uint32_t id = g->nlocs; id < s->nlocs; id++) {
         uint32_t gid = group_of_loc(g, s, id);
-        if (gid == LM_NONE)
-            return -1;
+        if (gid == LM_NONE || gid == GROUPS_FULL)
+            return gid == LM_NONE ? -1 : 1;
         g->group_of[id] = gid;
         g->v[gid].nlocs++;
         g->nlocs = id + 1;
     }
     return 0;
+}
+
+uint64_t lm_groups_memory(const struct lm_groups *g)
+{
+    return g->name_bytes + (uint64_t)g->of_cap * sizeof(*g->group_of) +
+           (uint64_t)g->cap * sizeof(*g->v) +
+           ((uint64_t)g->index.mask + 1) * sizeof(struct lm_hindex_slot);
 }
 
 void lm_groups_sum(const struct lm_groups *g, const struct lm_state *s,

@@ -25,14 +25,23 @@ struct lm_groups {
     struct lm_group *v;
     uint32_t n, cap;
     struct lm_hindex index; /* name hash -> group */
+    uint64_t name_bytes;    /* the names' copies */
+    /* The most lm_groups_memory may reach by new names (0: no bound): a
+     * location's name may be a chunk's of a megabyte, so a view's copies
+     * of names may outgrow the state they name. */
+    uint64_t max_bytes;
 };
 
 int lm_groups_init(struct lm_groups *g);
 void lm_groups_free(struct lm_groups *g);
 
 /* Names the locations s made since the last update; -1 when out of
- * memory (g stays usable; the rest is named next time). */
+ * memory, 1 when a name would take g past max_bytes (either way g stays
+ * usable, the rest left unnamed until the next update). */
 int lm_groups_update(struct lm_groups *g, const struct lm_state *s);
+
+/* Bytes g holds: names, per-location ids, groups and their index. */
+uint64_t lm_groups_memory(const struct lm_groups *g);
 
 /* Sums the counters of each group's locations into out (g->n entries). */
 void lm_groups_sum(const struct lm_groups *g, const struct lm_state *s,

@@ -1,5 +1,6 @@
 /* ljmpd's modules started and freed in order, without sockets. */
 #include "attach.h"
+#include "budget.h"
 #include "clock.h"
 #include "control.h"
 #include "feed.h"
@@ -45,7 +46,7 @@ static int watch_sessions(struct server *srv)
 {
     static const struct session_observer *const order[] = {
         &control_observer, &recorder_observer, &attach_observer,
-        &symload_observer, &snapshot_observer,
+        &symload_observer, &snapshot_observer, &budget_observer,
     };
 
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
@@ -90,6 +91,7 @@ void modules_free(struct server *srv)
         session_free(s);
     }
     snapshot_free(srv); /* after the sessions, whose views go first */
+    budget_free(srv);   /* after the sessions, uncharged as they go */
     recorder_free(srv); /* after the sessions that finish theirs */
     peerfd_stop();      /* after the peers and sessions that close theirs */
 }

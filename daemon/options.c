@@ -62,6 +62,15 @@ static const char usage_text[] =
     "                           (2000; 0: none is)\n"
     "      --max-locations N    allocation sites per session (1048576)\n"
     "      --max-string BYTES   longest symbol name accepted (1048576)\n"
+    "      --session-memory BYTES  the most ljmpd holds for one session\n"
+    "                           (268435456, 256 MiB): names, sites, live\n"
+    "                           blocks, buffers; past it the session fails\n"
+    "      --user-memory BYTES  the most it holds for one user's sessions,\n"
+    "                           streaming and kept (268435456); root and\n"
+    "                           ljmpd's own user have no user budget\n"
+    "      --memory BYTES       the most it holds for all sessions\n"
+    "                           (1073741824, 1 GiB); kept sessions are\n"
+    "                           forgotten first to make room\n"
     "  -v, --verbose            debug log\n"
     "  -q, --quiet              errors and warnings only\n"
     "  -h, --help               this text\n"
@@ -102,6 +111,9 @@ static const struct number_opt number_opts[] = {
     NUMBER("inline-bytes", inline_bytes, 10, 0, 64u << 20),
     NUMBER("symbols-wait", symbols_wait_ms, 10, 1, 3600000),
     NUMBER("brief", brief_ms, 10, 0, 3600000),
+    NUMBER("session-memory", session_memory, 10, 1u << 20, 1ull << 46),
+    NUMBER("user-memory", user_memory, 10, 1u << 20, 1ull << 46),
+    NUMBER("memory", total_memory, 10, 1u << 20, 1ull << 46),
 };
 
 #define NNUMBERS (sizeof(number_opts) / sizeof(number_opts[0]))
@@ -201,6 +213,9 @@ static void set_defaults(struct config *cfg)
     cfg->feed_threads = default_feed_threads();
     cfg->inline_bytes = 4096;
     cfg->symbols_wait_ms = 2000;
+    cfg->session_memory = (size_t)256 << 20;
+    cfg->user_memory = (size_t)256 << 20;
+    cfg->total_memory = (size_t)1 << 30;
 }
 
 /* The socket paths not given: the defaults for ljmpd's user. */

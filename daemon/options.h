@@ -24,6 +24,9 @@ struct config {
     unsigned brief_ms;       /* sessions shorter, of exited processes */
     uint32_t max_locations;  /* per session */
     size_t max_string;       /* per session */
+    /* Memory budgets, in bytes (budget.c): per session, per user with a
+     * quota (quota.h), and for every session in all. */
+    size_t session_memory, user_memory, total_memory;
     int verbose;
 };
 

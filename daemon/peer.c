@@ -209,8 +209,57 @@ int peer_send(struct peer *p, const Ljmp__Response *resp)
                            protobuf_c_message_get_packed_size(&resp->base));
 }
 
+/* Answers refused for a memory budget, which a client may ask for again
+ * and again. */
+static struct log_limit over_budget = LOG_LIMIT("answers over a budget");
+
+/*
+ * Whether an answer of n bytes, bigger than a client's --queue (a
+ * report), would take what ljmpd holds for the client's user (its
+ * sessions, and what its clients have not read) past the user's memory
+ * budget, or all of it past the total: many clients that ask for reports
+ * and never read them would each hold a frame of up to 32 MiB.  Smaller
+ * answers (snapshots) are bounded by --queue, and not walked for.  Says
+ * why in why.
+ */
+static int over_memory_budget(const struct peer *p, size_t n, char *why,
+                              size_t len)
+{
+    const struct server *srv = p->srv;
+    const struct peer *q;
+    uint64_t mine = 0, all = 0;
+
+    if (n <= srv->cfg.peer_queue)
+        return 0;
+    TAILQ_FOREACH(q, &srv->peers, link)
+    {
+        size_t queued = evbuffer_get_length(q->out);
+        all += queued;
+        mine += q->uid == p->uid ? queued : 0;
+    }
+    mine += quota_bytes_of(&srv->held, p->uid) + n;
+    all += srv->held.total + n;
+    if (quota_applies(p->uid) && mine > srv->cfg.user_memory) {
+        snprintf(why, len,
+                 "the answer (%zu bytes) would take what ljmpd holds for uid "
+                 "%u to %llu bytes, over its user's memory budget of %zu",
+                 n, (unsigned)p->uid, (unsigned long long)mine,
+                 srv->cfg.user_memory);
+        return 1;
+    }
+    if (all > srv->cfg.total_memory) {
+        snprintf(why, len,
+                 "the answer (%zu bytes) would take what ljmpd holds to %llu "
+                 "bytes, over its memory budget of %zu",
+                 n, (unsigned long long)all, srv->cfg.total_memory);
+        return 1;
+    }
+    return 0;
+}
+
 int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n)
 {
+    char why[256];
     struct evbuffer_iovec v;
 
     if (p->gone)
@@ -224,6 +273,14 @@ int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n)
                             "the response (%zu bytes) is larger than the "
                             "protocol's frame limit (%u bytes)",
                             n, LJMP_WIRE_MAX_FRAME);
+        return -1;
+    }
+    if (over_memory_budget(p, n, why, sizeof(why))) {
+        log_limited(&over_budget, LOG_WARN, "control %llu: %s",
+                    (unsigned long long)p->id, why);
+        if (resp->error == NULL)
+            peer_send_error(p, resp->id, LJMP__ERROR_CODE__ERR_INTERNAL, "%s",
+                            why);
         return -1;
     }
     if (evbuffer_reserve_space(p->out, (ev_ssize_t)(LJMP_WIRE_HEADER + n), &v,

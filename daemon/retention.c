@@ -51,16 +51,17 @@ static uid_t top_keeper(const struct server *srv)
     return nseen > 0 ? seen[best].uid : 0;
 }
 
-/* The oldest evictable session of the user who keeps the most finished
- * ones, else the oldest evictable one, or NULL. */
-static struct session *next_to_forget(const struct server *srv)
+/* The oldest evictable session (but except) of the user who keeps the
+ * most finished ones, else the oldest evictable one, or NULL. */
+static struct session *next_to_forget(const struct server *srv,
+                                      const struct session *except)
 {
     struct session *s, *any = NULL;
     uid_t top = top_keeper(srv);
 
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
-        if (!evictable(s))
+        if (!evictable(s) || s == except)
             continue;
         if (s->uid == top)
             return s;
@@ -87,6 +88,27 @@ void retention_evict(struct server *srv, uint64_t now)
             forget_session(srv, s);
     }
     while (srv->nended > srv->cfg.retain_count &&
-           (s = next_to_forget(srv)) != NULL)
+           (s = next_to_forget(srv, NULL)) != NULL)
         forget_session(srv, s);
+}
+
+int retention_forget_oldest(struct server *srv, uid_t uid, int any_user,
+                            const struct session *except)
+{
+    struct session *s = NULL;
+
+    if (any_user) {
+        s = next_to_forget(srv, except);
+    } else {
+        TAILQ_FOREACH(s, &srv->sessions, link)
+        if (evictable(s) && s->uid == uid && s != except)
+            break;
+    }
+    if (s == NULL)
+        return 0;
+    log_info("session %llu: forgotten to make room in the memory budget for "
+             "%s sessions streaming",
+             (unsigned long long)s->id, any_user ? "the" : "its user's");
+    forget_session(srv, s);
+    return 1;
 }

@@ -11,6 +11,7 @@
 
 #include "bell.h"
 #include "options.h"
+#include "quota.h"
 
 /* The daemon's counters (X-macro: the struct and the wire from one list). */
 #define SERVER_COUNTERS(_)                                                     \
@@ -66,6 +67,8 @@ struct server {
     struct follows *follows;     /* attach --tree, --unit (follow.c) */
     struct control *ctl;         /* subscriptions, record requests */
     struct snapshots *snapshots; /* the snapshots' turns (snapshot.c) */
+    /* Memory held for sessions, per user and in all (budget.c). */
+    struct quota_bytes held;
     /* Who serves control peers' requests (peer.h). */
     const struct peer_handler *peer_handler;
     /* Who watches sessions (session.h), in the order they registered. */

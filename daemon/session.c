@@ -20,6 +20,7 @@
 
 static void session_read(evutil_socket_t fd, short what, void *arg);
 static void start_streaming(struct session *s);
+static void session_stop(struct session *s, const char *why, int failed);
 
 int session_observe(struct server *srv, const struct session_observer *o)
 {
@@ -96,6 +97,7 @@ static void release_buffers(struct session *s)
     }
     while (s->nspare > 0)
         free(s->spare[--s->nspare]);
+    s->nbufs = 0;
 }
 
 /* The buffer the next read goes into: the one given back last (still in
@@ -105,9 +107,12 @@ static uint8_t *next_buffer(struct session *s)
 {
     struct feed_job *j = feed_next_job(&s->feed);
 
-    if (j->buf == NULL)
-        j->buf = s->nspare > 0 ? s->spare[--s->nspare]
-                               : malloc(s->srv->cfg.read_budget);
+    if (j->buf == NULL && s->nspare > 0) {
+        j->buf = s->spare[--s->nspare];
+    } else if (j->buf == NULL) {
+        j->buf = malloc(s->srv->cfg.read_budget);
+        s->nbufs += j->buf != NULL;
+    }
     return j->buf;
 }
 
@@ -117,10 +122,12 @@ static void give_back_buffer(struct session *s, struct feed_job *j)
 {
     if (j->buf == NULL)
         return;
-    if (s->feed.out + s->nspare < session_jobs_max(s->srv))
+    if (s->feed.out + s->nspare < session_jobs_max(s->srv)) {
         s->spare[s->nspare++] = j->buf;
-    else
+    } else {
         free(j->buf);
+        s->nbufs--;
+    }
     j->buf = NULL;
 }
 
@@ -176,6 +183,42 @@ void session_census(const struct session *s, struct session_census *out)
     *out = *k;
 }
 
+/* The bytes s's state and decoder hold: its tables' sizes summed, a few
+ * dozen loads, once a job (not once an event).  Names count by what they
+ * fill, not by their buffer's room: it doubles, and its room beyond is
+ * never touched (so never resident) unless names fill it. */
+static uint64_t fed_memory(const struct session *s)
+{
+    const struct lm_symtab *t = &s->prof.state.sym;
+
+    return lm_state_memory(&s->prof.state) - t->chars_cap + t->chars_len +
+           s->prof.dec.pend_cap;
+}
+
+/* Under s's lock, after a job: the state's memory, for the loop's budget,
+ * and past the budget's limit the stream fails (the jobs queued after are
+ * not run), with what grew in s->over. */
+static enum lm_status check_memory(struct session *s, enum lm_status st)
+{
+    uint64_t mem = fed_memory(s);
+    uint64_t limit = __atomic_load_n(&s->mem_limit, __ATOMIC_RELAXED);
+    struct session_memory m;
+    uint64_t biggest;
+
+    __atomic_store_n(&s->mem_fed, mem, __ATOMIC_RELAXED);
+    if (st != LM_NEED_MORE || mem <= limit)
+        return st;
+    session_memory_parts(s, &m);
+    const char *what = session_memory_biggest(&m, &biggest);
+    snprintf(s->over, sizeof(s->over),
+             "over its memory budget of %llu bytes: %llu bytes held, %llu of "
+             "them %s",
+             (unsigned long long)s->mem_budget,
+             (unsigned long long)(mem + s->mem_views),
+             (unsigned long long)biggest, what);
+    return LM_ERROR;
+}
+
 /* Decodes and applies a job's bytes, on a feed thread; the loop reads the
  * state meanwhile only under the session's lock. */
 static void session_feed_run(struct feed_job *j, void *owner)
@@ -190,6 +233,7 @@ static void session_feed_run(struct feed_job *j, void *owner)
     s->stream_bytes += j->used;
     j->events = lm_totals_events(&s->prof.state.totals) - before;
     note_census(s);
+    j->st = check_memory(s, j->st);
     session_unlock(s);
 }
 
@@ -271,6 +315,8 @@ static struct session *session_new(struct server *srv, int fd,
         free(s);
         return NULL;
     }
+    s->mem_fed = fed_memory(s);
+    s->mem_limit = s->mem_budget = UINT64_MAX; /* set when it starts */
     pthread_mutex_init(&s->mu, NULL);
     s->cmdline = procinfo_cmdline(s->pid);
     s->process_start_ms = procinfo_start_ms(s->pid);
@@ -366,6 +412,63 @@ session_reject(struct session *s, const char *fmt, ...)
     session_free(s);
 }
 
+uint64_t session_memory(const struct session *s)
+{
+    return __atomic_load_n(&s->mem_fed, __ATOMIC_RELAXED) + s->mem_views +
+           (uint64_t)s->nbufs * s->srv->cfg.read_budget;
+}
+
+static uint64_t index_bytes(const struct lm_hindex *x)
+{
+    return ((uint64_t)x->mask + 1) * sizeof(struct lm_hindex_slot);
+}
+
+void session_memory_parts(const struct session *s, struct session_memory *m)
+{
+    const struct lm_state *st = &s->prof.state;
+    const struct lm_symtab *t = &st->sym;
+    uint64_t state = lm_state_memory(st) - t->chars_cap + t->chars_len;
+
+    m->names =
+        t->chars_len + (uint64_t)t->strs_cap * sizeof(*t->strs) +
+        index_bytes(&t->str_index) + index_bytes(&t->proto_index) +
+        index_bytes(&t->trace_index) +
+        (uint64_t)t->protos_cap * sizeof(*t->protos) +
+        (uint64_t)t->traces_cap * sizeof(*t->traces) +
+        (uint64_t)t->cfuncs_cap * (sizeof(*t->cfuncs) + sizeof(uint32_t));
+    m->blocks = lm_heap_memory(&st->heap);
+    m->locations = state - m->names - m->blocks;
+    m->buffered = s->prof.dec.pend_cap;
+    m->views = s->mem_views;
+}
+
+const char *session_memory_biggest(const struct session_memory *m,
+                                   uint64_t *bytes)
+{
+    const struct {
+        const char *name;
+        uint64_t bytes;
+    } parts[] = {
+        {"names", m->names},          {"allocation sites", m->locations},
+        {"live blocks", m->blocks},   {"buffered stream", m->buffered},
+        {"names in views", m->views},
+    };
+    size_t best = 0;
+
+    for (size_t i = 1; i < sizeof(parts) / sizeof(parts[0]); i++)
+        if (parts[i].bytes > parts[best].bytes)
+            best = i;
+    *bytes = parts[best].bytes;
+    return parts[best].name;
+}
+
+void session_over_budget(struct session *s, const char *why)
+{
+    /* Its jobs out fail at their next check (check_memory). */
+    __atomic_store_n(&s->mem_limit, 0, __ATOMIC_RELAXED);
+    session_stop(s, why, 1);
+}
+
 int session_visible(const struct session *s, uid_t uid)
 {
     return uid == 0 || uid == getuid() || uid == s->uid;
@@ -413,6 +516,7 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     lm_decoder_free(&s->prof.dec);
     if (s->feed.out == 0)
         release_buffers(s);
+    __atomic_store_n(&s->mem_fed, fed_memory(s), __ATOMIC_RELAXED);
     srv->nlive--;
     srv->nended++;
     switch (state) {
@@ -643,7 +747,6 @@ static void take_stream(struct session *s, const uint8_t *p, size_t n)
 }
 
 static void session_hangup(struct session *s, const char *why);
-static void session_stop(struct session *s, const char *why, int failed);
 
 /* A job's results: its events counted, its bytes recorded, the stream's
  * end or error acted on. */
@@ -652,6 +755,15 @@ static void take_results(struct session *s, const struct feed_job *j)
     s->srv->counters.ingest_events += j->events;
     if (j->used > 0)
         notify_fed(s, j->at, j->p, j->used);
+    if (s->phase == SESSION_ENDED)
+        return; /* an observer ended it (its budget) */
+    if (j->st == LM_ERROR && s->over[0] != '\0') {
+        s->error_offset = s->stream_bytes;
+        /* A stop asked for already says why (the user's budget). */
+        session_end(s, LJMP__SESSION_STATE__FAILED, "%s",
+                    s->hangup[0] != '\0' ? s->hangup : s->over);
+        return;
+    }
     if (j->st == LM_ERROR) {
         s->error_offset = s->prof.dec.err_offset;
         session_end(s, LJMP__SESSION_STATE__FAILED,

@@ -84,12 +84,24 @@ struct session {
     int read_paused;           /* its event taken off until a job comes back */
     uint8_t *spare[FEED_JOBS]; /* read buffers no job holds */
     unsigned nspare;
-    char hangup[128];  /* the VM hung up while jobs were out: why */
+    char hangup[256];  /* the VM hung up while jobs were out: why */
     int hangup_failed; /* ... or broke the protocol (the end: FAILED) */
 
     Ljmp__SessionState state;
     char reason[256];
     uint64_t error_offset;
+
+    /* Memory held for it, against its budgets (budget.c).  mem_fed: its
+     * state and decoder as the last job left them (a feed thread's);
+     * mem_views: what the snapshots keep for it (snapshot.c); nbufs: its
+     * read buffers; mem_charged: what its user is charged now.  A job
+     * whose state grows past mem_limit (its budget's word, set on the
+     * loop) fails the stream, saying why in over.  The feed thread and
+     * the loop share mem_fed and mem_limit: atomics. */
+    uint64_t mem_fed, mem_views, mem_charged, mem_limit;
+    uint64_t mem_budget; /* the most it may hold, set when it starts */
+    unsigned nbufs;
+    char over[192];
 
     struct csyms csyms; /* C symbols read from the process's files */
     /* Features holding the stream before it is decoded (session_hold):
@@ -134,6 +146,28 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
 int session_resume_reading(struct session *s);
 
 int session_visible(const struct session *s, uid_t uid);
+
+/* What s's profile holds, in bytes, by what it holds it for (its read
+ * buffers, at most FEED_JOBS of --read-budget, are the loop's). */
+struct session_memory {
+    uint64_t names;     /* symbols: names, prototypes, traces, C symbols */
+    uint64_t locations; /* allocation sites, their counters and overrides */
+    uint64_t blocks;    /* the live heap map */
+    uint64_t buffered;  /* the decoder's item cut by a read */
+    uint64_t views;     /* the snapshots' name groups */
+};
+
+/* The bytes held for s now (cheap: what its last job measured). */
+uint64_t session_memory(const struct session *s);
+/* s's memory by part, read from its state: under its lock, or on the
+ * thread that runs its job. */
+void session_memory_parts(const struct session *s, struct session_memory *m);
+/* The biggest part of m, named ("names", "live blocks"...), in *bytes. */
+const char *session_memory_biggest(const struct session_memory *m,
+                                   uint64_t *bytes);
+/* s grew past a budget: it stops at once (its jobs out are not run) and
+ * ends as failed with why. */
+void session_over_budget(struct session *s, const char *why);
 
 /* Whether s is brief: the VM started it by itself (not an attach), it
  * ended within --brief of its start and its process has exited since (a

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "clock.h"
 #include "lm_groups.h"
 #include "lm_hash.h"
@@ -122,6 +123,9 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
     i->recording = recorder_of(s) != NULL;
     if (make_census(a, s, &i->census) != 0)
         return NULL;
+    i->has_memory_bytes = i->has_memory_budget = 1;
+    i->memory_bytes = s->mem_charged;
+    i->memory_budget = budget_of_session(s->srv, s->uid);
     return i;
 }
 
@@ -595,7 +599,10 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
         return -1;
     view_drop_parts(v);
     v->turn = 0; /* not current until whole */
-    if (lm_groups_update(&v->groups, &s->prof.state) != 0)
+    /* The names are copies: within what the session may still hold. */
+    uint64_t held = session_memory(s), most = budget_of_session(srv, s->uid);
+    v->groups.max_bytes = s->mem_views + (held < most ? most - held : 0) + 1;
+    if (lm_groups_update(&v->groups, &s->prof.state) < 0)
         return -1;
     if (v->rows_cap < v->groups.n) {
         uint32_t cap = v->groups.n;
@@ -611,7 +618,9 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
     v->totals = s->prof.state.totals;
     v->stream_bytes = s->stream_bytes;
     v->nlocs = s->prof.state.nlocs;
-    v->memory_bytes = lm_state_memory(&s->prof.state);
+    s->mem_views = lm_groups_memory(&v->groups);
+    budget_charge(s);
+    v->memory_bytes = session_memory(s);
     v->at_ms = now;
     v->id = ++srv->snapshots->views_taken;
     v->turn = turn;

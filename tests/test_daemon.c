@@ -2954,6 +2954,385 @@ static void test_counters_per_user(void)
     ljmp__response__free_unpacked(r, NULL);
 }
 
+/* ljmpd's resident size, in KiB (-1 if unknown). */
+static long daemon_rss_kb(void)
+{
+    char path[64], line[128];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)daemon_pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
+/*
+ * -- Memory budgets: what hostile streams of an unprivileged user cost.
+ *
+ * Budgets small enough for a test: 32 MiB a session, 48 MiB a user,
+ * 256 MiB in all.
+ */
+#define SESSION_BUDGET (32u << 20)
+#define USER_BUDGET    (48u << 20)
+static const char *const small_budgets[] = {
+    "--session-memory", "33554432", /* SESSION_BUDGET */
+    "--user-memory",    "50331648", /* USER_BUDGET */
+    "--memory",         "268435456", NULL};
+
+/* Appends piece k of a hostile stream's connection conn to b. */
+typedef void (*hostile_piece)(struct lm_buf *b, int conn, unsigned k);
+
+/* Writes all of b to fd: 0, or -1 once ljmpd closed it. */
+static int write_all(int fd, const struct lm_buf *b)
+{
+    size_t at = 0;
+
+    while (at < b->len) {
+        ssize_t w = write(fd, b->data + at, b->len - at);
+        if (w <= 0 && errno != EINTR)
+            return -1;
+        at += w > 0 ? (size_t)w : 0;
+    }
+    return 0;
+}
+
+/*
+ * As nobody, nconn sessions that stream a stream's start and then pieces
+ * in turn, up to `most` each, until ljmpd has closed every one: the
+ * child exits 0 when it did, 1 if a stream was taken whole, 2 when it
+ * could not start.  Its pid, or -1.
+ */
+static pid_t hostile_as_nobody(int nconn, hostile_piece piece, unsigned most)
+{
+    pid_t child = fork_as_nobody();
+
+    if (child != 0)
+        return child;
+    signal(SIGPIPE, SIG_IGN);
+    int fd[4], open = nconn;
+    for (int i = 0; i < nconn && i < 4; i++) {
+        struct lm_buf b = {0};
+        stream_start(&b, "hostile");
+        if ((fd[i] = connect_unix(ingest_path)) < 0 || write_all(fd[i], &b))
+            _exit(2);
+        lm_buf_free(&b);
+    }
+    for (unsigned k = 0; k < most && open > 0; k++) {
+        for (int i = 0; i < nconn; i++) {
+            struct lm_buf b = {0};
+            if (fd[i] < 0)
+                continue;
+            piece(&b, i, k);
+            if (write_all(fd[i], &b) != 0) {
+                close(fd[i]);
+                fd[i] = -1;
+                open--;
+            }
+            lm_buf_free(&b);
+        }
+    }
+    _exit(open == 0 ? 0 : 1);
+}
+
+/* Prototypes named by chunks just under ljmpd's --max-string (1 MiB),
+ * each name new. */
+static void long_names(struct lm_buf *b, int conn, unsigned k)
+{
+    static char *name;
+    enum { LEN = (1 << 20) - 64 };
+
+    if (name == NULL && (name = malloc(LEN + 1)) != NULL) {
+        memset(name, 'x', LEN);
+        name[LEN] = '\0';
+    }
+    if (name == NULL)
+        _exit(2);
+    int n = snprintf(name, 32, "@%d-%u-", conn, k);
+    name[n] = 'x'; /* snprintf's end of string */
+    lm_enc_event_lfunc(b, 0x10000 + 64 * ((uint64_t)k * 4 + conn), name, 1);
+}
+
+/* A heap that claims 64 k more live blocks a piece, each at an address
+ * of its own. */
+static void many_blocks(struct lm_buf *b, int conn, unsigned k)
+{
+    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+    uint64_t base = ((uint64_t)conn << 40) + ((uint64_t)k << 16);
+
+    for (uint64_t i = 0; i < 65536; i++)
+        lm_enc_alloc(b, LM_REV_R3, &loc, 16 * (base + i) + 16, 32);
+}
+
+/* Waits for child, sampling ljmpd's resident size: its peak, in KiB. */
+static long peak_rss_until_exit(pid_t child, int *status)
+{
+    long peak = daemon_rss_kb();
+    int st;
+
+    *status = -1;
+    for (;;) {
+        long kb = daemon_rss_kb();
+        peak = kb > peak ? kb : peak;
+        pid_t r = waitpid(child, &st, WNOHANG);
+        if (r == child) {
+            *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            return peak;
+        }
+        if (r < 0)
+            return peak;
+        sleep_ms(5);
+    }
+}
+
+/* Whether ljmpd's resident size grew from base to peak (KiB) by less than
+ * allow (bytes), saying what it was; always, for a sanitized ljmpd, whose
+ * freed memory waits in quarantine. */
+static int rss_within(long base, long peak, unsigned long long allow)
+{
+    printf("\n    ljmpd's RSS: %ld KiB before, %ld KiB at the peak ", base,
+           peak);
+#ifdef LJMP_SANITIZED
+    (void)allow;
+    printf("(not bounded: a sanitizer's) ");
+    return 1;
+#else
+    return peak - base < (long)(allow >> 10);
+#endif
+}
+
+/* The reasons of nobody's failed sessions that ljmpd lists, joined (NULL
+ * if none failed); *n the sessions of nobody listed. */
+static char *nobody_failures(unsigned *n)
+{
+    Ljmp__Response *r = list_sessions();
+    char *all = NULL;
+    size_t len = 0;
+
+    *n = 0;
+    for (size_t i = 0; r != NULL && i < r->list->n_sessions; i++) {
+        const Ljmp__SessionInfo *s = r->list->sessions[i]->info;
+        if (s->uid != 65534)
+            continue;
+        (*n)++;
+        CU_ASSERT_TRUE(s->has_memory_bytes && s->has_memory_budget);
+        CU_ASSERT_EQUAL(s->memory_budget, SESSION_BUDGET);
+        /* What it kept stays within its budget and a job's growth. */
+        CU_ASSERT_TRUE(s->memory_bytes <= SESSION_BUDGET + (8u << 20));
+        if (s->state != LJMP__SESSION_STATE__FAILED || s->reason == NULL)
+            continue;
+        size_t add = strlen(s->reason) + 2;
+        char *more = realloc(all, len + add);
+        CU_ASSERT_FATAL(more != NULL);
+        snprintf(more + len, add, "%s\n", s->reason);
+        all = more;
+        len += add - 1;
+    }
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return all;
+}
+
+/*
+ * The budget test's frame: ljmpd restarted with small budgets, a root VM
+ * streaming beside, nobody's hostile streams; ljmpd's resident size stays
+ * within the user's budget and a base, the root VM streams on and ends
+ * complete.  The reasons of nobody's failed sessions, malloc'd.
+ */
+static char *hostile_run(int nconn, hostile_piece piece, unsigned most)
+{
+    char stop[200];
+    unsigned listed;
+    int status;
+
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(small_budgets), 0);
+    struct vm vm = busy_streaming("budget.stop", stop, sizeof(stop), 10000);
+    long base = daemon_rss_kb();
+    pid_t child = hostile_as_nobody(nconn, piece, most);
+    CU_ASSERT_FATAL(child > 0);
+    long peak = peak_rss_until_exit(child, &status);
+    CU_ASSERT_EQUAL(status, 0); /* every hostile session was ended */
+    /* The user's budget, a job's growth, buffers and slack: the base. */
+    CU_ASSERT_TRUE(rss_within(base, peak, USER_BUDGET + (24ull << 20)));
+    char *why = nobody_failures(&listed);
+    CU_ASSERT_TRUE(listed >= 1);
+    /* The root VM streamed on throughout, and ends complete. */
+    Ljmp__Response *r = list_sessions();
+    const Ljmp__SessionSnapshot *mine = r ? session_in(r, vm.pid) : NULL;
+    CU_ASSERT_TRUE(mine != NULL &&
+                   mine->info->state == LJMP__SESSION_STATE__STREAMING);
+    uint64_t events = mine ? ljmp_wire_totals_events(mine->totals) : 0;
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    r = wait_session(vm.pid, 0, events + 1000, 10000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_TRUE(r != NULL && session_in(r, vm.pid)->info->state ==
+                                    LJMP__SESSION_STATE__COMPLETE);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return why;
+}
+
+/*
+ * Two sessions of an unprivileged user announce prototypes named by
+ * chunks near the 1 MiB limit, each name new: each fails once it passes
+ * its own budget or its user's, saying so and that names grew; ljmpd's
+ * resident size stays within the user's budget and a base, and root's
+ * VM streams on.
+ */
+static void test_budget_long_names(void)
+{
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
+    char *why = hostile_run(2, long_names, 400);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(why);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "memory budget of "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "of them names"));
+    free(why);
+    char *log = test_slurp("ljmpd.log");
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "over its user's memory budget of "
+                                       "50331648 bytes"));
+    free(log);
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/*
+ * An unprivileged user's stream claims 20 M live blocks: its session
+ * fails at its budget, saying that live blocks grew, long before; ljmpd's
+ * resident size stays within budget, and root's VM streams on.
+ */
+static void test_budget_huge_heap(void)
+{
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
+    char *why = hostile_run(1, many_blocks, 20000000 / 65536);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(why);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "over its memory budget of 33554432 "
+                                       "bytes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "of them live blocks"));
+    free(why);
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/* Sites enough for a report of some 4.6 MB: each line of a chunk named
+ * by 200 bytes a site of its own; more clients than such reports fit in
+ * the user's budget. */
+enum { REPORT_SITES = 10000, REPORT_CLIENTS = 16 };
+
+/* As nobody (in a child): a whole session of REPORT_SITES sites, ended,
+ * then a report of it asked for by REPORT_CLIENTS clients that do not
+ * read for a while; then each reads its answer.  Exits 0 when some got
+ * the report and the others were refused for the user's budget. */
+static void unread_reports_as_nobody(void)
+{
+    struct lm_buf b = {0};
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    char chunk[201];
+    struct conn c[REPORT_CLIENTS];
+    int reports = 0, refused = 0;
+
+    memset(chunk, 'r', 200);
+    chunk[0] = '@';
+    chunk[200] = '\0';
+    uint8_t hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "reports");
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, chunk, 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (uint64_t l = 1; l <= REPORT_SITES; l++) {
+        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x100}, {l}};
+        lm_enc_alloc(&b, LM_REV_R3, &loc, 0x100000 + 64 * l, 48);
+    }
+    lm_enc_epilogue(&b);
+    ljmp_trailer_encode(trailer, REPORT_SITES, b.len - hl);
+    lm_buf_bytes(&b, trailer, sizeof(trailer));
+    int fd = connect_unix(ingest_path);
+    if (fd < 0 || write_all(fd, &b) != 0)
+        _exit(2);
+    lm_buf_free(&b);
+    shutdown(fd, SHUT_WR);
+    char ack[16];
+    while (read(fd, ack, sizeof(ack)) > 0)
+        ; /* ljmpd closes once the session is complete */
+    close(fd);
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ReportRequest rr = LJMP__REPORT_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)getpid();
+    rr.session = &sel;
+    req.body_case = LJMP__REQUEST__BODY_REPORT;
+    req.report = &rr;
+    for (int i = 0; i < REPORT_CLIENTS; i++)
+        if (conn_open(&c[i]) != 0 || conn_send(&c[i], &req, -1) == 0)
+            _exit(3);
+    sleep_ms(1500); /* the parent sees what ljmpd holds meanwhile */
+    for (int i = 0; i < REPORT_CLIENTS; i++) {
+        Ljmp__Response *r = conn_recv(&c[i], 10000);
+        if (r != NULL && r->body_case == LJMP__RESPONSE__BODY_REPORT)
+            reports++;
+        else if (r != NULL && r->error != NULL && r->error->message &&
+                 strstr(r->error->message, "over its user's memory budget"))
+            refused++;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        conn_close(&c[i]);
+    }
+    _exit(reports > 0 && refused > 0 && reports + refused == REPORT_CLIENTS
+              ? 0
+              : 4);
+}
+
+/*
+ * Reports that a user's clients ask for and do not read are held only
+ * within the user's memory budget: past it, the others are refused,
+ * saying so, and ljmpd's resident size stays within the budget and a
+ * base, which here holds a report being built (its text, then its
+ * frame) beside those queued.
+ */
+static void test_budget_unread_reports(void)
+{
+    int status;
+
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
+    /* Clients that wait for their answers are not idle, however slowly a
+     * sanitized ljmpd builds them. */
+    static const char *const opts[] = {
+        "--session-memory", "33554432", /* SESSION_BUDGET */
+        "--user-memory",    "50331648", /* USER_BUDGET */
+        "--client-idle",    "60",       NULL};
+
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(opts), 0);
+    long base = daemon_rss_kb();
+    pid_t child = fork_as_nobody();
+    if (child == 0)
+        unread_reports_as_nobody();
+    CU_ASSERT_FATAL(child > 0);
+    long peak = peak_rss_until_exit(child, &status);
+    CU_ASSERT_EQUAL(status, 0);
+    CU_ASSERT_TRUE(rss_within(base, peak, USER_BUDGET + (32ull << 20)));
+    CU_ASSERT_TRUE(daemon_up());
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
 /* A stream of n allocations at an internal site, after a hello; returns
  * the hello's size.  No epilogue. */
 static size_t build_stream(struct lm_buf *b, unsigned n)
@@ -3258,22 +3637,6 @@ static void test_bad_control(void)
     CU_ASSERT_TRUE(r->list->daemon->control_rejected >= 2);
     ljmp__response__free_unpacked(r, NULL);
     CU_ASSERT_TRUE(daemon_up());
-}
-
-static long daemon_rss_kb(void)
-{
-    char path[64], line[128];
-    long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)daemon_pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kb = strtol(line + 6, NULL, 10);
-    fclose(f);
-    return kb;
 }
 
 /* A client that floods requests and never reads its answers: its queue
@@ -4700,6 +5063,12 @@ int main(int argc, char **argv)
     CU_add_test(s, "slots per user", test_slots_per_user);
     CU_add_test(s, "two users lock no one out", test_two_users_lock_no_one_out);
     CU_add_test(s, "counters per user", test_counters_per_user);
+    CU_add_test(s, "a user's long names stay within budget",
+                test_budget_long_names);
+    CU_add_test(s, "a user's huge heap stays within budget",
+                test_budget_huge_heap);
+    CU_add_test(s, "a user's unread reports stay within budget",
+                test_budget_unread_reports);
     CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "lm_encoder.h"
 #include "lm_profile.h"
 #include "recorder.h"
@@ -130,6 +131,9 @@ static void setup(void)
     CU_ASSERT_FATAL(event_base_priority_init(srv.base, PRIO_LEVELS) == 0);
     CU_ASSERT_FATAL(recorder_start(&srv) == 0);
     CU_ASSERT_FATAL(snapshot_start(&srv) == 0);
+    /* Views are charged to their sessions' budgets. */
+    srv.cfg.session_memory = srv.cfg.user_memory = (size_t)256 << 20;
+    srv.cfg.total_memory = (size_t)1 << 30;
     /* Who keeps state in sessions that snapshots read. */
     CU_ASSERT_FATAL(session_observe(&srv, &recorder_observer) == 0);
     CU_ASSERT_FATAL(session_observe(&srv, &snapshot_observer) == 0);
@@ -139,6 +143,7 @@ static void teardown(void)
 {
     snapshot_free(&srv);
     recorder_free(&srv);
+    budget_free(&srv);
     event_base_free(srv.base);
 }
 
@@ -467,6 +472,49 @@ static void test_brief_left_out(void)
     teardown();
 }
 
+/* A chunk's name may be long (ljmpd takes up to 1 MiB), and every line of
+ * it a name of that length: a view's copies of names stay within what
+ * the session may hold, and the session is charged for them. */
+static void test_view_names_within_budget(void)
+{
+    enum { LEN = 60000, LINES = 200 };
+    struct snapshot_opts o = {.top = 5,
+                              .sort = LJMP__SORT_KEY__SORT_LIVE_BYTES};
+    struct lm_buf b = {0};
+    char *chunk = malloc(LEN + 1);
+
+    setup();
+    srv.cfg.session_memory = 4u << 20;
+    struct session *s = session_new(1, 100, USER_A);
+    CU_ASSERT_FATAL(chunk != NULL);
+    memset(chunk, 'c', LEN);
+    chunk[0] = '@';
+    chunk[LEN] = '\0';
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x200, chunk, 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (uint64_t l = 1; l <= LINES; l++) {
+        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x200}, {l}};
+        lm_enc_alloc(&b, LM_REV_R3, &loc, 0x10000 + l * 64, 32);
+    }
+    feed(s, &b);
+    free(chunk);
+    Ljmp__Snapshot *snap = take(&o, NULL);
+    CU_ASSERT_EQUAL_FATAL(snap->n_sessions, 1);
+    const Ljmp__SessionInfo *i = snap->sessions[0]->info;
+    CU_ASSERT_EQUAL(i->memory_budget, 4u << 20);
+    /* Named until the budget: some rows, not all 200 names' 12 MB. */
+    CU_ASSERT_TRUE(s->mem_views > LEN);
+    CU_ASSERT_TRUE(s->mem_views <= 4u << 20);
+    CU_ASSERT_TRUE(snap->sessions[0]->n_top > 0);
+    CU_ASSERT_EQUAL(i->memory_bytes, s->mem_charged);
+    CU_ASSERT_TRUE(s->mem_charged >= s->mem_views);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    session_gone(s);
+    teardown();
+}
+
 void register_snapshot_tests(void)
 {
     CU_pSuite s = CU_add_suite("snapshots", NULL, NULL);
@@ -477,4 +525,6 @@ void register_snapshot_tests(void)
     CU_add_test(s, "a tree merged: members, sums, shares", test_merged_tree);
     CU_add_test(s, "a unit merged, with deltas", test_merged_unit_deltas);
     CU_add_test(s, "brief sessions left out", test_brief_left_out);
+    CU_add_test(s, "a view's names within its session's budget",
+                test_view_names_within_budget);
 }

@@ -717,20 +717,25 @@ case_idle_attach() {
 }
 
 # merged_facts FILE: of a merged snapshot's JSON, the members' pids
-# (sorted), its first row's name and live bytes, and how many processes
+# (sorted), its first row of code's name and live bytes, and how many processes
 # share that row: "PIDS|NAME|BYTES|SHARES".
 merged_facts() {
   q "$1" "local m, p = j.merged or {}, {}
     for _, s in ipairs(j.sessions or {}) do p[#p + 1] = s.info.pid end
     table.sort(p)
-    local t = (m.top or {})[1] or {}
+    local t = {}
+    for _, r in ipairs(m.top or {}) do
+      if not r.name:find('[before profiling]', 1, true) then t = r break end
+    end
     return table.concat(p, ' ') .. '|' .. tostring(t.name) .. '|' ..
       tostring(t.live_bytes) .. '|' .. #(t.by_process or {})"
 }
 
 # expect_merged_store WHAT PIDS [HOLDERS]: a merged snapshot of the tree
-# of the master has exactly PIDS as members, the store's line first, held
-# by HOLDERS of them (default: each; an idle master holds none).
+# of the master has exactly PIDS as members, the store's line first of
+# the lines of code (the census's rows of what the heap held before come
+# first or not, with the workers' start-up heaps), held by HOLDERS of them
+# (default: each; an idle master holds none).
 expect_merged_store() {
   local what=$1 want=$2 holders=${3:-} f=$dir/merged-$1.json
   local facts pids name bytes shares
@@ -805,7 +810,7 @@ case_tree() {
     fail "ljmpctl report --tree failed: status $?"
   for w in $workers; do
     case $last_out in
-      PROCESSES:*"pid $w "*"HEAP SUMMARY:"*"store.lua:$keep_line holds"*) ;;
+      *PROCESSES:*"pid $w "*"HEAP SUMMARY:"*"store.lua:$keep_line holds"*) ;;
       *) fail "expected report --tree to list pid $w and the store's line held" ;;
     esac
   done
