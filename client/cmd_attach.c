@@ -252,8 +252,8 @@ static int cmd_attach(const struct ctl_args *a)
     /* A script goes on once the stream runs (a census of an idle VM may
      * take until its next requests); one that wants the census waits
      * with the option.  A terminal shows it. */
-    unsigned long long census_wait = args_get(
-        a, OPT_CENSUS_WAIT, isatty(STDOUT_FILENO) ? CENSUS_WAIT_S : 0);
+    unsigned long long census_wait =
+        args_get(a, OPT_CENSUS_WAIT, isatty(STDOUT_FILENO) ? CENSUS_WAIT_S : 0);
     const char *unit;
     struct conn c;
     int rc, tree;

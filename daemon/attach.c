@@ -487,10 +487,10 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
         respond_session(p, req->id, s, "already attached");
         return;
     }
-    int code = signal_agent(p->srv, pid, p->uid,
-                            attach_request_value(r->has_no_census &&
-                                                 r->no_census),
-                            &f, why, sizeof(why));
+    int code =
+        signal_agent(p->srv, pid, p->uid,
+                     attach_request_value(r->has_no_census && r->no_census), &f,
+                     why, sizeof(why));
     if (code != 0) {
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;

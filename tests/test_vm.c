@@ -465,10 +465,9 @@ static void check_start_in_running_vm(const char *flags, int jit)
 /* The VMs that census.lua runs on: the build's, then each flavour built
  * with ASan, the system allocator and LuaJIT's assertions (LJMP_VM_ASAN),
  * which catch a census read of freed memory or a broken invariant. */
-static const char *const census_vms[] = {
-    LUAJIT_BIN,
+static const char *const census_vms[] = {LUAJIT_BIN,
 #ifdef LUAJIT_ASAN_BINS
-    LUAJIT_ASAN_BINS
+                                         LUAJIT_ASAN_BINS
 #endif
 };
 
@@ -480,8 +479,9 @@ static int run_vm(const char *vm, const char *flags, const char *script,
     char cmd[2048], name[128];
 
     snprintf(name, sizeof(name), "%s.stdout", script);
-    snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=detect_leaks=0 %s %s %s/%s.lua %s >%s/%s",
-             vm, flags, VM_SCRIPTS, script, args, test_dir, name);
+    snprintf(cmd, sizeof(cmd),
+             "ASAN_OPTIONS=detect_leaks=0 %s %s %s/%s.lua %s >%s/%s", vm, flags,
+             VM_SCRIPTS, script, args, test_dir, name);
     int st = system(cmd);
     *output = test_slurp(name);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -513,12 +513,11 @@ static void check_census(const char *vm, const char *flags, const char *phase)
     CU_ASSERT_EQUAL(c->over, 0);
     CU_ASSERT_EQUAL(t->unknown_frees, 0);
     CU_ASSERT_EQUAL(t->overwritten_blocks, 0);
-    CU_ASSERT_EQUAL(
-        allocs_at(&p.state, "[before profiling] userdata CensusUdata",
-                  "CensusUdata"),
-        2001);
-    CU_ASSERT(allocs_at(&p.state, "[before profiling] thread", "thread") >=
-              20);
+    CU_ASSERT_EQUAL(allocs_at(&p.state,
+                              "[before profiling] userdata CensusUdata",
+                              "CensusUdata"),
+                    2001);
+    CU_ASSERT(allocs_at(&p.state, "[before profiling] thread", "thread") >= 20);
     if (c->remainder * 100 > c->complete_total || t->unknown_frees != 0)
         fprintf(stderr, "\n%s %s %s: remainder %llu of %llu, %llu unknown\n",
                 vm, flags, phase, (unsigned long long)c->remainder,
