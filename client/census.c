@@ -4,34 +4,19 @@
 
 #include <inttypes.h>
 
-void census_put_size(FILE *out, uint64_t bytes)
-{
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    double v = (double)bytes / 1024;
-    unsigned u = 0;
-
-    if (bytes < 1024) {
-        fprintf(out, "%" PRIu64 " B", bytes);
-        return;
-    }
-    while (v >= 1024 && u < 3) {
-        v /= 1024;
-        u++;
-    }
-    fprintf(out, "%.1f %s", v, units[u]);
-}
+#include "lm_report.h"
 
 /* "12.3 MiB at start, 14.0 MiB at completion, VM internals 40.0 KiB". */
 static void put_totals(FILE *out, const Ljmp__Census *c)
 {
-    census_put_size(out, c->begin_total);
+    lm_report_put_size(out, c->begin_total);
     fputs(" at start, ", out);
-    census_put_size(out, c->complete_total);
+    lm_report_put_size(out, c->complete_total);
     fputs(" at completion, VM internals ", out);
-    census_put_size(out, c->remainder);
+    lm_report_put_size(out, c->remainder);
     if (c->over != 0) {
         fputs(" (the blocks known exceed the VM's heap by ", out);
-        census_put_size(out, c->over);
+        lm_report_put_size(out, c->over);
         fputs(")", out);
     }
 }
@@ -45,14 +30,14 @@ void census_put_state(FILE *out, const Ljmp__Census *c)
         return;
     case LJMP__CENSUS_STATE__CENSUS_RUNNING:
         fprintf(out, "running, %.0f%% of ", c->progress * 100);
-        census_put_size(out, c->begin_total);
+        lm_report_put_size(out, c->begin_total);
         fputs(" at start", out);
         return;
     case LJMP__CENSUS_STATE__CENSUS_PARTIAL:
         fputs("partial (the stream ended first), ", out);
-        census_put_size(out, c->live_bytes);
+        lm_report_put_size(out, c->live_bytes);
         fputs(" known of ", out);
-        census_put_size(out, c->begin_total);
+        lm_report_put_size(out, c->begin_total);
         fputs(" at start", out);
         return;
     default:
@@ -67,9 +52,9 @@ void census_put_done(FILE *out, const Ljmp__Census *c)
                    : 0;
 
     fprintf(out, "census complete in %.2f s: ", s);
-    census_put_size(out, c->complete_total);
+    lm_report_put_size(out, c->complete_total);
     fprintf(out, " in %" PRIu64 " blocks, VM internals ", c->complete_blocks);
-    census_put_size(out, c->remainder);
+    lm_report_put_size(out, c->remainder);
     if (c->duplicates != 0 || c->preceding_frees != 0)
         fprintf(out,
                 " (%" PRIu64 " blocks announced twice, %" PRIu64

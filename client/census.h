@@ -6,9 +6,6 @@
 
 #include "ljmp_wire.h"
 
-/* Bytes for people: "812 B", "40.0 KiB", "12.3 MiB". */
-void census_put_size(FILE *out, uint64_t bytes);
-
 /* One line's text (no newline) of where a census stands: "running, 45%
  * of 12.3 MiB at start", "complete, 12.3 MiB at start, 14.0 MiB at
  * completion, VM internals 40.0 KiB", "partial, ...". */

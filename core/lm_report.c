@@ -684,9 +684,7 @@ const char *lm_census_state_name(const struct lm_census *c, int streaming)
     }
 }
 
-/* Sizes in the census line: one decimal, whatever the options (its
- * figures are the VM's heap, read as a whole, not a column to add up). */
-static void put_size(FILE *out, uint64_t bytes)
+void lm_report_put_size(FILE *out, uint64_t bytes)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes / 1024;
@@ -715,16 +713,16 @@ static void text_census(struct report *r, size_t k)
     if (r->members != NULL)
         fprintf(r->out, " (pid %" PRIu32 ")", r->members[k].pid);
     fprintf(r->out, ": %s, ", lm_census_state_name(c, r->o->streaming));
-    put_size(r->out, c->begin_total);
+    lm_report_put_size(r->out, c->begin_total);
     fputs(" at start", r->out);
     if (c->state == LM_CENSUS_DONE) {
         fputs(", ", r->out);
-        put_size(r->out, c->complete_total);
+        lm_report_put_size(r->out, c->complete_total);
         fputs(" at completion, VM internals ", r->out);
-        put_size(r->out, c->remainder);
+        lm_report_put_size(r->out, c->remainder);
         if (c->over != 0) {
             fputs(" (the blocks known exceed the VM's heap by ", r->out);
-            put_size(r->out, c->over);
+            lm_report_put_size(r->out, c->over);
             fputs(")", r->out);
         }
     } else if (!r->o->streaming) {

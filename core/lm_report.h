@@ -54,4 +54,9 @@ const char *lm_census_state_name(const struct lm_census *c, int streaming);
  */
 void lm_json_string(FILE *out, const char *str, size_t len);
 
+/* A size with one decimal in the largest unit it fills ("14.0 MiB"),
+ * whatever the options: the census's figures are a VM's heap, read as a
+ * whole, not a column to add up. */
+void lm_report_put_size(FILE *out, uint64_t bytes);
+
 #endif
