@@ -549,12 +549,30 @@ case_latency() {
   stop_ljmpd
 }
 
+# wait_census PID TRIES: lists every 0.1 s (into $dir/census.json) until
+# PID's newest session's census is complete, at most TRIES times; prints
+# its state then.
+wait_census() {
+  local f=$dir/census.json state=none
+  for _ in $(seq "$2"); do
+    ctl list --json || fail "ljmpctl list failed: status $?"
+    printf '%s\n' "$last_out" >"$f"
+    state=$(q "$f" "$newest local s = newest($1)
+      return s and s.info.census and s.info.census.state or 'none'")
+    [ "$state" = CENSUS_COMPLETE ] && break
+    sleep 0.1
+  done
+  echo "$state"
+}
+
 # The census: a worker whose store holds 100000 tables made before the
 # attach.  Attached under load (whose allocations drive the census), its
 # session shows the census complete within 20 s, what the census could
 # not place under 1% of the worker's heap, and the old strings and
-# tables first by live bytes; detached complete.  Attached again with --no-census, the
-# new session has none.
+# tables first by live bytes; detached complete.  Attached again, a
+# second census completes as well; attached with --no-census, the
+# session has none.  Idle, attached at one request and detached at the
+# next, the session ends complete with its census partial.
 case_census() {
   local w f state facts total rem rank
   start_ljmpd
@@ -562,18 +580,11 @@ case_census() {
   w=$workers
   http_get '/fill?n=100000&bytes=100' >/dev/null ||
     fail "expected /fill to answer 200"
-  wrk_start census 6 8
+  wrk_start census 10 8
   sleep 0.3
   attach "$w"
   f=$dir/census.json
-  for _ in $(seq 200); do
-    ctl list --json || fail "ljmpctl list failed: status $?"
-    printf '%s\n' "$last_out" >"$f"
-    state=$(q "$f" "$newest local s = newest($w)
-      return s and s.info.census and s.info.census.state or 'none'")
-    [ "$state" = CENSUS_COMPLETE ] && break
-    sleep 0.1
-  done
+  state=$(wait_census "$w" 200)
   [ "$state" = CENSUS_COMPLETE ] ||
     fail "expected worker $w's census complete within 20 s, saw $state"
   facts=$(q "$f" "$newest local c = newest($w).info.census
@@ -596,6 +607,17 @@ case_census() {
   esac
   detach "$w"
   expect_complete "$w"
+  # Attached again: a census of the heap as it is now, complete too.
+  attach "$w"
+  state=$(wait_census "$w" 200)
+  [ "$state" = CENSUS_COMPLETE ] ||
+    fail "expected the second census complete within 20 s, saw $state"
+  facts=$(q "$f" "$newest local c = newest($w).info.census
+    return ('%d %d'):format(c.complete_total, c.remainder or 0)")
+  read -r total rem <<<"$facts"
+  [ $((rem * 100)) -le "$total" ] ||
+    fail "expected the second census to place all but 1% of $total B, saw $rem B unplaced"
+  detach "$w"
   ctl attach --no-census "$w" ||
     fail "expected 'ljmpctl attach --no-census' to succeed; status $?"
   wait_streaming "$w"
@@ -607,9 +629,26 @@ case_census() {
     fail "expected no census with --no-census, saw $state"
   detach "$w"
   wrk_check census
+  # Idle: armed, the stream starts at a request, and the census waits
+  # for more work; the detach is served at the next request.
+  ctl attach "$w" || fail "expected 'ljmpctl attach $w' to succeed; status $?"
+  http_get / >/dev/null || fail "expected / to answer 200"
+  wait_streaming "$w"
+  ctl detach --timeout 200 "$w" || true
+  http_get / >/dev/null || fail "expected / to answer 200"
+  for _ in $(seq 50); do
+    ctl list --json || fail "ljmpctl list failed: status $?"
+    printf '%s\n' "$last_out" >"$f"
+    state=$(q "$f" "$newest local s = newest($w)
+      return s.info.state .. ' ' ..
+        (s.info.census and s.info.census.state or 'none')")
+    case $state in STREAMING*) sleep 0.1 ;; *) break ;; esac
+  done
+  [ "$state" = "COMPLETE CENSUS_PARTIAL" ] ||
+    fail "expected a detach during the census to end the session complete, its census partial; saw $state"
   stop_nginx
   stop_ljmpd
-  say "census of a worker holding 100000 old tables: complete, $total B, $rem B unplaced"
+  say "census of a worker holding 100000 old tables: complete, $total B, $rem B unplaced; again complete; partial when detached during it"
 }
 
 # nginx -s reload, then attach the new workers by pid (each reload makes
