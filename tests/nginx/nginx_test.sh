@@ -565,6 +565,21 @@ wait_census() {
   echo "$state"
 }
 
+# expect_census_complete PID WHAT: PID's newest census completes within
+# 20 s, what it could not place under 1% of the heap; its heap bytes and
+# that remainder in census_total and census_rem.
+expect_census_complete() {
+  local state facts
+  state=$(wait_census "$1" 200)
+  [ "$state" = CENSUS_COMPLETE ] ||
+    fail "expected $2 complete within 20 s, saw $state"
+  facts=$(q "$dir/census.json" "$newest local c = newest($1).info.census
+    return ('%d %d'):format(c.complete_total, c.remainder or 0)")
+  read -r census_total census_rem <<<"$facts"
+  [ $((census_rem * 100)) -le "$census_total" ] ||
+    fail "expected $2 to place all but 1% of $census_total B, saw $census_rem B unplaced"
+}
+
 # The census: a worker whose store holds 100000 tables made before the
 # attach.  Attached under load (whose allocations drive the census), its
 # session shows the census complete within 20 s, what the census could
@@ -574,7 +589,7 @@ wait_census() {
 # session has none.  Idle, attached at one request and detached at the
 # next, the session ends complete with its census partial.
 case_census() {
-  local w f state facts total rem rank
+  local w f state total rem rank
   start_ljmpd
   start_nginx 1 on
   w=$workers
@@ -584,16 +599,11 @@ case_census() {
   sleep 0.3
   attach "$w"
   f=$dir/census.json
-  state=$(wait_census "$w" 200)
-  [ "$state" = CENSUS_COMPLETE ] ||
-    fail "expected worker $w's census complete within 20 s, saw $state"
-  facts=$(q "$f" "$newest local c = newest($w).info.census
-    return ('%d %d'):format(c.complete_total, c.remainder or 0)")
-  read -r total rem <<<"$facts"
+  expect_census_complete "$w" "worker $w's census"
+  total=$census_total
+  rem=$census_rem
   [ "$total" -gt 20000000 ] ||
     fail "expected the worker's heap over 20 MB at the census, saw $total B"
-  [ $((rem * 100)) -le "$total" ] ||
-    fail "expected what the census could not place under 1% of $total B, saw $rem B"
   ctl snapshot --json -n 5 "$w" || fail "ljmpctl snapshot failed: status $?"
   printf '%s\n' "$last_out" >"$f"
   # The old entries: a string of some 100 bytes each and its table.
@@ -609,14 +619,7 @@ case_census() {
   expect_complete "$w"
   # Attached again: a census of the heap as it is now, complete too.
   attach "$w"
-  state=$(wait_census "$w" 200)
-  [ "$state" = CENSUS_COMPLETE ] ||
-    fail "expected the second census complete within 20 s, saw $state"
-  facts=$(q "$f" "$newest local c = newest($w).info.census
-    return ('%d %d'):format(c.complete_total, c.remainder or 0)")
-  read -r total rem <<<"$facts"
-  [ $((rem * 100)) -le "$total" ] ||
-    fail "expected the second census to place all but 1% of $total B, saw $rem B unplaced"
+  expect_census_complete "$w" "the second census"
   detach "$w"
   ctl attach --no-census "$w" ||
     fail "expected 'ljmpctl attach --no-census' to succeed; status $?"
