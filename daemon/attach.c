@@ -395,14 +395,34 @@ static int signal_agent(struct server *srv, pid_t pid, uid_t caller,
     return code;
 }
 
+/*
+ * A process that streams already may hold other VMs that do not (a host
+ * that embeds several, nginx's master between the two VMs of a reload):
+ * the signal reaches them all, and each VM that streams already ignores
+ * it.  Their sessions come as any do; what answers the request is the
+ * session that streams.
+ */
+static void signal_other_vms(struct server *srv, pid_t pid, uid_t caller,
+                             int no_census)
+{
+    struct agent_facts f;
+    char why[384];
+
+    if (signal_agent(srv, pid, caller, attach_request_value(no_census), &f,
+                     why, sizeof(why)) != 0)
+        log_info("attach: pid %d streams; its other VMs: %s", (int)pid, why);
+}
+
 int attach_arm(struct server *srv, pid_t pid, uid_t caller, uint64_t follow_id,
                int no_census, char *why, size_t len)
 {
     struct agent_facts f;
     int code;
 
-    if (attach_streaming_session(srv, pid) != NULL)
+    if (attach_streaming_session(srv, pid) != NULL) {
+        signal_other_vms(srv, pid, caller, no_census);
         return ATTACH_STREAMING;
+    }
     if ((code = signal_agent(srv, pid, caller, attach_request_value(no_census),
                              &f, why, len)) != 0)
         return -code;
@@ -484,6 +504,7 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
         return;
     if ((s = attach_streaming_session(p->srv, pid)) != NULL &&
         session_visible(s, p->uid)) {
+        signal_other_vms(p->srv, pid, p->uid, r->has_no_census && r->no_census);
         respond_session(p, req->id, s, "already attached");
         return;
     }

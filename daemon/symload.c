@@ -358,8 +358,9 @@ static void give_symbols(struct session *s, struct symload_job *j)
         return;
     }
     session_adopt_symbols(s, &j->symtab, &j->out);
-    log_debug("session %llu: %u C symbols in %llu ms",
-              (unsigned long long)s->id, s->csyms.n, (unsigned long long)j->ms);
+    log_debug("session %llu: pid %d: %u C symbols in %llu ms",
+              (unsigned long long)s->id, (int)s->pid, s->csyms.n,
+              (unsigned long long)j->ms);
     if (s->csyms.fuse_skipped > 0)
         log_warn("session %llu: pid %d: C symbols of %s%s not read: it "
                  "is on a FUSE mount of uid %ld, whose daemon may never "

@@ -35,6 +35,13 @@
 #include "test_support.h"
 
 static pid_t daemon_pid = -1;
+/* A sanitized ljmpd is several times slower: a fixed wait for it to have
+ * handled connections is that much longer. */
+#ifdef LJMP_SANITIZED
+#define SLOWER 4
+#else
+#define SLOWER 1
+#endif
 /* A FUSE test's mount (see fake_fuse.h), stopped before ljmpd is: a
  * request of ljmpd's that it leaves unanswered holds even ljmpd's exit. */
 static struct fake_fuse *fuse_mount;
@@ -1536,14 +1543,38 @@ static size_t log_size(void)
     return n;
 }
 
+/* The lines held back by the log's limit for cause, from byte from on:
+ * the sum of its "N more <cause> in" counts, their number in *windows. */
+static unsigned log_held_back(size_t from, const char *cause,
+                              unsigned *windows)
+{
+    char *log = test_slurp("ljmpd.log"), what[128];
+    unsigned sum = 0;
+
+    snprintf(what, sizeof(what), " more %s in ", cause);
+    *windows = 0;
+    if (strlen(log) > from)
+        for (char *p = log + from; (p = strstr(p, what)) != NULL; p++) {
+            char *num = p;
+            while (num > log + from && isdigit((unsigned char)num[-1]))
+                num--;
+            sum += (unsigned)strtoul(num, NULL, 10);
+            (*windows)++;
+        }
+    free(log);
+    return sum;
+}
+
 /* A peer that connects and sends garbage in a loop cannot flood the log:
- * past a burst, its rejections are counted and the count logged once
- * the window is over. */
+ * past a burst in a window, its rejections are counted and the count
+ * logged once the window is over.  However slowly the peers are served,
+ * each is either shown or counted, and no window shows more than the
+ * burst. */
 static void test_rejections_not_flooding_the_log(void)
 {
-    enum { PEERS = 300 };
+    enum { PEERS = 300, BURST = 20 /* ljmpd's LOG_BURST */ };
     size_t from = log_size();
-    unsigned shown, told = 0;
+    unsigned shown = 0, held = 0, windows = 0;
 
     for (int i = 0; i < PEERS; i++) {
         int fd = connect_unix(ingest_path);
@@ -1551,14 +1582,16 @@ static void test_rejections_not_flooding_the_log(void)
         CU_ASSERT_EQUAL(write(fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
         close(fd);
     }
-    /* Until every one is rejected, and the count said. */
-    for (int i = 0; i < 800 && told == 0; i++) {
+    /* Until every one is shown or counted. */
+    for (int i = 0; i < 3000 && shown + held < PEERS; i++) {
         sleep_ms(10);
-        told = log_count(from, "rejected ingest peers in");
+        shown = log_count(from, "rejected: not an ljmp ingest stream");
+        held = log_held_back(from, "rejected ingest peers", &windows);
     }
-    shown = log_count(from, "rejected: not an ljmp ingest stream");
-    CU_ASSERT(shown >= 1 && shown <= 2 * 20);
-    CU_ASSERT_EQUAL(told, 1);
+    CU_ASSERT_EQUAL(shown + held, PEERS);
+    CU_ASSERT(shown >= 1 && windows >= 1);
+    /* A window that held lines back logged a count; the last may not. */
+    CU_ASSERT(shown <= BURST * (windows + 1));
 }
 
 /* A command line with a newline and an escape sequence: `ljmpctl list`
@@ -1832,10 +1865,11 @@ static char *c_site_name(int fd, uint64_t addr)
 
 /*
  * Reading a process's C symbols takes long with many of them (this
- * process maps a file with 300 k): ljmpd reads them off its loop, which
- * answers requests meanwhile, and tells the VM to stream once they are
- * read.  So the hello shows in a list before the VM has its answer;
- * then the C functions have their names.
+ * process maps a file with 300 k): ljmpd reads them off its loop and
+ * tells the VM to stream once they are read; then the C functions have
+ * their names.  (That the loop answers while a read goes on is shown by
+ * a read that never ends, in test_symbols_read_hangs: here the read may
+ * end before a request does, on a fast host.)
  */
 static void test_symbols_off_the_loop(void)
 {
@@ -1859,8 +1893,6 @@ static void test_symbols_off_the_loop(void)
             ljmp__response__free_unpacked(r, NULL);
     }
     CU_ASSERT_TRUE_FATAL(listed);
-    /* The loop answered after the hello: the symbols are still read. */
-    CU_ASSERT_EQUAL(recv(fd, &ack, 1, MSG_DONTWAIT), -1);
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 30000), 1);
     CU_ASSERT_EQUAL_FATAL(read(fd, &ack, 1), 1);
@@ -2117,10 +2149,28 @@ static pid_t slow_hellos_as_nobody(const uint8_t *hello, size_t hl, int n,
     _exit(0);
 }
 
+/* Where ljmpd logged, from byte from on, that it gave pid its C symbols;
+ * -1 if it did not. */
+static long symbols_given_at(const char *log, size_t from, pid_t pid)
+{
+    char what[64];
+
+    snprintf(what, sizeof(what), ": pid %d: ", (int)pid);
+    for (const char *p = log + from; (p = strstr(p, what)) != NULL; p++) {
+        const char *eol = strchr(p, '\n');
+        const char *given = strstr(p, " C symbols in ");
+        if (given != NULL && (eol == NULL || given < eol))
+            return p - log;
+    }
+    return -1;
+}
+
 /*
  * Symbol reads take users in turn: with nobody's four slow reads queued,
  * root's comes next, not after them (at most the one under way and one
- * that ended before root's hello came are acked first).
+ * that ended before root's hello came are given first).  The order is
+ * ljmpd's, from its log: the acks' order as this process sees them
+ * depends on when it is scheduled.
  */
 static void test_symbols_users_in_turn(void)
 {
@@ -2134,7 +2184,7 @@ static void test_symbols_users_in_turn(void)
         test_skip("not root: no other user to be");
         return;
     }
-    size_t size;
+    size_t size, from = log_size();
     snprintf(path, sizeof(path), "%s/symbols.elf", test_dir);
     void *m = map_symbols_elf(path, 300000, &size);
     CU_ASSERT_FATAL(pipe(p) == 0);
@@ -2145,12 +2195,17 @@ static void test_symbols_users_in_turn(void)
     CU_ASSERT_FATAL(fd >= 0 && write(fd, hello, hl) == (ssize_t)hl);
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     CU_ASSERT_EQUAL_FATAL(poll(&pfd, 1, 30000), 1);
-    int before = 0, flags = fcntl(p[0], F_GETFL);
-    fcntl(p[0], F_SETFL, flags | O_NONBLOCK);
-    while (read(p[0], &c, 1) == 1)
+    CU_ASSERT_EQUAL(exit_status_of(child), 0);
+    char *log = test_slurp("ljmpd.log");
+    long root_at = symbols_given_at(log, from, getpid());
+    int before = 0;
+    CU_ASSERT_FATAL(root_at >= 0);
+    for (const char *q = log + from; (q = strstr(q, " C symbols in ")) != NULL &&
+                                     q - log < root_at;
+         q++)
         before++;
     CU_ASSERT_TRUE(before <= 2);
-    CU_ASSERT_EQUAL(exit_status_of(child), 0);
+    free(log);
     close(fd);
     close(p[0]);
     close(p[1]);
@@ -2723,9 +2778,9 @@ static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
             if ((fds[i] = connect_unix(path)) < 0 ||
                 (hello != NULL && write(fds[i], hello, hl) != (ssize_t)hl))
                 _exit(2);
-        if (!refused_within(fds[n - 1], 2000, says))
+        if (!refused_within(fds[n - 1], 2000 * SLOWER, says))
             _exit(3);
-        if (refused_within(fds[0], 200, NULL))
+        if (refused_within(fds[0], 200 * SLOWER, NULL))
             _exit(4);
         _exit(0);
     }
@@ -2791,7 +2846,7 @@ static pid_t slots_held_as(uid_t uid, const char *path, const uint8_t *hello,
         if ((fds[i] = connect_unix(path)) < 0 ||
             (hello != NULL && write(fds[i], hello, hl) != (ssize_t)hl))
             _exit(2);
-    sleep_ms(500);
+    sleep_ms(500 * SLOWER);
     for (int i = 0; i < n; i++)
         taken += !turned_away(fds[i], hello != NULL);
     if (write(ready, &taken, sizeof(taken)) != sizeof(taken) ||

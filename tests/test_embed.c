@@ -502,7 +502,7 @@ struct fake_ingest {
     int lfd;
     volatile int stop;
     pid_t peers[8];
-    int npeers;
+    volatile int npeers;
     pthread_t thread;
 };
 
@@ -546,6 +546,14 @@ static void *fake_ingest_run(void *arg)
     return NULL;
 }
 
+/* Waits up to 2 s for the listener to have taken n peers: it takes them
+ * in its own time, and stops taking them once told to stop. */
+static void fake_ingest_await(struct fake_ingest *f, int n)
+{
+    for (int i = 0; i < 200 && f->npeers < n; i++)
+        usleep(10000);
+}
+
 /*
  * A detach signalled to a VM streaming to a socket, still waiting for its
  * safe point when the VM forks: the child follows its parent's profile,
@@ -582,11 +590,12 @@ static void test_fork_with_pending_detach(void)
 }
 
 /*
- * LJMP_SOCKET profiles the process: when its VM closes while a newer one
- * lives (nginx's reload), the newer one streams from its next Lua call,
- * and so does each child forked before that call (the new workers).
+ * LJMP_SOCKET profiles every VM of the process from its making, each in a
+ * session of its own (nginx's reload makes a new VM beside the old one),
+ * and each child forked afterwards follows once it has run Lua a while
+ * (the new workers).
  */
-static void test_env_stream_passes_on(void)
+static void test_env_streams_every_vm(void)
 {
     struct fake_ingest f = {.lfd = socket(AF_UNIX, SOCK_STREAM, 0)};
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -599,31 +608,185 @@ static void test_env_stream_passes_on(void)
     CU_ASSERT_FATAL(pthread_create(&f.thread, NULL, fake_ingest_run, &f) == 0);
     setenv("LJMP_SOCKET", sa.sun_path, 1);
     lua_State *old = luaL_newstate();
-    lua_State *young = luaL_newstate(); /* the profiler is old's */
+    lua_State *young = luaL_newstate();
     unsetenv("LJMP_SOCKET");
     luaL_openlibs(old);
     luaL_openlibs(young);
     CU_ASSERT_EQUAL(luaL_dostring(old, "return misc.memprof.status()"), 0);
     CU_ASSERT(lua_toboolean(old, -1));
+    CU_ASSERT_EQUAL(luaL_dostring(young, "return misc.memprof.status()"), 0);
+    CU_ASSERT(lua_toboolean(young, -1));
     lua_close(old);
     pid_t child = fork();
     if (child == 0)
-        _exit(luaL_dostring(young, "return misc.memprof.status()") != 0 ||
+        _exit(luaL_dostring(young,
+                            "jit.off() local t = {}\n"
+                            "for i = 1, 2000 do t[i] = i end\n"
+                            "return misc.memprof.status()") != 0 ||
               !lua_toboolean(young, -1));
     CU_ASSERT_EQUAL(waitpid(child, &st, 0), child);
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CU_ASSERT_EQUAL(luaL_dostring(young, "local t = {} t[1] = {}"), 0);
     CU_ASSERT_EQUAL(luaL_dostring(young, "return misc.memprof.status()"), 0);
     CU_ASSERT(lua_toboolean(young, -1));
     lua_close(young);
+    fake_ingest_await(&f, 3);
     f.stop = 1;
     pthread_join(f.thread, NULL);
     close(f.lfd);
-    /* old's stream, the child's, then young's in this process. */
+    /* old's stream and young's in this process, then the child's. */
     CU_ASSERT_EQUAL_FATAL(f.npeers, 3);
     CU_ASSERT_EQUAL(f.peers[0], getpid());
-    CU_ASSERT_EQUAL(f.peers[1], child);
-    CU_ASSERT_EQUAL(f.peers[2], getpid());
+    CU_ASSERT_EQUAL(f.peers[1], getpid());
+    CU_ASSERT_EQUAL(f.peers[2], child);
+}
+
+/* Runs code in L: 0 if it ran. */
+static int run(lua_State *L, const char *code, const char *chunk)
+{
+    return luaL_loadbuffer(L, code, strlen(code), chunk) != 0 ||
+           lua_pcall(L, 0, 0, 0) != 0;
+}
+
+/*
+ * Two VMs of one process stream at once, each into its own writer: each
+ * stream holds its own VM's allocations only, and one ends while the
+ * other goes on.
+ */
+static void test_two_vms_stream_at_once(void)
+{
+    static const char code[] = "t = t or {}\n"
+                               "for i = 1, 200 do t[#t + 1] = {i} end\n";
+    struct capture ca = {{0}, 0, 0}, cb = {{0}, 0, 0};
+    lua_State *a = luaL_newstate(), *b = luaL_newstate();
+    struct lm_profile pa, pb;
+
+    luaL_openlibs(a);
+    luaL_openlibs(b);
+    CU_ASSERT_EQUAL(ljmp_memprof_start(a, capture_write, capture_done, &ca),
+                    LJMP_MEMPROF_OK);
+    CU_ASSERT_EQUAL(ljmp_memprof_start(b, capture_write, capture_done, &cb),
+                    LJMP_MEMPROF_OK);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(run(a, code, "=vm_a"), 0);
+        CU_ASSERT_EQUAL(run(b, code, "=vm_b"), 0);
+    }
+    stop_and_decode(a, &ca, &pa);
+    /* b streams on after a's stream ended and a closed. */
+    CU_ASSERT_EQUAL(run(b, code, "=vm_b"), 0);
+    stop_and_decode(b, &cb, &pb);
+    CU_ASSERT(allocs_named(&pa.state, "=vm_a:2") >= 600);
+    CU_ASSERT_EQUAL(allocs_named(&pa.state, "=vm_b:2"), 0);
+    CU_ASSERT(allocs_named(&pb.state, "=vm_b:2") >= 800);
+    CU_ASSERT_EQUAL(allocs_named(&pb.state, "=vm_a:2"), 0);
+    lm_profile_free(&pa);
+    lm_profile_free(&pb);
+    lm_buf_free(&ca.buf);
+    lm_buf_free(&cb.buf);
+}
+
+/* A host thread with a VM of its own, streaming into its own writer. */
+struct vm_thread {
+    struct capture c;
+    const char *chunk;
+    int ok;
+    struct lm_profile p;
+};
+
+static void *vm_thread_run(void *arg)
+{
+    static const char code[] =
+        "local keep = {}\n"
+        "for i = 1, 20000 do keep[i % 500 + 1] = {i, tostring(i)} end\n";
+    struct vm_thread *t = arg;
+    lua_State *L = luaL_newstate();
+
+    luaL_openlibs(L);
+    t->ok = ljmp_memprof_start(L, capture_write, capture_done, &t->c) ==
+                LJMP_MEMPROF_OK &&
+            run(L, code, t->chunk) == 0 && ljmp_memprof_stop(L) == 0;
+    lua_close(L);
+    return NULL;
+}
+
+/*
+ * A host that runs a VM on each of two threads profiles both at once:
+ * each stream is whole and holds its own VM's allocations only.
+ */
+static void test_vms_on_two_threads(void)
+{
+    struct vm_thread t[2] = {{.chunk = "=thread_a"}, {.chunk = "=thread_b"}};
+    pthread_t th[2];
+
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_FATAL(pthread_create(&th[i], NULL, vm_thread_run, &t[i]) ==
+                        0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(t[i].ok);
+        CU_ASSERT_EQUAL(t[i].c.done_calls, 1);
+        lm_profile_init(&t[i].p, NULL, NULL);
+        CU_ASSERT_EQUAL(
+            lm_profile_feed(&t[i].p, t[i].c.buf.data, t[i].c.buf.len, NULL),
+            LM_DONE);
+        /* Each table and its string, wherever the JIT names them. */
+        char mine[32], other[32];
+        snprintf(mine, sizeof(mine), "%s:2", t[i].chunk);
+        snprintf(other, sizeof(other), "%s:2", t[1 - i].chunk);
+        CU_ASSERT(allocs_named(&t[i].p.state, mine) >= 20000);
+        CU_ASSERT_EQUAL(allocs_named(&t[i].p.state, other), 0);
+        lm_profile_free(&t[i].p);
+        lm_buf_free(&t[i].c.buf);
+    }
+}
+
+/*
+ * An attach reaches every VM of the process that runs Lua: each streams
+ * a session of its own, from its own next Lua call; a detach ends both.
+ */
+static void test_attach_reaches_every_vm(void)
+{
+    struct fake_ingest f = {.lfd = socket(AF_UNIX, SOCK_STREAM, 0)};
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    union sigval v = {.sival_int = LJMP_REQ_ATTACH};
+    int sig = SIGRTMIN + LJMP_DEFAULT_SIGNAL_OFFSET;
+    lua_State *vm[2];
+
+    CU_ASSERT_FATAL(snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/both.sock",
+                             test_dir) < (int)sizeof(sa.sun_path));
+    CU_ASSERT_FATAL(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CU_ASSERT_FATAL(listen(f.lfd, 4) == 0);
+    CU_ASSERT_FATAL(pthread_create(&f.thread, NULL, fake_ingest_run, &f) == 0);
+    setenv("LJMP_INGEST", sa.sun_path, 1); /* read as the agent is installed */
+    for (int i = 0; i < 2; i++) {
+        vm[i] = luaL_newstate();
+        luaL_openlibs(vm[i]);
+    }
+    unsetenv("LJMP_INGEST");
+    CU_ASSERT_FATAL(sigqueue(getpid(), sig, v) == 0);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(run(vm[i], "x = {}", "=attach"), 0);
+        CU_ASSERT_EQUAL(luaL_dostring(vm[i], "return misc.memprof.status()"),
+                        0);
+        CU_ASSERT(lua_toboolean(vm[i], -1));
+        lua_pop(vm[i], lua_gettop(vm[i]));
+    }
+    fake_ingest_await(&f, 2);
+    v.sival_int = LJMP_REQ_DETACH;
+    CU_ASSERT_FATAL(sigqueue(getpid(), sig, v) == 0);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(run(vm[i], "x = {}", "=detach"), 0);
+        CU_ASSERT_EQUAL(luaL_dostring(vm[i], "return misc.memprof.status()"),
+                        0);
+        CU_ASSERT(!lua_toboolean(vm[i], -1));
+        lua_close(vm[i]);
+    }
+    f.stop = 1;
+    pthread_join(f.thread, NULL);
+    close(f.lfd);
+    CU_ASSERT_EQUAL_FATAL(f.npeers, 2);
+    CU_ASSERT_EQUAL(f.peers[0], getpid());
+    CU_ASSERT_EQUAL(f.peers[1], getpid());
 }
 
 static void host_handler(int sig)
@@ -669,8 +832,11 @@ int main(void)
                 test_fork_drops_pending_attach);
     CU_add_test(s, "the agent outlives the VM that installed it",
                 test_agent_outlives_first_vm);
-    CU_add_test(s, "LJMP_SOCKET's stream passes to the newest VM",
-                test_env_stream_passes_on);
+    CU_add_test(s, "LJMP_SOCKET streams every VM", test_env_streams_every_vm);
+    CU_add_test(s, "two VMs stream at once", test_two_vms_stream_at_once);
+    CU_add_test(s, "VMs on two threads stream at once",
+                test_vms_on_two_threads);
+    CU_add_test(s, "an attach reaches every VM", test_attach_reaches_every_vm);
     CU_add_test(s, "a host's own signal handler is kept",
                 test_host_signal_kept);
     return test_run_all();

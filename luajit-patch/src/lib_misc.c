@@ -96,15 +96,14 @@ static int memprof_stop(lua_State *L)
     return 1;
   }
   if (r == LJ_MEMPROF_ERRRUN) return push_misuse(L, "profiler is not running");
-  if (r == LJ_MEMPROF_ERRUSE) return push_misuse(L, "profiler misuse");
   return push_failure(L, NULL, errno);
 }
 
 static int memprof_status(lua_State *L)
 {
-  int err = lj_memprof_error();
-  if (err == 0) err = lj_ljmp_env_error();
-  lua_pushboolean(L, lj_memprof_running());
+  int err = lj_memprof_error(G(L));
+  if (err == 0) err = lj_ljmp_env_error(G(L));
+  lua_pushboolean(L, lj_memprof_running(G(L)));
   if (err == 0) return 1;
   lua_pushstring(L, strerror(err));
   lua_pushinteger(L, err);
@@ -129,7 +128,7 @@ static int memprof_census(lua_State *L)
   };
   MemprofCensus c;
   uint64_t end;
-  lj_memprof_census_get(&c);
+  lj_memprof_census_get(G(L), &c);
   lua_pushstring(L, state[c.state]);
   lua_createtable(L, 0, 5);
   set_number(L, "blocks", (double)c.blocks);

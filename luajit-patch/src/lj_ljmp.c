@@ -40,8 +40,7 @@
 #include "lmemprof.h"
 #include "ljmp_ingest.h"
 
-/* Why the LJMP_SOCKET (or an attach) start failed, for status(). */
-static int env_err;
+static void vm_set_error(global_State *g, int err);
 
 /*
 ** The pipe to ljmpd holds up to SINK_PIPE_BUFS of memprof's buffers
@@ -425,7 +424,7 @@ static int start_sink(lua_State *L, Sink *sk, int census, LjmpError *e)
   sk->L = mainthread(G(L));
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
   if (r == LJ_MEMPROF_OK) {
-    env_err = 0;  /* A working profile: the old failure is history. */
+    vm_set_error(G(L), 0);  /* A working profile: the old failure is history. */
     return 0;
   }
   e->err = r == LJ_MEMPROF_ERRRUN ? EINVAL :
@@ -460,10 +459,10 @@ static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
 
 /* Clears *e; says whether a profile runs already (a start must fail
 ** before it touches anything: a file, a connection). */
-static int running_already(LjmpError *e)
+static int running_already(lua_State *L, LjmpError *e)
 {
   memset(e, 0, sizeof(*e));
-  if (!lj_memprof_running()) return 0;
+  if (!lj_memprof_running(G(L))) return 0;
   e->err = EINVAL;
   e->running = 1;
   return 1;
@@ -474,7 +473,7 @@ int lj_ljmp_start_file(lua_State *L, const char *path, int census,
 {
   Sink *sk;
   int fd;
-  if (running_already(e)) return -1;
+  if (running_already(L, e)) return -1;
   fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 || (sk = new_sink(fd, 0, 0)) == NULL) {
     e->err = fd < 0 ? errno : ENOMEM;
@@ -585,7 +584,7 @@ static int start_socket(lua_State *L, const char *path, int max_stall_ms,
   uint8_t hello[LJMP_HELLO_MAX];
   Sink *sk;
   int fd;
-  if (running_already(e)) return -1;
+  if (running_already(L, e)) return -1;
   if (strlen(path) >= sizeof(sa.sun_path)) {
     e->err = ENAMETOOLONG;
     return -1;
@@ -650,16 +649,16 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 ** ljmpd attaches to a running program by a real-time signal whose value
 ** says what to do (LJMP_REQ_ATTACH, LJMP_REQ_DETACH).  A signal handler
 ** may do almost nothing, so it only arms a one-shot count hook on every
-** VM of the process; the profiler starts or stops in the hook of the
-** first VM that reaches a safe point.  An idle VM or a long compiled loop
-** delays it until Lua runs in the interpreter again: the request stays
-** armed until then.
+** VM of the process; each VM's profiler starts or stops in its own hook,
+** at its next safe point.  An idle VM or a long compiled loop delays it
+** until Lua runs in the interpreter again: the request stays armed until
+** then.
 **
 ** A process may hold several VMs, made and closed in any order: nginx
 ** makes the new one of a reload before it closes the old one, and its
-** workers forked afterwards inherit both, running only the new one.  The
-** agent serves up to AGENT_VMS of them and stays installed while any
-** lives.
+** workers forked afterwards inherit only the new one; a host may embed
+** several.  Each streams a session of its own.  The agent serves up to
+** AGENT_VMS of them and stays installed while any lives.
 */
 
 /* Not a signal's request: a forked child starts a session of its own. */
@@ -668,32 +667,28 @@ int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 
 typedef struct AgentVM {
   lua_State *volatile L;  /* main thread; NULL: a free slot */
+  volatile sig_atomic_t request;  /* LJMP_REQ_*, REQ_FOLLOW_FORK or 0 */
   lua_Hook saved_hook;  /* the program's own hook, given back */
   int saved_mask, saved_count;
-  unsigned born;  /* the order the VMs were made in */
+  char follow[108];  /* where a forked child connects */
+  int follow_stall_ms;
+  int err;  /* why its last LJMP_SOCKET or attach start failed, for status() */
 } AgentVM;
 
 typedef struct Agent {
-  int installed;
+  int installed;  /* the signal's handler */
   int sig;
   char ingest[108];  /* where attach connects */
   int max_stall_ms;
-  char follow[108];  /* where a forked child connects */
-  int follow_stall_ms;
-  global_State *follow_g;  /* the VM that follows */
-  /* LJMP_SOCKET's stream: where it goes, and the VM it is of (the
-  ** process's profile passes to another VM when that one closes). */
-  char env_path[108];
-  int env_stall_ms;
-  global_State *env_g;
-  unsigned vms_made;
-  volatile sig_atomic_t request;
   int ignoring;  /* we set SIG_IGN when our last VM closed: ours to take */
   void *named;  /* the mapping that names the agent in /proc/PID/maps */
   AgentVM vm[AGENT_VMS];
 } Agent;
 
 static Agent agent;
+/* VMs may be made and closed on several threads at once: their slots are
+** taken and given back under this lock (the handler only reads them). */
+static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static AgentVM *agent_vm(global_State *g)
 {
@@ -703,38 +698,43 @@ static AgentVM *agent_vm(global_State *g)
   return NULL;
 }
 
+static void vm_set_error(global_State *g, int err)
+{
+  AgentVM *v = agent_vm(g);
+  if (v != NULL) v->err = err;
+}
+
 static void agent_hook(lua_State *L, lua_Debug *ar)
 {
   AgentVM *v = agent_vm(G(L));
-  int req = agent.request;
+  int req, running = lj_memprof_running(G(L));
   LjmpError e;
   UNUSED(ar);
-  if (v != NULL) lua_sethook(L, v->saved_hook, v->saved_mask, v->saved_count);
-  else lua_sethook(L, NULL, 0, 0);
-  if (req == REQ_FOLLOW_FORK && G(L) != agent.follow_g) return;
-  agent.request = 0;
+  if (v == NULL) {
+    lua_sethook(L, NULL, 0, 0);
+    return;
+  }
+  lua_sethook(L, v->saved_hook, v->saved_mask, v->saved_count);
+  /* A signal may come between the two: the exchange keeps it. */
+  req = __atomic_exchange_n(&v->request, 0, __ATOMIC_SEQ_CST);
   if ((req == LJMP_REQ_ATTACH || req == LJMP_REQ_ATTACH_NO_CENSUS) &&
-      !lj_memprof_running()) {
+      !running) {
     /* ljmpd asked for it and waits: the program need not wait for it. */
     if (start_socket(L, agent.ingest, agent.max_stall_ms, 1,
 		     req == LJMP_REQ_ATTACH, &e) != 0)
-      env_err = e.err;
-  } else if (req == REQ_FOLLOW_FORK && !lj_memprof_running()) {
-    /* A forked child's heap, or the next VM's, was made before: a census
-    ** shows it. */
-    if (lj_ljmp_start_socket(L, agent.follow, agent.follow_stall_ms, 1,
-			     &e) != 0)
-      env_err = e.err;
-    else if (agent.env_path[0] != '\0')
-      agent.env_g = G(L);
-  } else if (req == LJMP_REQ_DETACH && lj_memprof_running()) {
+      v->err = e.err;
+  } else if (req == REQ_FOLLOW_FORK && !running) {
+    /* A forked child's heap was made before: a census shows it. */
+    if (lj_ljmp_start_socket(L, v->follow, v->follow_stall_ms, 1, &e) != 0)
+      v->err = e.err;
+  } else if (req == LJMP_REQ_DETACH && running) {
     lj_memprof_stop(L);
   }
 }
 
-/* Arms the one-shot hook that serves agent.request on one VM (mask and
-** count as lua_sethook takes them): from a signal handler, or in a
-** forked child. */
+/* Arms the one-shot hook that serves v->request (mask and count as
+** lua_sethook takes them): from a signal handler, or in a forked
+** child. */
 static void agent_arm(AgentVM *v, int mask, int count)
 {
   lua_State *L = v->L;
@@ -751,6 +751,9 @@ static void agent_arm(AgentVM *v, int mask, int count)
   lua_sethook(L, agent_hook, mask, count);
 }
 
+/* Every VM of the process is asked: each that runs Lua serves it.  A
+** detach while an attach still waits disarms it: the hook then finds
+** nothing running, and stops nothing. */
 static void agent_signal(int sig, siginfo_t *si, void *uc)
 {
   int req = si->si_code == SI_QUEUE ? si->si_value.sival_int
@@ -760,52 +763,35 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
   if (req != LJMP_REQ_ATTACH && req != LJMP_REQ_ATTACH_NO_CENSUS &&
       req != LJMP_REQ_DETACH)
     return;
-  /* A detach while an attach still waits disarms it: the first hook to
-  ** fire finds nothing running, and stops nothing. */
-  agent.request = req;
-  for (i = 0; i < AGENT_VMS; i++)
-    if (agent.vm[i].L != NULL)
-      agent_arm(&agent.vm[i], LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  for (i = 0; i < AGENT_VMS; i++) {
+    AgentVM *v = &agent.vm[i];
+    if (v->L == NULL) continue;
+    v->request = req;
+    agent_arm(v, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  }
 }
 
 /*
 ** A child forked while its parent streamed to a socket is a process of
 ** its own (an nginx worker forked by a master that LJMP_SOCKET profiles):
 ** ljmpd should see it as one, with SO_PEERCRED naming it.  Its copy of
-** the parent's profile has ended without a write; it connects anew, as
-** an attach would, whether or not the agent's signal handler is
-** installed, once it has run FOLLOW_AFTER_INS bytecodes: a child that
-** only builds an argument list and execs (through the FFI) opens no
-** session, and one that starts a profile of its own at once keeps it.
-** Runs in pthread_atfork's child handler.
+** each of the parent's profiles has ended without a write; each such VM
+** connects anew, as an attach would, whether or not the agent's signal
+** handler is installed, once it has run FOLLOW_AFTER_INS bytecodes: a
+** child that only builds an argument list and execs (through the FFI)
+** opens no session, and one that starts a profile of its own at once
+** keeps it.  Runs in pthread_atfork's child handler.
 */
 #define FOLLOW_AFTER_INS 1000
 
-/* Asks VM L to start a stream to path at its hook (mask and count as
-** lua_sethook takes them): a forked child's, or LJMP_SOCKET's next VM's
-** (env_hand_over). */
-static void agent_follow(lua_State *L, const char *path, int max_stall_ms,
-			 int mask, int count)
-{
-  AgentVM *v, own;
-  strcpy(agent.follow, path);
-  agent.follow_stall_ms = max_stall_ms;
-  agent.follow_g = G(L);
-  agent.request = REQ_FOLLOW_FORK;
-  /* A VM the agent does not serve (LJMP_AGENT=0) still follows; its
-  ** own hook is then not given back. */
-  if ((v = agent_vm(G(L))) == NULL) {
-    memset(&own, 0, sizeof(own));
-    own.L = L;
-    v = &own;
-  }
-  agent_arm(v, mask, count);
-}
-
 static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
 {
-  if (L != NULL)
-    agent_follow(L, path, max_stall_ms, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
+  AgentVM *v = L != NULL ? agent_vm(G(L)) : NULL;
+  if (v == NULL) return;  /* a VM past the AGENT_VMS the agent serves */
+  strcpy(v->follow, path);
+  v->follow_stall_ms = max_stall_ms;
+  v->request = REQ_FOLLOW_FORK;
+  agent_arm(v, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
 }
 
 /* Where attach connects: $LJMP_INGEST, else ljmpd's default socket. */
@@ -852,18 +838,31 @@ static void agent_unpublish(void)
 /* A request signalled to the parent is not its child's: a child forked
 ** while one waits for a safe point drops it (the parent still serves
 ** it).  A request to follow a profile (follow_fork, from the profiler's
-** own fork handler) is the child's, and stays, whichever runs first. */
+** own fork handler, which runs after this one) is the child's.  The
+** slots' lock, taken before the fork, is released in the parent and made
+** anew in the child. */
+static void agent_forking(void)
+{
+  pthread_mutex_lock(&agent_lock);
+}
+
+static void agent_forked_parent(void)
+{
+  pthread_mutex_unlock(&agent_lock);
+}
+
 static void agent_forked(void)
 {
-  if (agent.request == LJMP_REQ_ATTACH || agent.request == LJMP_REQ_DETACH)
-    agent.request = 0;
+  int i;
+  for (i = 0; i < AGENT_VMS; i++)
+    if (agent.vm[i].request != REQ_FOLLOW_FORK) agent.vm[i].request = 0;
+  pthread_mutex_init(&agent_lock, NULL);  /* the forking thread's: anew */
 }
 
 /* Takes the signal for the process: 0, or -1 if the agent is off or the
 ** host handles that signal itself. */
 static int agent_take_signal(void)
 {
-  static int fork_handled;
   const char *sig = getenv("LJMP_SIGNAL");
   const char *stall = getenv("LJMP_MAX_STALL_MS");
   struct sigaction sa, cur;
@@ -887,71 +886,60 @@ static int agent_take_signal(void)
   sigemptyset(&sa.sa_mask);
   sigaddset(&sa.sa_mask, SIGPROF);  /* jit.profile arms hooks too */
   if (sigaction(agent.sig, &sa, NULL) != 0) return -1;
-  if (!fork_handled)
-    fork_handled = pthread_atfork(NULL, NULL, agent_forked) == 0;
   agent_publish();
   return 0;
 }
 
+/* A new VM takes a slot (its forked children follow its streams, and its
+** status tells its errors), and the signal's handler is installed for
+** the process unless LJMP_AGENT=0. */
 static void agent_install(lua_State *L)
 {
+  static int fork_handled;
   const char *on = getenv("LJMP_AGENT");
   AgentVM *v;
-  if (on != NULL && strcmp(on, "0") == 0) return;
-  if (!agent.installed) {
-    if (agent_take_signal() != 0) return;
-    agent.installed = 1;
-  }
+  pthread_mutex_lock(&agent_lock);
+  /* Before the profiler's (the first VM is made before any stream). */
+  if (!fork_handled)
+    fork_handled = pthread_atfork(agent_forking, agent_forked_parent,
+				  agent_forked) == 0;
   for (v = agent.vm; v < agent.vm + AGENT_VMS && v->L != NULL; v++) ;
-  if (v == agent.vm + AGENT_VMS) return;  /* more VMs than it serves */
-  v->saved_hook = NULL;
-  v->saved_mask = v->saved_count = 0;
-  v->born = ++agent.vms_made;
-  v->L = mainthread(G(L));  /* last: the handler may run at any point */
-}
-
-/*
-** LJMP_SOCKET profiles a process, not one VM: when the VM it streams
-** closes while another lives (nginx's reload makes the new VM, then
-** closes the old one), the newest other VM starts a stream of its own at
-** its next Lua call, as a forked child follows its parent.  Children
-** forked before that call inherit the request (an nginx master's new
-** workers, whose first request starts their streams).
-*/
-static void env_hand_over(global_State *g)
-{
-  AgentVM *next = NULL;
-  int i;
-  for (i = 0; i < AGENT_VMS; i++) {
-    AgentVM *v = &agent.vm[i];
-    if (v->L != NULL && G(v->L) != g && (next == NULL || v->born > next->born))
-      next = v;
+  if (v < agent.vm + AGENT_VMS) {  /* else more VMs than it serves */
+    v->request = 0;
+    v->saved_hook = NULL;
+    v->saved_mask = v->saved_count = 0;
+    v->err = 0;
+    v->L = mainthread(G(L));  /* last: the handler may run at any point */
   }
-  if (next != NULL)
-    agent_follow(next->L, agent.env_path, agent.env_stall_ms,
-		 LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  if (!agent.installed && !(on != NULL && strcmp(on, "0") == 0))
+    agent.installed = agent_take_signal() == 0;
+  pthread_mutex_unlock(&agent_lock);
 }
 
 void lj_ljmp_vm_closing(global_State *g)
 {
-  AgentVM *v = agent.installed ? agent_vm(g) : NULL;
+  AgentVM *v;
   int i;
-  if (v == NULL) return;
-  if (g == agent.env_g) {
-    agent.env_g = NULL;
-    if (lj_memprof_running()) env_hand_over(g);
-  }
+  pthread_mutex_lock(&agent_lock);
   /* The handler may run between any two of these: it reads the slots. */
-  v->L = NULL;
-  for (i = 0; i < AGENT_VMS; i++)
-    if (agent.vm[i].L != NULL) return;
-  signal(agent.sig, SIG_IGN);  /* its default would end the process */
-  agent.ignoring = 1;
-  agent.installed = 0;
-  agent.request = 0;
-  agent_unpublish();
+  if ((v = agent_vm(g)) != NULL) v->L = NULL;
+  for (i = 0; i < AGENT_VMS && agent.vm[i].L == NULL; i++) ;
+  if (i == AGENT_VMS && agent.installed) {
+    signal(agent.sig, SIG_IGN);  /* its default would end the process */
+    agent.ignoring = 1;
+    agent.installed = 0;
+    agent_unpublish();
+  }
+  pthread_mutex_unlock(&agent_lock);
 }
 
+/*
+** LJMP_SOCKET profiles a process from its start: each VM streams from
+** its making (no census: it holds next to nothing yet), in a session of
+** its own (nginx's reload makes a new VM beside the old one, whose
+** session ends when it closes), and forked children follow.  Failing to
+** connect is not the program's problem; status() tells why.
+*/
 void lj_ljmp_env_start(lua_State *L)
 {
   const char *path = getenv("LJMP_SOCKET");
@@ -959,23 +947,14 @@ void lj_ljmp_env_start(lua_State *L)
   LjmpError e;
   agent_install(L);
   if (path == NULL || *path == '\0') return;
-  if (strlen(path) < sizeof(agent.env_path)) strcpy(agent.env_path, path);
-  agent.env_stall_ms = stall ? atoi(stall) : 0;
-  /* One VM streams at a time (memprof is process-wide): a VM made while
-  ** another streams takes over when that one closes (env_hand_over).
-  ** Failing to connect is not the program's problem; status() tells
-  ** why. */
-  if (lj_memprof_running()) return;
-  /* A VM just made holds next to nothing yet: no census. */
-  if (lj_ljmp_start_socket(L, path, agent.env_stall_ms, 0, &e) != 0)
-    env_err = e.err;
-  else
-    agent.env_g = G(L);
+  if (lj_ljmp_start_socket(L, path, stall ? atoi(stall) : 0, 0, &e) != 0)
+    vm_set_error(G(L), e.err);
 }
 
-int lj_ljmp_env_error(void)
+int lj_ljmp_env_error(global_State *g)
 {
-  return env_err;
+  AgentVM *v = agent_vm(g);
+  return v != NULL ? v->err : 0;
 }
 
 /* -- The C API (lmemprof.h) ------------------------------------------------ */

@@ -21,12 +21,13 @@ LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path, int census,
 LJ_FUNC int lj_ljmp_start_socket(lua_State *L, const char *path,
 				 int max_stall_ms, int census, LjmpError *e);
 
-/* At VM start: stream to $LJMP_SOCKET if it is set; install the attach
-** agent unless LJMP_AGENT=0 (the first VM of a process only). */
+/* At VM start: the agent serves the VM (its signal's handler installed
+** with the first, unless LJMP_AGENT=0); it streams to $LJMP_SOCKET if
+** that is set. */
 LJ_FUNC void lj_ljmp_env_start(lua_State *L);
 /* At lua_close: the agent forgets a VM that goes away. */
 LJ_FUNC void lj_ljmp_vm_closing(global_State *g);
-/* Why the LJMP_SOCKET start failed (errno), or 0. */
-LJ_FUNC int lj_ljmp_env_error(void);
+/* Why g's last LJMP_SOCKET or attach start failed (errno), or 0. */
+LJ_FUNC int lj_ljmp_env_error(global_State *g);
 
 #endif

@@ -69,12 +69,18 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 /* -- State --------------------------------------------------------------- */
 
 /*
-** One profiler per process, like LuaJIT's other profilers: allocf is
-** per VM, but the wrapper needs the original, and signals and hooks that
-** start it have no VM at hand.  g is the VM that owns it, NULL when idle.
+** One profiler per VM: a process may hold several (nginx makes the new VM
+** of a reload before it closes the old one; a host may embed a VM per
+** thread), each streaming a session of its own.  While it streams, the
+** VM's allocator is the wrapper and its ud the profiler (memprof_of), so
+** that the allocator's hot path finds it in a register.  The record
+** outlives its streams, for how the last one ended, until the VM closes;
+** the process's records are listed for fork and exit (memprof_list).
 */
 typedef struct Memprof {
-  global_State *g;
+  struct Memprof *next;  /* The process's records (memprof_list). */
+  global_State *vm;  /* The VM it belongs to. */
+  global_State *g;  /* The VM while streaming, NULL when idle. */
   lua_Alloc allocf;  /* The VM's allocator, wrapped while profiling. */
   lua_Alloc wrapper;  /* The wrapper installed for it. */
   void *allocd;
@@ -103,10 +109,42 @@ typedef struct Memprof {
   uint64_t slice_pos;  /* stream bytes when the slice began */
 } Memprof;
 
-static Memprof memprof;
-/* Where a profile whose writer failed writes, if its ring could not be
-** mapped anew: never sent, never resident until then. */
-static uint8_t memprof_spare[MEMPROF_BUFSZ];
+/* The records of the process's VMs, under memprof_lock: starts, stops,
+** closes, forks and exits look them up; the hot path and the VM's hooks
+** reach a VM's through its allocator (memprof_of). */
+static pthread_mutex_t memprof_lock;
+static pthread_once_t memprof_lock_once = PTHREAD_ONCE_INIT;
+static Memprof *memprof_list;
+
+/* Recursive: a writer's on_stop, called with the lock held, may start or
+** stop a stream again (a host's done callback). */
+static void memprof_lock_init(void)
+{
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&memprof_lock, &a);
+  pthread_mutexattr_destroy(&a);
+}
+
+static void memprof_lock_take(void)
+{
+  pthread_once(&memprof_lock_once, memprof_lock_init);
+  pthread_mutex_lock(&memprof_lock);
+}
+
+static void memprof_lock_give(void)
+{
+  pthread_mutex_unlock(&memprof_lock);
+}
+
+static int memprof_is_wrapper(lua_Alloc f);
+
+/* The profiler streaming g, or NULL. */
+static LJ_AINLINE Memprof *memprof_of(global_State *g)
+{
+  return memprof_is_wrapper(g->allocf) ? (Memprof *)g->allocd : NULL;
+}
 
 /* -- Encoding ------------------------------------------------------------ */
 
@@ -135,7 +173,7 @@ static void mp_fail(Memprof *mp, int err)
       mmap(mp->ring, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ,
 	   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
 	   -1, 0) == MAP_FAILED)
-    mp->buf = memprof_spare;
+    mp->buf = mp->ring + (size_t)mp->opt.nbufs * MEMPROF_BUFSZ;  /* spare */
 }
 
 /* Writes the buffer out; unless it was the last, the writer says which
@@ -387,8 +425,8 @@ static void dump_symtab(Memprof *mp, global_State *g)
 
 void lj_memprof_add_proto(global_State *g, const GCproto *pt)
 {
-  Memprof *mp = &memprof;
-  if (mp->g != g) return;
+  Memprof *mp = memprof_of(g);
+  if (mp == NULL) return;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
   sym_proto(mp, pt);
@@ -398,8 +436,8 @@ void lj_memprof_add_proto(global_State *g, const GCproto *pt)
 void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
 {
 #if LJ_HASJIT
-  Memprof *mp = &memprof;
-  if (mp->g != g) return;
+  Memprof *mp = memprof_of(g);
+  if (mp == NULL) return;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_TRACE));
   sym_trace(mp, tr);
@@ -411,9 +449,10 @@ void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
 
 void lj_memprof_stack_moving(global_State *g, int moving)
 {
-  if (memprof.g == g) {
-    memprof.moving = moving;
-    memprof.fast_left = 0;  /* The move's allocation names no Lua site. */
+  Memprof *mp = memprof_of(g);
+  if (mp != NULL) {
+    mp->moving = moving;
+    mp->fast_left = 0;  /* The move's allocation names no Lua site. */
   }
 }
 
@@ -501,15 +540,16 @@ static uint64_t census_clock_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int census_running(const Memprof *mp, global_State *g)
+static int census_running(const Memprof *mp)
 {
-  return mp->g == g && (mp->census.state == LJ_MEMPROF_CENSUS_WAITING ||
-			mp->census.state == LJ_MEMPROF_CENSUS_SWEEPING);
+  return mp->census.state == LJ_MEMPROF_CENSUS_WAITING ||
+	 mp->census.state == LJ_MEMPROF_CENSUS_SWEEPING;
 }
 
 int lj_memprof_census_running(global_State *g)
 {
-  return census_running(&memprof, g);
+  Memprof *mp = memprof_of(g);
+  return mp != NULL && census_running(mp);
 }
 
 /* A name at a reserved address: a symbol event (name prefixed). */
@@ -723,8 +763,8 @@ static void census_object(Memprof *mp, global_State *g, GCobj *o)
 
 void lj_memprof_census_obj(global_State *g, GCobj *o)
 {
-  Memprof *mp = &memprof;
-  if (mp->g != g || mp->census.state != LJ_MEMPROF_CENSUS_SWEEPING ||
+  Memprof *mp = memprof_of(g);
+  if (mp == NULL || mp->census.state != LJ_MEMPROF_CENSUS_SWEEPING ||
       mp->err != 0 || (o->gch.marked & curwhite(g)))
     return;
   census_object(mp, g, o);
@@ -732,8 +772,8 @@ void lj_memprof_census_obj(global_State *g, GCobj *o)
 
 void lj_memprof_census_flip(global_State *g)
 {
-  Memprof *mp = &memprof;
-  if (mp->g == g && mp->census.state == LJ_MEMPROF_CENSUS_WAITING)
+  Memprof *mp = memprof_of(g);
+  if (mp != NULL && mp->census.state == LJ_MEMPROF_CENSUS_WAITING)
     mp->census.state = LJ_MEMPROF_CENSUS_SWEEPING;
 }
 
@@ -789,14 +829,14 @@ static void census_end(Memprof *mp, int state)
   mp->census_key = NULL;
   free(mp->census_names);
   mp->census_names = NULL;
-  lj_memprof_census_on = 0;
+  __atomic_sub_fetch(&lj_memprof_census_on, 1, __ATOMIC_RELAXED);
 }
 
 void lj_memprof_census_swept(global_State *g)
 {
-  Memprof *mp = &memprof;
+  Memprof *mp = memprof_of(g);
   GCobj *last;
-  if (mp->g != g || mp->census.state != LJ_MEMPROF_CENSUS_SWEEPING) return;
+  if (mp == NULL || mp->census.state != LJ_MEMPROF_CENSUS_SWEEPING) return;
   /* Objects waiting for their finalizers: userdata the flip separated,
   ** cdata the sweep kept for theirs. */
   if ((last = gcref(g->gc.mmudata)) != NULL) {
@@ -841,7 +881,7 @@ static void census_begin(Memprof *mp, lua_State *L)
   mp->census.begin_ns = census_clock_ns();
   census_name(mp, LM_CENSUS_BEGIN, "", "[census begin]", 14, g->gc.total);
   census_name(mp, LM_CENSUS_INTERNALS, CENSUS_PREFIX, "VM internals", 12, 0);
-  lj_memprof_census_on = 1;
+  __atomic_add_fetch(&lj_memprof_census_on, 1, __ATOMIC_RELAXED);
   /* A stopped collector (collectgarbage("stop")) stays stopped: the
   ** census then waits for it. */
   if (g->gc.threshold != LJ_MAX_MEM) g->gc.threshold = g->gc.total;
@@ -855,9 +895,9 @@ static uint64_t mp_pos(const Memprof *mp)
 
 int lj_memprof_census_slice_begin(global_State *g)
 {
-  Memprof *mp = &memprof;
+  Memprof *mp = memprof_of(g);
   uint64_t now = census_clock_ns();
-  UNUSED(g);
+  if (mp == NULL) return 0;
   if (now < mp->next_slice_ns) return 0;
   if (mp->opt.backlog != NULL &&
       mp->opt.backlog(mp->opt.ctx) > CENSUS_BACKLOG_MAX) {
@@ -871,23 +911,28 @@ int lj_memprof_census_slice_begin(global_State *g)
 
 int lj_memprof_census_slice_more(global_State *g)
 {
-  Memprof *mp = &memprof;
-  UNUSED(g);
-  return mp_pos(mp) - mp->slice_pos < MEMPROF_BUFSZ &&
+  Memprof *mp = memprof_of(g);
+  return mp != NULL && mp_pos(mp) - mp->slice_pos < MEMPROF_BUFSZ &&
 	 census_clock_ns() - mp->slice_ns < CENSUS_SLICE_NS;
 }
 
 void lj_memprof_census_slice_end(global_State *g)
 {
-  Memprof *mp = &memprof;
+  Memprof *mp = memprof_of(g);
   uint64_t now = census_clock_ns();
-  UNUSED(g);
-  mp->next_slice_ns = now + (now - mp->slice_ns);
+  if (mp != NULL) mp->next_slice_ns = now + (now - mp->slice_ns);
 }
 
-void lj_memprof_census_get(MemprofCensus *out)
+static Memprof *memprof_find(global_State *g);
+
+void lj_memprof_census_get(global_State *g, MemprofCensus *out)
 {
-  *out = memprof.census;
+  Memprof *mp;
+  memprof_lock_take();
+  mp = memprof_find(g);
+  if (mp != NULL) *out = mp->census;
+  else memset(out, 0, sizeof(*out));
+  memprof_lock_give();
 }
 
 /* -- Allocation sites ---------------------------------------------------- */
@@ -1156,15 +1201,16 @@ static int jit_site_of(global_State *g, Site *s, int exiting)
 ** C's states both end here: a Lua function names its line; a fast
 ** function, the line of its Lua caller; a C function, its address.
 */
-static void site_of_frame(global_State *g, Site *s)
+static void site_of_frame(const Memprof *mp, Site *s)
 {
+  global_State *g = mp->g;
   lua_State *L = gco2th(gcref(g->cur_L));
   cTValue *frame;
   GCobj *o;
   GCfunc *fn;
 
   s->src = SRC_INTERNAL;
-  if (L == NULL || memprof.moving) return;  /* L->base may be stale. */
+  if (L == NULL || mp->moving) return;  /* L->base may be stale. */
   frame = L->base - 1;
   if (frame <= tvref(L->stack) + LJ_FR2) return;  /* The bottom frame. */
   o = frame_gc(frame);
@@ -1197,8 +1243,9 @@ static void site_of_frame(global_State *g, Site *s)
   s->addr = (uintptr_t)fn->c.f;
 }
 
-static void site_now(global_State *g, Site *s)
+static void site_now(const Memprof *mp, Site *s)
 {
+  global_State *g = mp->g;
   int32_t st = g->vmstate;
   s->addr = s->line = 0;
   if (st >= 0) {  /* Running compiled code: its line, or the trace. */
@@ -1211,7 +1258,7 @@ static void site_now(global_State *g, Site *s)
   }
   switch (~st) {
   case LJ_VMST_INTERP: case LJ_VMST_C:
-    site_of_frame(g, s);
+    site_of_frame(mp, s);
     break;
 #if LJ_MEMPROF_JITSITES
   case LJ_VMST_EXIT:  /* A sunk allocation made at an exit, or internal. */
@@ -1255,10 +1302,9 @@ static int memprof_finish(Memprof *mp);
 ** general path.  It also arms the fast path below for the next run of
 ** events, with room for them in the buffer, and reads the clock.
 */
-static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
-				       void *nptr, int pdep)
+static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
+				       size_t nsize, void *nptr, int pdep)
 {
-  Memprof *mp = &memprof;
   int rearm = mp->fast_left == 0;
   Site s;
   if (mp->g == NULL) return nptr;
@@ -1269,7 +1315,7 @@ static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
     return nptr;
   }
   mp->events++;
-  site_now(mp->g, &s);
+  site_now(mp, &s);
   /* A stack reallocation is a single call: if it throws (out of memory),
   ** the flag must not outlive it. */
   mp->moving = 0;
@@ -1303,26 +1349,29 @@ static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
   return nptr;
 }
 
-/* The VM's allocator.  LuaJIT's own, the usual one, is called directly
-** by wrappers made for it (direct): built as one unit, its dispatch
-** merges into ours, and an event saves a call through a pointer. */
-static LJ_AINLINE void *memprof_call(Memprof *mp, int direct, void *ud,
-				     void *ptr, size_t osize, size_t nsize)
+/* The VM's allocator, with its own ud.  LuaJIT's own, the usual one, is
+** called directly by wrappers made for it (direct): built as one unit,
+** its dispatch merges into ours, and an event saves a call through a
+** pointer. */
+static LJ_AINLINE void *memprof_call(Memprof *mp, int direct, void *ptr,
+				     size_t osize, size_t nsize)
 {
 #ifndef LUAJIT_USE_SYSMALLOC
-  if (direct) return lj_alloc_f(ud, ptr, osize, nsize);
+  if (direct) return lj_alloc_f(mp->allocd, ptr, osize, nsize);
 #endif
   UNUSED(direct);
-  return mp->allocf(ud, ptr, osize, nsize);
+  return mp->allocf(mp->allocd, ptr, osize, nsize);
 }
 
-/* The general path: the allocator, then the event from the stack. */
+/* The general path: the allocator, then the event from the stack.  ud,
+** here and below, is the profiler (see memprof_of). */
 static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 					     size_t osize, size_t nsize,
 					     int pdep, int direct)
 {
-  void *nptr = memprof_call(&memprof, direct, ud, ptr, osize, nsize);
-  return memprof_record(ptr, osize, nsize, nptr, pdep);
+  Memprof *mp = (Memprof *)ud;
+  void *nptr = memprof_call(mp, direct, ptr, osize, nsize);
+  return memprof_record(mp, ptr, osize, nsize, nptr, pdep);
 }
 
 /*
@@ -1339,7 +1388,7 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
 					   size_t nsize, int pdep, int direct,
 					   lua_Alloc general)
 {
-  Memprof *mp = &memprof;
+  Memprof *mp = (Memprof *)ud;
   void *nptr;
   int32_t st;
   uint8_t *p;
@@ -1363,7 +1412,7 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
   *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
   mp->cur = put_uleb_with(p + 1, (uint64_t)st, pdep);
 #endif
-  nptr = memprof_call(mp, direct, ud, NULL, osize, nsize);
+  nptr = memprof_call(mp, direct, NULL, osize, nsize);
   p = put_uleb_addr(mp->cur, (uintptr_t)nptr, pdep);
   p = put_uleb_with(p, nsize, pdep);
   mp->cur = p;
@@ -1385,7 +1434,7 @@ static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
 				       size_t nsize, int pdep, int direct,
 				       lua_Alloc other)
 {
-  Memprof *mp = &memprof;
+  Memprof *mp = (Memprof *)ud;
   uint32_t left = mp->fast_left;
   uint8_t *p;
   if (nsize != 0 || LJ_UNLIKELY(left == 0) ||
@@ -1398,7 +1447,7 @@ static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
   mp->cur = p;
   mp->fast_left = left - 1;
   mp->events++;
-  return memprof_call(mp, direct, ud, ptr, osize, 0);
+  return memprof_call(mp, direct, ptr, osize, 0);
 }
 
 /* A wrapper `name` and the function behind it, compiled for PDEP or not
@@ -1454,16 +1503,66 @@ static lua_Alloc memprof_wrapper(lua_Alloc allocf)
   return memprof_allocf;
 }
 
-/* -- Start and stop ------------------------------------------------------ */
-
-int lj_memprof_running(void)
+static int memprof_is_wrapper(lua_Alloc f)
 {
-  return memprof.g != NULL;
+  return f == memprof_allocf
+#ifndef LUAJIT_USE_SYSMALLOC
+	 || f == memprof_allocf_lj
+#endif
+#ifdef LM_HAVE_BMI2
+	 || f == memprof_allocf_pdep
+#ifndef LUAJIT_USE_SYSMALLOC
+	 || f == memprof_allocf_pdep_lj
+#endif
+#endif
+	 ;
 }
 
-int lj_memprof_error(void)
+/* -- Start and stop ------------------------------------------------------ */
+
+/* g's record, or NULL (under memprof_lock). */
+static Memprof *memprof_find(global_State *g)
 {
-  return memprof.g != NULL ? memprof.err : memprof.last_err;
+  Memprof *mp;
+  for (mp = memprof_list; mp != NULL; mp = mp->next)
+    if (mp->vm == g) return mp;
+  return NULL;
+}
+
+/* g's record, made if it has none yet (under memprof_lock); NULL out of
+** memory.  Not from the Lua heap: it is written inside the allocator. */
+static Memprof *memprof_record_of(global_State *g)
+{
+  Memprof *mp = memprof_find(g);
+  if (mp != NULL) return mp;
+  mp = (Memprof *)calloc(1, sizeof(*mp));
+  if (mp == NULL) return NULL;
+  mp->vm = g;
+  mp->next = memprof_list;
+  memprof_list = mp;
+  return mp;
+}
+
+int lj_memprof_running(global_State *g)
+{
+  Memprof *mp;
+  int r;
+  memprof_lock_take();
+  mp = memprof_find(g);
+  r = mp != NULL && mp->g != NULL;
+  memprof_lock_give();
+  return r;
+}
+
+int lj_memprof_error(global_State *g)
+{
+  Memprof *mp;
+  int r = 0;
+  memprof_lock_take();
+  if ((mp = memprof_find(g)) != NULL)
+    r = mp->g != NULL ? mp->err : mp->last_err;
+  memprof_lock_give();
+  return r;
 }
 
 /* Gives the VM its allocator back (a host that installed its own
@@ -1471,15 +1570,20 @@ int lj_memprof_error(void)
 static void memprof_detach(Memprof *mp)
 {
   global_State *g = mp->g;
-  if (g->allocf == mp->wrapper) {
+  if (g->allocf == mp->wrapper && g->allocd == (void *)mp) {
     g->allocf = mp->allocf;
     g->allocd = mp->allocd;
   }
   mp->g = NULL;
   mp->fast_left = 0;
-  if (mp->census.state == LJ_MEMPROF_CENSUS_WAITING ||
-      mp->census.state == LJ_MEMPROF_CENSUS_SWEEPING)
-    census_end(mp, LJ_MEMPROF_CENSUS_PARTIAL);
+  if (census_running(mp)) census_end(mp, LJ_MEMPROF_CENSUS_PARTIAL);
+}
+
+/* The ring's bytes: its buffers, and a spare one for a failed stream (see
+** mp_fail), never sent, never resident until then. */
+static size_t memprof_ring_size(const Memprof *mp)
+{
+  return ((size_t)mp->opt.nbufs + 1) * MEMPROF_BUFSZ;
 }
 
 /* Unmaps the buffers and tells the writer how the stream ended.  Pages
@@ -1487,7 +1591,7 @@ static void memprof_detach(Memprof *mp)
 static void memprof_release(Memprof *mp, int err)
 {
   MemprofResult res;
-  munmap(mp->ring, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ);
+  munmap(mp->ring, memprof_ring_size(mp));
   mp->ring = mp->buf = NULL;
   res.events = mp->events;
   res.stream_bytes = mp->stream_bytes;
@@ -1496,44 +1600,67 @@ static void memprof_release(Memprof *mp, int err)
 }
 
 /*
-** A child forked while profiling holds a copy of the profile, writer
+** A child forked while profiling holds a copy of each profile, writer
 ** and file descriptor included: its events would interleave with its
-** parent's in one stream.  So in the child the profile ends at once,
-** without writing a byte, and the writer hears of it through on_stop
+** parent's in one stream.  So in the child the profiles end at once,
+** without writing a byte, and each writer hears of it through on_stop
 ** with ECHILD (the socket writer then starts a session of the child's
 ** own).  glibc runs this for fork() but not for posix_spawn() or vfork(),
-** whose children share the parent's memory and only exec.
+** whose children share the parent's memory and only exec.  The list's
+** lock, taken before the fork, is released in the parent and made anew
+** in the child.
 */
+static void memprof_forking(void)
+{
+  memprof_lock_take();
+}
+
+static void memprof_forked_parent(void)
+{
+  memprof_lock_give();
+}
+
 static void memprof_forked(void)
 {
-  Memprof *mp = &memprof;
-  if (mp->g == NULL) return;
-  memprof_detach(mp);
-  mp->last_err = 0;
-  memprof_release(mp, ECHILD);
+  Memprof *mp;
+  for (mp = memprof_list; mp != NULL; mp = mp->next) {
+    if (mp->g == NULL) continue;
+    memprof_detach(mp);
+    mp->last_err = 0;
+    memprof_release(mp, ECHILD);
+  }
+  /* The lock is the forking thread's, which the child's thread is not
+  ** (a recursive mutex knows its owner): made anew. */
+  memprof_lock_init();
 }
 
 static int memprof_finish(Memprof *mp);
 
 /*
-** A program that exits without stopping the profile (os.exit() without
-** its close flag, exit() from C) would leave its last buffer unwritten
-** and its stream without an end: ljmpd would call the session truncated.
-** The stream is ended at exit instead, for writers that say how
-** (MemprofOptions.at_exit: a socket's bounds its wait for the reader);
-** only the profiler's own state and writer are touched, not the Lua heap.
+** A program that exits without stopping its profiles (os.exit() without
+** its close flag, exit() from C) would leave their last buffers unwritten
+** and their streams without an end: ljmpd would call the sessions
+** truncated.  The streams are ended at exit instead, for writers that say
+** how (MemprofOptions.at_exit: a socket's bounds its wait for the
+** reader); only the profilers' own state and writers are touched, not the
+** Lua heaps.
 */
 static void memprof_exiting(void)
 {
-  Memprof *mp = &memprof;
-  /* Only a writer that asks for it (not a host's, whose state may be gone
-  ** by now), and only on the thread that started the profile: exit() on
-  ** another would race with the VM's own thread inside the allocator. */
-  if (mp->g == NULL || mp->opt.at_exit == NULL ||
-      !pthread_equal(mp->owner, pthread_self()))
-    return;
-  mp->opt.at_exit(mp->opt.ctx);
-  memprof_finish(mp);
+  Memprof *mp;
+  memprof_lock_take();
+  for (mp = memprof_list; mp != NULL; mp = mp->next) {
+    /* Only a writer that asks for it (not a host's, whose state may be
+    ** gone by now), and only on the thread that started the profile:
+    ** exit() on another would race with the VM's own thread inside the
+    ** allocator. */
+    if (mp->g == NULL || mp->opt.at_exit == NULL ||
+	!pthread_equal(mp->owner, pthread_self()))
+      continue;
+    mp->opt.at_exit(mp->opt.ctx);
+    memprof_finish(mp);
+  }
+  memprof_lock_give();
 }
 
 /* The process-wide handlers, once: at fork and at exit. */
@@ -1541,27 +1668,21 @@ static void memprof_handle_process(void)
 {
   static int fork_handled, exit_handled;
   if (!fork_handled)
-    fork_handled = pthread_atfork(NULL, NULL, memprof_forked) == 0;
+    fork_handled = pthread_atfork(memprof_forking, memprof_forked_parent,
+				  memprof_forked) == 0;
   if (!exit_handled) exit_handled = atexit(memprof_exiting) == 0;
 }
 
-int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
+/* A stream's start on g's record mp, idle (under memprof_lock). */
+static int memprof_start_on(Memprof *mp, lua_State *L,
+			    const MemprofOptions *opt)
 {
-  Memprof *mp = &memprof;
-  global_State *g = G(L);
   MemprofResult res = {0, 0, 0};
-  memprof_handle_process();
-  if (mp->g != NULL) {
-    res.err = EBUSY;
-    if (opt->on_stop) opt->on_stop(opt->ctx, &res);
-    return LJ_MEMPROF_ERRRUN;
-  }
-  /* Not from the Lua heap: the buffer is written inside the allocator.
-  ** Mapped, not malloc's: pages lent to a pipe must never be handed to
+  /* Mapped, not malloc's: pages lent to a pipe must never be handed to
   ** the program once the profile ends (see memprof_release). */
   mp->opt = *opt;
   if (mp->opt.nbufs == 0 || mp->opt.next_buf == NULL) mp->opt.nbufs = 1;
-  mp->ring = (uint8_t *)mmap(NULL, (size_t)mp->opt.nbufs * MEMPROF_BUFSZ,
+  mp->ring = (uint8_t *)mmap(NULL, memprof_ring_size(mp),
 			     PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mp->ring == MAP_FAILED) {
@@ -1578,7 +1699,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp->fast_left = 0;
   mp->events = mp->stream_bytes = 0;
   memset(&mp->census, 0, sizeof(mp->census));
-  dump_symtab(mp, g);
+  dump_symtab(mp, G(L));
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_prologue(mp, "ljm");
   mp_flush(mp);
@@ -1590,12 +1711,31 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   }
   mp->allocf = lua_getallocf(L, &mp->allocd);
   mp->last_err = 0;
-  mp->g = g;
+  mp->g = G(L);
   mp->wrapper = memprof_wrapper(mp->allocf);
-  lua_setallocf(L, mp->wrapper, mp->allocd);
+  lua_setallocf(L, mp->wrapper, mp);
   /* After the wrapper: "__name", if the census makes it, is streamed. */
   if (opt->census) census_begin(mp, L);
   return LJ_MEMPROF_OK;
+}
+
+int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
+{
+  MemprofResult res = {0, 0, 0};
+  Memprof *mp;
+  int r;
+  memprof_lock_take();
+  memprof_handle_process();
+  mp = memprof_record_of(G(L));
+  if (mp == NULL || mp->g != NULL) {
+    memprof_lock_give();
+    res.err = mp == NULL ? ENOMEM : EBUSY;
+    if (opt->on_stop) opt->on_stop(opt->ctx, &res);
+    return mp == NULL ? LJ_MEMPROF_ERRMEM : LJ_MEMPROF_ERRRUN;
+  }
+  r = memprof_start_on(mp, L, opt);
+  memprof_lock_give();
+  return r;
 }
 
 /* Ends the stream: the epilogue, the last flush, the allocator back. */
@@ -1617,24 +1757,36 @@ static int memprof_finish(Memprof *mp)
 
 int lj_memprof_stop(lua_State *L)
 {
-  Memprof *mp = &memprof;
-  int r;
-  if (mp->g == NULL) {
+  Memprof *mp;
+  int r = LJ_MEMPROF_ERRRUN, e = 0;
+  memprof_lock_take();
+  mp = memprof_find(G(L));
+  if (mp != NULL && mp->g != NULL) {
+    r = memprof_finish(mp);
+    e = errno;
+    mp->last_err = 0;  /* Told to the caller now, not again. */
+  } else if (mp != NULL && mp->last_err != 0) {
     /* A stream its writer ended is reported once, by the next stop. */
-    if (mp->last_err != 0) {
-      errno = mp->last_err;
-      mp->last_err = 0;
-      return LJ_MEMPROF_ERRIO;
-    }
-    return LJ_MEMPROF_ERRRUN;
+    e = mp->last_err;
+    mp->last_err = 0;
+    r = LJ_MEMPROF_ERRIO;
   }
-  if (mp->g != G(L)) return LJ_MEMPROF_ERRUSE;
-  r = memprof_finish(mp);
-  mp->last_err = 0;  /* Told to the caller now, not again. */
+  memprof_lock_give();
+  if (r == LJ_MEMPROF_ERRIO) errno = e;
   return r;
 }
 
+/* The VM closes: its stream ends, and its record goes. */
 void lj_memprof_close(global_State *g)
 {
-  if (memprof.g == g) memprof_finish(&memprof);
+  Memprof **pp, *mp;
+  memprof_lock_take();
+  for (pp = &memprof_list; (mp = *pp) != NULL; pp = &mp->next) {
+    if (mp->vm != g) continue;
+    if (mp->g != NULL) memprof_finish(mp);
+    *pp = mp->next;
+    free(mp);
+    break;
+  }
+  memprof_lock_give();
 }

@@ -65,19 +65,21 @@ typedef struct MemprofOptions {
 enum {
   LJ_MEMPROF_OK,
   LJ_MEMPROF_ERRRUN,  /* Already running, or not running on stop. */
-  LJ_MEMPROF_ERRUSE,  /* Another VM of this process owns the profiler. */
+  LJ_MEMPROF_ERRUSE,  /* Unused (each VM has a profiler of its own). */
   LJ_MEMPROF_ERRMEM,  /* No memory for the buffer. */
   LJ_MEMPROF_ERRIO    /* The writer failed; errno says why. */
 };
 
+/* Each VM of a process has a profiler of its own: several may stream at
+** once, from any threads (each VM's from the thread that runs it). */
 LJ_FUNC int lj_memprof_start(lua_State *L, const MemprofOptions *opt);
 LJ_FUNC int lj_memprof_stop(lua_State *L);
-LJ_FUNC int lj_memprof_running(void);
-/* The errno value that stopped the last stream, or 0. */
-LJ_FUNC int lj_memprof_error(void);
+LJ_FUNC int lj_memprof_running(global_State *g);
+/* The errno value that stopped g's last stream, or 0. */
+LJ_FUNC int lj_memprof_error(global_State *g);
 
 /* Hooks: a prototype or a trace was made; a VM closes; the stack moves.
-** Each says which VM: other VMs of the process are not being profiled. */
+** Each says which VM, whose profiler (if it streams) it concerns. */
 LJ_FUNC void lj_memprof_add_proto(global_State *g, const GCproto *pt);
 struct GCtrace;
 LJ_FUNC void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr);
@@ -86,7 +88,8 @@ LJ_FUNC void lj_memprof_stack_moving(global_State *g, int moving);
 
 /*
 ** The census of the heap a stream finds (lj_memprof.c).  The collector
-** calls these while lj_memprof_census_on is set: a live object its sweep
+** calls these while lj_memprof_census_on (the censuses running in the
+** process) is not 0: a live object its sweep
 ** keeps or an upvalue it closes (obj), the flip of its whites (flip), the
 ** end of the sweep (swept); and, while a census runs, it works in slices
 ** (slice_begin: whether one is due; slice_more: whether it may go on;
@@ -117,7 +120,7 @@ enum {
   LJ_MEMPROF_CENSUS_PARTIAL  /* the stream ended before it completed */
 };
 
-LJ_FUNC void lj_memprof_census_get(MemprofCensus *out);
+LJ_FUNC void lj_memprof_census_get(global_State *g, MemprofCensus *out);
 
 /*
 ** Lines inside compiled code (x86-64 only; elsewhere an allocation on a
