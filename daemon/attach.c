@@ -408,8 +408,8 @@ static void signal_other_vms(struct server *srv, pid_t pid, uid_t caller,
     struct agent_facts f;
     char why[384];
 
-    if (signal_agent(srv, pid, caller, attach_request_value(no_census), &f,
-                     why, sizeof(why)) != 0)
+    if (signal_agent(srv, pid, caller, attach_request_value(no_census), &f, why,
+                     sizeof(why)) != 0)
         log_info("attach: pid %d streams; its other VMs: %s", (int)pid, why);
 }
 

@@ -1545,8 +1545,7 @@ static size_t log_size(void)
 
 /* The lines held back by the log's limit for cause, from byte from on:
  * the sum of its "N more <cause> in" counts, their number in *windows. */
-static unsigned log_held_back(size_t from, const char *cause,
-                              unsigned *windows)
+static unsigned log_held_back(size_t from, const char *cause, unsigned *windows)
 {
     char *log = test_slurp("ljmpd.log"), what[128];
     unsigned sum = 0;
@@ -2200,9 +2199,8 @@ static void test_symbols_users_in_turn(void)
     long root_at = symbols_given_at(log, from, getpid());
     int before = 0;
     CU_ASSERT_FATAL(root_at >= 0);
-    for (const char *q = log + from; (q = strstr(q, " C symbols in ")) != NULL &&
-                                     q - log < root_at;
-         q++)
+    for (const char *q = log + from;
+         (q = strstr(q, " C symbols in ")) != NULL && q - log < root_at; q++)
         before++;
     CU_ASSERT_TRUE(before <= 2);
     free(log);

@@ -619,10 +619,9 @@ static void test_env_streams_every_vm(void)
     lua_close(old);
     pid_t child = fork();
     if (child == 0)
-        _exit(luaL_dostring(young,
-                            "jit.off() local t = {}\n"
-                            "for i = 1, 2000 do t[i] = i end\n"
-                            "return misc.memprof.status()") != 0 ||
+        _exit(luaL_dostring(young, "jit.off() local t = {}\n"
+                                   "for i = 1, 2000 do t[i] = i end\n"
+                                   "return misc.memprof.status()") != 0 ||
               !lua_toboolean(young, -1));
     CU_ASSERT_EQUAL(waitpid(child, &st, 0), child);
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
