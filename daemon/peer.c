@@ -276,6 +276,17 @@ int peer_may_take(const struct peer *p)
     return evbuffer_get_length(p->out) <= p->srv->cfg.peer_queue;
 }
 
+void peer_set_bulk(struct peer *p, int bulk)
+{
+    /* An event's priority is set while it is neither pending nor active. */
+    int pending = event_pending(p->wev, EV_WRITE, NULL);
+
+    event_del(p->wev);
+    event_priority_set(p->wev, bulk ? PRIO_INGEST : PRIO_CONTROL);
+    if (pending)
+        event_add(p->wev, NULL);
+}
+
 /* Queues resp, of packed size n; part: checked against the memory budget
  * whatever its size. */
 static int send_checked(struct peer *p, const Ljmp__Response *resp, size_t n,

@@ -67,6 +67,10 @@ int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n);
 int peer_send_part(struct peer *p, const Ljmp__Response *resp);
 /* Whether p's output queue is within --queue: it may take more. */
 int peer_may_take(const struct peer *p);
+/* bulk: p's output carries an answer sent in parts (a long report), which
+ * it writes at ingest's priority, so that its client reading as fast as
+ * it can does not keep new clients and VMs waiting; else at control's. */
+void peer_set_bulk(struct peer *p, int bulk);
 void peer_flush_now(struct peer *p);
 /* Closes clients idle longer than --client-idle that wait for nothing. */
 void peer_close_idle(struct server *srv, uint64_t now);

@@ -10,6 +10,7 @@
 
 #include "arena.h"
 #include "bell.h"
+#include "clock.h"
 #include "helper.h"
 #include "log.h"
 #include "peer.h"
@@ -27,9 +28,10 @@ struct part {
 
 /* A client waiting for a build's text. */
 struct reader {
-    struct peer *p; /* NULL once it has it all, went, or was refused */
-    uint64_t id;    /* its request's */
-    uint64_t next;  /* the part it is sent next */
+    struct peer *p;    /* NULL once it has it all, went, or was refused */
+    uint64_t id;       /* its request's */
+    uint64_t next;     /* the part it is sent next */
+    uint64_t since_ms; /* when it was last sent a part, or asked */
 };
 
 /*
@@ -83,6 +85,7 @@ struct reports {
     struct build *running;    /* the loop's: the one the thread has */
     struct build *job;        /* under mu: handed, not taken yet */
     int stop;                 /* under mu */
+    struct event *tick;       /* looks for clients that stopped reading */
 };
 
 static struct part *new_part(void)
@@ -264,14 +267,28 @@ static struct part *part_at(const struct build *b, uint64_t seq)
     return pt;
 }
 
+/* Whether p waits for a report besides the one it is done with. */
+static int reads_another(const struct reports *r, const struct peer *p)
+{
+    const struct build *b;
+
+    TAILQ_FOREACH(b, &r->builds, link)
+    for (size_t i = 0; i < b->nrd; i++)
+        if (b->rd[i].p == p)
+            return 1;
+    return 0;
+}
+
 /* The reader is done with b: it no longer keeps its client waiting.  The
  * client may go at once (peer_idle_check): report_peer_gone then finds
  * nothing of it here. */
-static void drop_reader(struct reader *rd)
+static void drop_reader(struct build *b, struct reader *rd)
 {
     struct peer *p = rd->p;
 
     rd->p = NULL;
+    if (!reads_another(b->r, p))
+        peer_set_bulk(p, 0);
     peer_wait_end(p);
     peer_idle_check(p);
 }
@@ -322,18 +339,19 @@ static void serve(struct build *b, struct reader *rd)
     while (rd->p != NULL && rd->next < b->taken && peer_may_take(rd->p)) {
         const struct part *pt = part_at(b, rd->next);
         if (send_part(b, rd, pt) != 0) {
-            drop_reader(rd);
+            drop_reader(b, rd);
             return;
         }
         b->sent = 1;
         rd->next++;
+        rd->since_ms = clock_now_ms();
         if (pt->last)
-            drop_reader(rd);
+            drop_reader(b, rd);
     }
     if (rd->p != NULL && b->over && b->failed && rd->next == b->taken) {
         peer_send_error(rd->p, rd->id, LJMP__ERROR_CODE__ERR_INTERNAL,
                         "out of memory writing the report");
-        drop_reader(rd);
+        drop_reader(b, rd);
     }
 }
 
@@ -381,7 +399,7 @@ static void free_build(struct build *b)
     }
     for (size_t i = 0; i < b->nrd; i++)
         if (b->rd[i].p != NULL)
-            drop_reader(&b->rd[i]);
+            drop_reader(b, &b->rd[i]);
     free_parts(b->head);
     free_parts(b->ready);
     free(b->rd);
@@ -470,6 +488,40 @@ static void on_bell(evutil_socket_t fd, short what, void *arg)
     dispatch(r);
 }
 
+/*
+ * Drops the readers that left parts unread for --client-idle: the thread
+ * makes a report only as fast as its slowest reader, and makes one at a
+ * time, so a client that asks and never reads would hold up every report
+ * after its own.
+ */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct reports *r = arg;
+    uint64_t now = clock_now_ms();
+    uint64_t idle = (uint64_t)r->srv->cfg.client_idle_s * 1000;
+    struct build *b, *next;
+
+    (void)fd;
+    (void)what;
+    for (b = TAILQ_FIRST(&r->builds); b != NULL; b = next) {
+        next = TAILQ_NEXT(b, link);
+        int dropped = 0;
+        for (size_t i = 0; i < b->nrd; i++) {
+            struct reader *rd = &b->rd[i];
+            if (rd->p == NULL || rd->next == b->taken ||
+                now - rd->since_ms < idle)
+                continue;
+            peer_send_error(rd->p, rd->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                            "the report was not read for %u s",
+                            r->srv->cfg.client_idle_s);
+            drop_reader(b, rd);
+            dropped = 1;
+        }
+        if (dropped)
+            pump(b);
+    }
+}
+
 static void on_still(struct session *s, void *arg)
 {
     (void)arg;
@@ -506,8 +558,9 @@ static int add_reader(struct build *b, struct peer *p, uint64_t id)
         b->rd = rd;
         b->rdcap = cap;
     }
-    b->rd[b->nrd++] = (struct reader){p, id, 0};
+    b->rd[b->nrd++] = (struct reader){p, id, 0, clock_now_ms()};
     peer_wait_begin(p);
+    peer_set_bulk(p, 1);
     return 0;
 }
 
@@ -637,14 +690,20 @@ int report_start(struct server *srv)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     srv->reports = r;
-    if (bell_init(&r->bell, srv->base, PRIO_CONTROL, on_bell, r, "reports") !=
-        0)
+    /* Reports are bulk work: they take turns with ingest. */
+    if (bell_init(&r->bell, srv->base, PRIO_INGEST, on_bell, r, "reports") != 0)
         return -1;
     if ((err = helper_start(&r->thread, report_thread, r)) != 0) {
         log_error("reports: cannot start their thread: %s", strerror(err));
         return -1;
     }
     r->thread_started = 1;
+    struct timeval second = {1, 0};
+    if ((r->tick = event_new(srv->base, -1, EV_PERSIST, on_tick, r)) == NULL ||
+        event_add(r->tick, &second) != 0) {
+        log_error("reports: out of memory for their timer");
+        return -1;
+    }
     return 0;
 }
 
@@ -665,6 +724,8 @@ void report_stop(struct server *srv)
         pthread_join(r->thread, NULL);
     while ((b = TAILQ_FIRST(&r->builds)) != NULL)
         free_build(b);
+    if (r->tick != NULL)
+        event_free(r->tick);
     bell_free(&r->bell);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);

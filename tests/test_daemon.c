@@ -3389,10 +3389,10 @@ enum { BIG_CLIENTS = 8 };
 #define BIG_LIST_MS  1000
 #define BIG_STALL_MS 1000
 
-/* As a child: the whole stream of a session of BIG_SITES sites, each a
- * line of one Lua function allocating one block; exits once ljmpd closed
- * the connection (the session is complete). */
-static void big_session(void)
+/* As a child: the whole stream of a session of n sites, each a line of
+ * one Lua function allocating one block; exits once ljmpd closed the
+ * connection (the session is complete). */
+static void big_session(uint64_t n)
 {
     struct lm_buf b = {0};
     uint8_t trailer[LJMP_TRAILER_SIZE], hello[LJMP_HELLO_MAX];
@@ -3403,12 +3403,12 @@ static void big_session(void)
     lm_enc_sym_lfunc(&b, 0x100, "@big.lua", 1);
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
-    for (uint64_t l = 1; l <= BIG_SITES; l++) {
+    for (uint64_t l = 1; l <= n; l++) {
         struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x100}, {l}};
         lm_enc_alloc(&b, LM_REV_R3, &loc, 0x100000 + 64 * l, 48);
     }
     lm_enc_epilogue(&b);
-    ljmp_trailer_encode(trailer, BIG_SITES, b.len - hl);
+    ljmp_trailer_encode(trailer, n, b.len - hl);
     lm_buf_bytes(&b, trailer, sizeof(trailer));
     int fd = connect_unix(ingest_path);
     if (fd < 0 || write_all(fd, &b) != 0)
@@ -3587,7 +3587,7 @@ static void test_big_report_for_many(void)
     CU_ASSERT_EQUAL_FATAL(restart_daemon_with(big), 0);
     pid_t pid = fork();
     if (pid == 0)
-        big_session();
+        big_session(BIG_SITES);
     CU_ASSERT_FATAL(pid > 0);
     CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
     CU_ASSERT_EQUAL_FATAL(status, 0);
@@ -3649,6 +3649,63 @@ static void test_big_report_for_many(void)
     CU_ASSERT_TRUE(list_ms <= BIG_LIST_MS);
     CU_ASSERT_TRUE(stall_ms <= BIG_STALL_MS);
     CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/* A report's request for pid. */
+static void report_request_of(Ljmp__Request *req, Ljmp__ReportRequest *rr,
+                              Ljmp__Selector *sel, pid_t pid)
+{
+    ljmp__request__init(req);
+    ljmp__report_request__init(rr);
+    ljmp__selector__init(sel);
+    sel->has_pid = 1;
+    sel->pid = (uint32_t)pid;
+    rr->session = sel;
+    req->body_case = LJMP__REQUEST__BODY_REPORT;
+    req->report = rr;
+}
+
+/*
+ * A client that asks for a report of many parts (8 MB) and never reads
+ * it holds up the reports after it (one thread makes them, each as fast
+ * as its slowest reader) for --client-idle (2 s here) at most: then it
+ * is told it did not read, and the next report is made.
+ */
+static void test_unread_report_gives_way(void)
+{
+    Ljmp__Request req;
+    Ljmp__ReportRequest rr;
+    Ljmp__Selector sel;
+    struct conn stuck;
+    int status;
+
+    pid_t pid = fork();
+    if (pid == 0)
+        big_session(100000);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_EQUAL_FATAL(status, 0);
+    report_request_of(&req, &rr, &sel, pid);
+    CU_ASSERT_EQUAL_FATAL(conn_open(&stuck), 0);
+    stuck.quiet = 1;
+    CU_ASSERT_FATAL(conn_send(&stuck, &req, -1) != 0);
+    sleep_ms(500); /* its report is under way */
+    struct big_report next = {.pid = pid};
+    uint64_t t0 = ms_now();
+    read_big_report(&next); /* the same report, asked for once it began */
+    CU_ASSERT_TRUE(next.whole);
+    CU_ASSERT_TRUE(ms_now() - t0 < 60000);
+    int told = 0;
+    for (int i = 0; i < 20 && !told; i++) {
+        Ljmp__Response *r = conn_recv(&stuck, 5000);
+        if (r == NULL)
+            break;
+        told = r->error != NULL && r->error->message != NULL &&
+               strstr(r->error->message, "was not read for 2 s") != NULL;
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    CU_ASSERT_TRUE(told);
+    conn_close(&stuck);
 }
 
 /* A stream of n allocations at an internal site, after a hello; returns
@@ -5389,6 +5446,8 @@ int main(int argc, char **argv)
                 test_budget_unread_reports);
     CU_add_test(s, "a big report for 8 clients while a VM streams",
                 test_big_report_for_many);
+    CU_add_test(s, "an unread report gives way to the next",
+                test_unread_report_gives_way);
     CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
