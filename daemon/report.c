@@ -389,14 +389,21 @@ static void pass_parts(struct build *b, uint64_t upto)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* The thread is done with b's sessions: their streams go on while b's
+ * last parts are read. */
+static void release_sessions(struct build *b)
+{
+    for (size_t i = 0; b->held && i < b->n; i++)
+        session_release(b->m[i]);
+    b->held = 0;
+}
+
 static void free_build(struct build *b)
 {
     TAILQ_REMOVE(&b->r->builds, b, link);
-    for (size_t i = 0; i < b->n; i++) {
-        if (b->held)
-            session_release(b->m[i]);
+    release_sessions(b);
+    for (size_t i = 0; i < b->n; i++)
         b->m[i]->readers--;
-    }
     for (size_t i = 0; i < b->nrd; i++)
         if (b->rd[i].p != NULL)
             drop_reader(b, &b->rd[i]);
@@ -429,10 +436,13 @@ static void pump(struct build *b)
     pass_parts(b, slowest(b, &waiting));
     if (waiting > 0)
         return;
-    if (!b->started || b->over)
+    if (!b->started || b->over) {
+        struct reports *r = b->r;
         free_build(b);
-    else
+        bell_ring(&r->bell); /* the next may start */
+    } else {
         cancel_build(b); /* freed when the thread is done with it */
+    }
 }
 
 /* Hands the first build in line to the thread once its sessions stand
@@ -478,8 +488,10 @@ static void on_bell(evutil_socket_t fd, short what, void *arg)
     bell_answer(&r->bell);
     if (r->running != NULL) {
         take_parts(r->running);
-        if (r->running->over)
+        if (r->running->over) {
+            release_sessions(r->running);
             r->running = NULL;
+        }
     }
     for (b = TAILQ_FIRST(&r->builds); b != NULL; b = next) {
         next = TAILQ_NEXT(b, link);
@@ -533,12 +545,13 @@ const struct session_observer report_observer = {
 };
 
 /* Whether a new request for these sessions and options may join b: the
- * same report, which no client was sent any of yet. */
+ * same report, which no client was sent any of yet (and which is still
+ * wanted: cancel is the loop's to set). */
 static int may_join(const struct build *b, struct session **m, size_t n,
                     int merged, const struct lm_report_opts *o)
 {
-    if (b->sent || b->on_loop || b->n != n || b->merged != merged ||
-        b->opts.leak_only != o->leak_only ||
+    if (b->sent || b->on_loop || b->cancel || b->n != n ||
+        b->merged != merged || b->opts.leak_only != o->leak_only ||
         b->opts.human_readable != o->human_readable ||
         b->opts.json != o->json || b->opts.by_process != o->by_process)
         return 0;
