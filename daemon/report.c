@@ -458,6 +458,12 @@ static void dispatch(struct reports *r)
         break;
     if (b == NULL)
         return;
+    /* A member whose C symbols are still read gets them in its state
+     * (session_adopt_symbols) once they are: the thread must not read it
+     * before.  It is held only then (report_observer's fed comes back). */
+    for (size_t i = 0; !b->held && i < b->n; i++)
+        if (b->m[i]->phase == SESSION_STREAM && !b->m[i]->acked)
+            return;
     if (!b->held) {
         b->held = 1;
         for (size_t i = 0; i < b->n; i++)
@@ -540,7 +546,19 @@ static void on_still(struct session *s, void *arg)
     dispatch(s->srv->reports);
 }
 
+/* A session decoded bytes: one whose C symbols were read may be held. */
+static void on_fed(struct session *s, uint64_t at, const uint8_t *p, size_t n,
+                   void *arg)
+{
+    (void)at;
+    (void)p;
+    (void)n;
+    (void)arg;
+    dispatch(s->srv->reports);
+}
+
 const struct session_observer report_observer = {
+    .fed = on_fed,
     .still = on_still,
 };
 
