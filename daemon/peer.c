@@ -553,7 +553,10 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
     struct peer *p = arg;
 
     (void)what;
-    if (evbuffer_write(p->out, fd) < 0 && errno != EAGAIN && errno != EINTR) {
+    /* libevent's write of an empty buffer says -1 without a call, errno
+     * left as it was (ENOENT from a look in /proc): not a lost client. */
+    if (evbuffer_get_length(p->out) > 0 && evbuffer_write(p->out, fd) < 0 &&
+        errno != EAGAIN && errno != EINTR) {
         peer_lost(p);
         return;
     }
