@@ -42,10 +42,7 @@ void report_peer_drained(struct peer *p);
  * one else waits for them. */
 void report_peer_gone(struct peer *p);
 
-/* Starts a build once its sessions stand still. */
+/* Starts a build once its sessions stand still, their C symbols in. */
 extern const struct session_observer report_observer;
-
-/* How many reports were built, on the thread or on the loop (tests). */
-uint64_t report_builds(const struct server *srv);
 
 #endif
