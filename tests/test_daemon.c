@@ -3426,10 +3426,11 @@ static void big_session(uint64_t n)
     _exit(0);
 }
 
-/* As a child: a VM that allocates and frees a block at a time, 64 events
- * a millisecond, until stop exists; then ends its stream.  Writes the
- * longest any write waited, in ms, to out. */
-static void steady_vm(const char *stop, int out)
+/* As a child: a VM that first allocates a block at each of `sites` lines
+ * (events it counts in *events), then allocates and frees a block at a
+ * time, 64 events a millisecond, until stop exists; then ends its stream.
+ * Writes the longest any write waited, in ms, to out. */
+static void steady_vm(const char *stop, int out, uint64_t sites)
 {
     struct lm_buf b = {0};
     struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
@@ -3438,6 +3439,11 @@ static void steady_vm(const char *stop, int out)
     size_t hl = stream_start(&b, "steady");
     int fd = connect_unix(ingest_path);
 
+    for (uint64_t l = 1; l <= sites; l++) {
+        struct lm_loc_ref site = {LM_SRC_LFUNC, {0x100}, {l}};
+        lm_enc_alloc(&b, LM_REV_R3, &site, 0x10000000 + 64 * l, 48);
+    }
+    events = sites;
     if (fd < 0 || write_all(fd, &b) != 0)
         _exit(2);
     bytes = b.len - hl;
@@ -3620,7 +3626,7 @@ static void test_big_report_for_many(void)
     CU_ASSERT_EQUAL_FATAL(pipe(stall), 0);
     pid_t vm = fork();
     if (vm == 0)
-        steady_vm(stop, stall[1]);
+        steady_vm(stop, stall[1], 0);
     CU_ASSERT_FATAL(vm > 0);
     close(stall[1]);
     sleep_ms(200);
@@ -3722,6 +3728,57 @@ static void test_unread_report_gives_way(void)
     }
     CU_ASSERT_TRUE(told);
     conn_close(&stuck);
+}
+
+/*
+ * A report of a session of 100 k sites while its VM streams: the thread
+ * builds it from the session held (its feed paused once its last job is
+ * back), the client gets it whole, and the VM's stream goes on after.
+ */
+static void test_report_while_streaming(void)
+{
+    char stop[300];
+    int status, stall[2];
+
+    snprintf(stop, sizeof(stop), "%s/sites.stop", test_dir);
+    unlink(stop);
+    CU_ASSERT_EQUAL_FATAL(pipe(stall), 0);
+    pid_t vm = fork();
+    if (vm == 0)
+        steady_vm(stop, stall[1], 100000);
+    CU_ASSERT_FATAL(vm > 0);
+    close(stall[1]);
+    Ljmp__Response *r = wait_session(vm, 0, 101000, 30000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    struct big_report rep = {.pid = vm};
+    read_big_report(&rep);
+    CU_ASSERT_TRUE(rep.whole);
+    CU_ASSERT_TRUE(rep.frames > 1);
+    r = list_sessions();
+    const Ljmp__SessionSnapshot *s = r ? session_in(r, vm) : NULL;
+    CU_ASSERT_TRUE(s != NULL &&
+                   s->info->state == LJMP__SESSION_STATE__STREAMING);
+    uint64_t events = s ? ljmp_wire_totals_events(s->totals) : 0;
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    r = wait_session(vm, 0, events + 1000, 10000); /* released: it goes on */
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    fclose(fopen(stop, "w"));
+    uint64_t stall_ms = 0;
+    CU_ASSERT_EQUAL(read(stall[0], &stall_ms, sizeof(stall_ms)),
+                    (ssize_t)sizeof(stall_ms));
+    close(stall[0]);
+    CU_ASSERT_EQUAL(waitpid(vm, &status, 0), vm);
+    CU_ASSERT_EQUAL(status, 0);
+    r = wait_session(vm, 1, 0, 10000);
+    CU_ASSERT_TRUE(r != NULL && session_in(r, vm)->info->state ==
+                                    LJMP__SESSION_STATE__COMPLETE);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
 }
 
 /* A stream of n allocations at an internal site, after a hello; returns
@@ -5464,6 +5521,8 @@ int main(int argc, char **argv)
                 test_big_report_for_many);
     CU_add_test(s, "an unread report gives way to the next",
                 test_unread_report_gives_way);
+    CU_add_test(s, "a report while its VM streams",
+                test_report_while_streaming);
     CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);
