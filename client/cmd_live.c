@@ -530,6 +530,35 @@ static int cmd_watch(const struct ctl_args *a)
     return rc;
 }
 
+/* Prints the rest of a report that ljmpd sends in parts (request id),
+ * each as it comes; the exit status. */
+static int report_rest(struct conn *c, uint64_t id)
+{
+    for (;;) {
+        Ljmp__Response *resp = conn_recv(c, ANSWER_MS);
+        if (resp == NULL)
+            return EXIT_NO_DAEMON;
+        int rc = conn_error("report", resp);
+        int more = 0;
+        if (rc == 0 && resp->id == id) {
+            if (resp->body_case != LJMP__RESPONSE__BODY_REPORT) {
+                fprintf(stderr, "ljmpctl report: unexpected answer from "
+                                "ljmpd\n");
+                rc = EXIT_NO_DAEMON;
+            } else {
+                const Ljmp__ReportText *r = resp->report;
+                fwrite(r->text.data, 1, r->text.len, stdout);
+                more = r->more;
+            }
+        } else if (rc == 0) {
+            more = 1; /* not ours */
+        }
+        ljmp__response__free_unpacked(resp, NULL);
+        if (rc != 0 || !more)
+            return rc;
+    }
+}
+
 int live_report(const struct view_target *t, const struct lm_report_opts *o)
 {
     struct conn c;
@@ -552,7 +581,9 @@ int live_report(const struct view_target *t, const struct lm_report_opts *o)
     if (resp != NULL) {
         const Ljmp__ReportText *r = resp->report;
         fwrite(r->text.data, 1, r->text.len, stdout);
-        if (fflush(stdout) != 0)
+        if (r->more)
+            rc = report_rest(&c, resp->id);
+        if (fflush(stdout) != 0 && rc == EXIT_OK)
             rc = EXIT_USAGE;
         const Ljmp__SessionInfo *s = r->session;
         pb_mask_controls(&resp->base); /* the text is bytes: kept whole */

@@ -16,9 +16,9 @@
 #include "peer.h"
 #include "procinfo.h"
 #include "recorder.h"
+#include "report.h"
 #include "session.h"
 #include "log.h"
-#include "lm_report.h"
 #include "mounts.h"
 #include "snapshot.h"
 #include "subscription.h"
@@ -375,38 +375,6 @@ static void no_session(struct peer *p, uint64_t id, const Ljmp__Selector *sel)
                         "no sessions yet");
 }
 
-/* Sends a report's text (taken: freed here) with its sessions' info. */
-static void send_report(struct peer *p, uint64_t id, char *text, size_t len,
-                        struct session **m, size_t nm, int merged)
-{
-    struct arena a = {0};
-    Ljmp__ReportText rt = LJMP__REPORT_TEXT__INIT;
-    Ljmp__Response resp;
-    int oom = 0;
-
-    rt.has_text = 1;
-    rt.text.data = (uint8_t *)text;
-    rt.text.len = len;
-    if (merged) {
-        rt.members = arena_alloc(&a, (nm ? nm : 1) * sizeof(*rt.members));
-        oom = rt.members == NULL;
-        for (size_t i = 0; !oom && i < nm; i++)
-            oom =
-                (rt.members[rt.n_members++] = snapshot_info(&a, m[i])) == NULL;
-    } else {
-        oom = (rt.session = snapshot_info(&a, m[0])) == NULL;
-    }
-    peer_response_init(&resp, id);
-    resp.body_case = LJMP__RESPONSE__BODY_REPORT;
-    resp.report = &rt;
-    if (oom)
-        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL, "out of memory");
-    else
-        peer_send(p, &resp);
-    arena_free(&a);
-    free(text);
-}
-
 /* One report of the sessions of a tree or a unit, merged. */
 static void do_merged_report(struct peer *p, const Ljmp__Request *req)
 {
@@ -416,67 +384,31 @@ static void do_merged_report(struct peer *p, const Ljmp__Request *req)
     struct snapshot_opts o = {.merge = 1, .uid = p->uid};
     struct arena a = {0};
     struct session **m;
-    char *text = NULL;
-    size_t len = 0;
     long n;
-    FILE *f;
 
     if (read_selector(p, req->id, r->session, &o) != 0)
         return;
-    if ((n = snapshot_members(&a, p->srv, &o, NULL, &m)) <= 0) {
-        if (n < 0)
-            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                            "out of memory");
-        else
-            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
-                            "no session of that %s: its processes have not "
-                            "streamed to this ljmpd",
-                            o.tree ? "tree" : "unit");
-        arena_free(&a);
-        return;
-    }
-    const struct lm_state **states = arena_alloc(&a, n * sizeof(*states));
-    struct lm_report_member *members = arena_alloc(&a, n * sizeof(*members));
-    int failed = states == NULL || members == NULL ||
-                 (f = open_memstream(&text, &len)) == NULL;
-    if (!failed) {
-        /* Each feed thread holds one session at a time: taking them all
-         * in list order cannot wait in a circle. */
-        for (long i = 0; i < n; i++) {
-            session_lock(m[i]);
-            /* A census still running in a member is not partial. */
-            opts.streaming |= m[i]->phase == SESSION_STREAM;
-            states[i] = &m[i]->prof.state;
-            members[i] = (struct lm_report_member){(uint32_t)m[i]->pid,
-                                                   m[i]->id, m[i]->cmdline};
-        }
-        failed =
-            lm_report_write_merged(f, states, members, (size_t)n, &opts) != 0;
-        for (long i = 0; i < n; i++)
-            session_unlock(m[i]);
-        failed |= fclose(f) != 0;
-    }
-    if (failed) {
-        free(text);
+    if ((n = snapshot_members(&a, p->srv, &o, NULL, &m)) < 0)
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                        "out of memory writing a merged report of %ld "
-                        "sessions",
-                        n);
-    } else {
-        send_report(p, req->id, text, len, m, (size_t)n, 1);
-    }
+                        "out of memory");
+    else if (n == 0)
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
+                        "no session of that %s: its processes have not "
+                        "streamed to this ljmpd",
+                        o.tree ? "tree" : "unit");
+    else
+        report_request(p, req->id, m, (size_t)n, 1, &opts);
     arena_free(&a);
 }
 
+/* A report is built off the loop when it is big, and sent in parts
+ * (report.c). */
 static void do_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
     const Ljmp__Selector *sel = r->session;
     struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json, 0,
                                   0};
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f;
 
     if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
         do_merged_report(p, req);
@@ -487,23 +419,7 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
         no_session(p, req->id, r->session);
         return;
     }
-    int failed = (f = open_memstream(&text, &len)) == NULL;
-    if (!failed) {
-        session_lock(s);
-        /* The stream goes on: a census begun is running, not partial. */
-        opts.streaming = s->phase == SESSION_STREAM;
-        failed = lm_report_write(f, &s->prof.state, &opts) != 0;
-        session_unlock(s);
-        failed |= fclose(f) != 0;
-    }
-    if (failed) {
-        free(text);
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                        "out of memory writing the report of session %llu",
-                        (unsigned long long)s->id);
-        return;
-    }
-    send_report(p, req->id, text, len, &s, 1, 0);
+    report_request(p, req->id, &s, 1, 0, &opts);
 }
 
 /* Whether uid may record a process not yet seen: its owner, or root. */
@@ -833,10 +749,11 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
     }
 }
 
-/* Stops p's snapshots. */
+/* Stops p's snapshots and reports. */
 static void peer_closing(struct peer *p)
 {
     unsubscribe(p);
+    report_peer_gone(p);
 }
 
 /* Recordings under way outlive the client that asked for them; the
@@ -854,6 +771,7 @@ const struct peer_handler control_handler = {
     .request = control_dispatch,
     .closing = peer_closing,
     .gone = peer_gone,
+    .drained = report_peer_drained,
 };
 
 int control_start(struct server *srv)

@@ -9,6 +9,7 @@
 #include "peer.h"
 #include "peerfd.h"
 #include "recorder.h"
+#include "report.h"
 #include "session.h"
 #include "snapshot.h"
 #include "symload.h"
@@ -47,6 +48,7 @@ static int watch_sessions(struct server *srv)
     static const struct session_observer *const order[] = {
         &control_observer, &recorder_observer, &attach_observer,
         &symload_observer, &snapshot_observer, &budget_observer,
+        &report_observer,
     };
 
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
@@ -68,7 +70,7 @@ int modules_start(struct server *srv)
         symload_start(srv) != 0 || peerfd_start() != 0 ||
         control_start(srv) != 0 || attach_start(srv) != 0 ||
         follow_start(srv) != 0 || snapshot_start(srv) != 0 ||
-        watch_sessions(srv) != 0)
+        report_start(srv) != 0 || watch_sessions(srv) != 0)
         return -1;
     return 0;
 }
@@ -80,6 +82,7 @@ void modules_free(struct server *srv)
 
     feed_free(srv->feed); /* before the sessions its threads may feed */
     srv->feed = NULL;
+    report_stop(srv); /* before the sessions its thread may read */
     symload_stop(srv);
     while ((p = TAILQ_FIRST(&srv->peers)) != NULL)
         peer_free(p);

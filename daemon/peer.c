@@ -222,14 +222,14 @@ static struct log_limit over_budget = LOG_LIMIT("answers over a budget");
  * answers (snapshots) are bounded by --queue, and not walked for.  Says
  * why in why.
  */
-static int over_memory_budget(const struct peer *p, size_t n, char *why,
-                              size_t len)
+static int over_memory_budget(const struct peer *p, size_t n, int part,
+                              char *why, size_t len)
 {
     const struct server *srv = p->srv;
     const struct peer *q;
     uint64_t mine = 0, all = 0;
 
-    if (n <= srv->cfg.peer_queue)
+    if (n <= srv->cfg.peer_queue && !part)
         return 0;
     TAILQ_FOREACH(q, &srv->peers, link)
     {
@@ -257,7 +257,40 @@ static int over_memory_budget(const struct peer *p, size_t n, char *why,
     return 0;
 }
 
+static int send_checked(struct peer *p, const Ljmp__Response *resp, size_t n,
+                        int part);
+
 int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n)
+{
+    return send_checked(p, resp, n, 0);
+}
+
+int peer_send_part(struct peer *p, const Ljmp__Response *resp)
+{
+    return send_checked(p, resp,
+                        protobuf_c_message_get_packed_size(&resp->base), 1);
+}
+
+int peer_may_take(const struct peer *p)
+{
+    return evbuffer_get_length(p->out) <= p->srv->cfg.peer_queue;
+}
+
+void peer_set_bulk(struct peer *p, int bulk)
+{
+    /* An event's priority is set while it is neither pending nor active. */
+    int pending = event_pending(p->wev, EV_WRITE, NULL);
+
+    event_del(p->wev);
+    event_priority_set(p->wev, bulk ? PRIO_INGEST : PRIO_CONTROL);
+    if (pending)
+        event_add(p->wev, NULL);
+}
+
+/* Queues resp, of packed size n; part: checked against the memory budget
+ * whatever its size. */
+static int send_checked(struct peer *p, const Ljmp__Response *resp, size_t n,
+                        int part)
 {
     char why[256];
     struct evbuffer_iovec v;
@@ -275,7 +308,7 @@ int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n)
                             n, LJMP_WIRE_MAX_FRAME);
         return -1;
     }
-    if (over_memory_budget(p, n, why, sizeof(why))) {
+    if (over_memory_budget(p, n, part, why, sizeof(why))) {
         log_limited(&over_budget, LOG_WARN, "control %llu: %s",
                     (unsigned long long)p->id, why);
         if (resp->error == NULL)
@@ -520,7 +553,10 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
     struct peer *p = arg;
 
     (void)what;
-    if (evbuffer_write(p->out, fd) < 0 && errno != EAGAIN && errno != EINTR) {
+    /* libevent's write of an empty buffer says -1 without a call, errno
+     * left as it was (ENOENT from a look in /proc): not a lost client. */
+    if (evbuffer_get_length(p->out) > 0 && evbuffer_write(p->out, fd) < 0 &&
+        errno != EAGAIN && errno != EINTR) {
         peer_lost(p);
         return;
     }
@@ -538,6 +574,8 @@ static void peer_write(evutil_socket_t fd, short what, void *arg)
             event_add(p->rev, NULL);
         event_active(p->rev, EV_READ, 0); /* requests read before */
     }
+    if (!p->closing && peer_may_take(p))
+        p->srv->peer_handler->drained(p);
 }
 
 /* Nothing it asked for is under way: no subscription, wait, recording. */

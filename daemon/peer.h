@@ -46,6 +46,9 @@ struct peer_handler {
     void (*closing)(struct peer *p);
     /* p is going: nothing may refer to it after. */
     void (*gone)(struct peer *p);
+    /* p's client read its output down to --queue or less: an answer sent
+     * in parts may go on. */
+    void (*drained)(struct peer *p);
 };
 
 void peer_accept(struct server *srv, int fd);
@@ -58,6 +61,16 @@ int peer_send(struct peer *p, const Ljmp__Response *resp);
  * measured against the frame limit first; measuring walks the whole
  * message, as packing does, and is not done twice). */
 int peer_send_sized(struct peer *p, const Ljmp__Response *resp, size_t n);
+/* Queues a part of an answer sent in parts (a long report): the memory
+ * budget is checked for it whatever its size, as the whole answer is
+ * bigger than its part.  -1 (and the peer told why) when it cannot. */
+int peer_send_part(struct peer *p, const Ljmp__Response *resp);
+/* Whether p's output queue is within --queue: it may take more. */
+int peer_may_take(const struct peer *p);
+/* bulk: p's output carries an answer sent in parts (a long report), which
+ * it writes at ingest's priority, so that its client reading as fast as
+ * it can does not keep new clients and VMs waiting; else at control's. */
+void peer_set_bulk(struct peer *p, int bulk);
 void peer_flush_now(struct peer *p);
 /* Closes clients idle longer than --client-idle that wait for nothing. */
 void peer_close_idle(struct server *srv, uint64_t now);

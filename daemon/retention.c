@@ -6,10 +6,10 @@
 #include "session.h"
 
 /* A finished session that may be freed now: no feed thread holds it
- * (jobs out come back in one batch with the end). */
+ * (jobs out come back in one batch with the end), and no report reads it. */
 static int evictable(const struct session *s)
 {
-    return s->phase == SESSION_ENDED && s->feed.out == 0;
+    return s->phase == SESSION_ENDED && s->feed.out == 0 && s->readers == 0;
 }
 
 static void forget_session(struct server *srv, struct session *s)

@@ -41,6 +41,7 @@ struct feed;
 struct follows;
 struct peer_handler;
 struct recorder;
+struct reports;
 struct session_observer;
 struct snapshots;
 struct symload;
@@ -67,6 +68,7 @@ struct server {
     struct follows *follows;     /* attach --tree, --unit (follow.c) */
     struct control *ctl;         /* subscriptions, record requests */
     struct snapshots *snapshots; /* the snapshots' turns (snapshot.c) */
+    struct reports *reports;     /* reports being built (report.c) */
     /* Memory held for sessions, per user and in all (budget.c). */
     struct quota_bytes held;
     /* Who serves control peers' requests (peer.h). */

@@ -30,7 +30,7 @@ int session_observe(struct server *srv, const struct session_observer *o)
     return 0;
 }
 
-enum session_news { STARTED, ENDED, FREED };
+enum session_news { STARTED, ENDED, FREED, STILL };
 
 void **session_slot(const struct session *s, const struct session_observer *o)
 {
@@ -51,6 +51,7 @@ static void notify(struct session *s, enum session_news news)
         const struct session_observer *o = s->srv->observers[i];
         void (*cb)(struct session *, void *) = news == STARTED ? o->started
                                                : news == ENDED ? o->ended
+                                               : news == STILL ? o->still
                                                                : o->freed;
         if (cb != NULL)
             cb(s, o->arg);
@@ -821,6 +822,11 @@ int session_resume_reading(struct session *s)
     return 1;
 }
 
+int session_still(const struct session *s)
+{
+    return (s->holds > 0 || s->phase == SESSION_ENDED) && s->feed.out == 0;
+}
+
 /* A job's results, back on the loop: counted, recorded, the stream's end
  * acted on; then the session reads on, or waits for its jobs out. */
 static void session_fed(struct feed_job *j, void *owner)
@@ -834,6 +840,8 @@ static void session_fed(struct feed_job *j, void *owner)
             session_take(s, j->p, j->n); /* after the stream's end */
     }
     give_back_buffer(s, j);
+    if (session_still(s))
+        notify(s, STILL); /* its last job out is back */
     if (s->phase == SESSION_ENDED) {
         if (s->feed.out == 0)
             release_buffers(s);

@@ -108,6 +108,9 @@ struct session {
      * the socket is not read, and what came after the hello waits in the
      * next read buffer, which stays free meanwhile. */
     unsigned holds;
+    /* Reports reading its state on their thread (report.c): it is not
+     * forgotten meanwhile (retention.c). */
+    unsigned readers;
     int acked;    /* the VM was told it may stream */
     int rejected; /* never a session: no valid hello (reason says why) */
     const uint8_t *held;
@@ -192,6 +195,9 @@ struct session_observer {
     void (*ended)(struct session *s, void *arg);
     /* The session is about to be freed (ended or not): drop it. */
     void (*freed)(struct session *s, void *arg);
+    /* Its last job out came back while it is held or ended: its state
+     * stands still now (session_still). */
+    void (*still)(struct session *s, void *arg);
     void *arg;
 };
 
@@ -216,6 +222,12 @@ void session_set_phase(struct session *s, enum session_phase to);
  * then.  Bytes that came with the hello wait in the next read buffer. */
 void session_hold(struct session *s);
 void session_release(struct session *s);
+
+/* Whether s's state stands still: s is held or ended, and no job of its
+ * is out, so no thread changes the state until it is released (or, ended,
+ * ever).  Threads may then read the state without its lock, as the loop
+ * does; the observers' still callback says when a session becomes so. */
+int session_still(const struct session *s);
 
 /* Gives s the C symbols read for it (before any byte was decoded: a
  * location's name is fixed at birth): symtab's contents move into the

@@ -79,11 +79,17 @@ static int connect_unix(const char *path)
 }
 
 /* Starts ljmpd on the suite's private sockets with extra options (a NULL
- * terminated list); waits until it answers. */
+ * terminated list); waits until it answers.  LJMP_TEST_LJMPD names
+ * another ljmpd to run instead (an older one, for its figures). */
 static int start_daemon(const char *const *extra)
 {
-    const char *argv[32] = {LJMPD_PATH, "-i",         ingest_path,
-                            "-c",       control_path, "-v"};
+    const char *other = getenv("LJMP_TEST_LJMPD");
+    const char *argv[32] = {other ? other : LJMPD_PATH,
+                            "-i",
+                            ingest_path,
+                            "-c",
+                            control_path,
+                            "-v"};
     int n = 6;
     char log[160];
 
@@ -3281,21 +3287,41 @@ static void test_budget_huge_heap(void)
 }
 
 /* Sites enough for a report of some 4.6 MB: each line of a chunk named
- * by 200 bytes a site of its own; more clients than such reports fit in
- * the user's budget. */
+ * by 200 bytes a site of its own; more clients than a part of it each
+ * (REPORT_PART, 1 MiB) fit in the user's budget here. */
 enum { REPORT_SITES = 10000, REPORT_CLIENTS = 16 };
+#define REPORT_USER_BUDGET (12u << 20)
+
+/* Reads client c's report, a frame at a time: 0 while it goes on, 1 once
+ * whole, 2 refused for the user's budget, -1 anything else. */
+static int read_report_frame(struct conn *c)
+{
+    Ljmp__Response *r = conn_recv(c, 10000);
+    int rc = -1;
+
+    if (r != NULL && r->body_case == LJMP__RESPONSE__BODY_REPORT)
+        rc = r->report->more ? 0 : 1;
+    else if (r != NULL && r->error != NULL && r->error->message &&
+             strstr(r->error->message, "over its user's memory budget"))
+        rc = 2;
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return rc;
+}
 
 /* As nobody (in a child): a whole session of REPORT_SITES sites, ended,
  * then a report of it asked for by REPORT_CLIENTS clients that do not
- * read for a while; then each reads its answer.  Exits 0 when some got
- * the report and the others were refused for the user's budget. */
+ * read for a while; then they read, each as its frames come.  Exits 0
+ * when some got the whole report and the others were refused for the
+ * user's budget. */
 static void unread_reports_as_nobody(void)
 {
     struct lm_buf b = {0};
     uint8_t trailer[LJMP_TRAILER_SIZE];
     char chunk[201];
     struct conn c[REPORT_CLIENTS];
-    int reports = 0, refused = 0;
+    struct pollfd pfd[REPORT_CLIENTS];
+    int reports = 0, refused = 0, left = REPORT_CLIENTS;
 
     memset(chunk, 'r', 200);
     chunk[0] = '@';
@@ -3335,17 +3361,25 @@ static void unread_reports_as_nobody(void)
         if (conn_open(&c[i]) != 0 || conn_send(&c[i], &req, -1) == 0)
             _exit(3);
     sleep_ms(1500); /* the parent sees what ljmpd holds meanwhile */
-    for (int i = 0; i < REPORT_CLIENTS; i++) {
-        Ljmp__Response *r = conn_recv(&c[i], 10000);
-        if (r != NULL && r->body_case == LJMP__RESPONSE__BODY_REPORT)
-            reports++;
-        else if (r != NULL && r->error != NULL && r->error->message &&
-                 strstr(r->error->message, "over its user's memory budget"))
-            refused++;
-        if (r != NULL)
-            ljmp__response__free_unpacked(r, NULL);
-        conn_close(&c[i]);
+    /* All at once: the report is made as fast as its slowest reader. */
+    for (int i = 0; i < REPORT_CLIENTS; i++)
+        pfd[i] = (struct pollfd){.fd = c[i].fd, .events = POLLIN};
+    while (left > 0 && poll(pfd, REPORT_CLIENTS, 10000) > 0) {
+        for (int i = 0; i < REPORT_CLIENTS; i++) {
+            if (pfd[i].fd < 0 || (!(pfd[i].revents & (POLLIN | POLLHUP)) &&
+                                  !conn_has_frame(&c[i])))
+                continue;
+            int rc = read_report_frame(&c[i]);
+            if (rc == 0)
+                continue;
+            reports += rc == 1;
+            refused += rc == 2;
+            pfd[i].fd = -1;
+            left--;
+        }
     }
+    for (int i = 0; i < REPORT_CLIENTS; i++)
+        conn_close(&c[i]);
     _exit(reports > 0 && refused > 0 && reports + refused == REPORT_CLIENTS
               ? 0
               : 4);
@@ -3353,10 +3387,10 @@ static void unread_reports_as_nobody(void)
 
 /*
  * Reports that a user's clients ask for and do not read are held only
- * within the user's memory budget: past it, the others are refused,
- * saying so, and ljmpd's resident size stays within the budget and a
- * base, which here holds a report being built (its text, then its
- * frame) beside those queued.
+ * within the user's memory budget: each client is sent a part at a time
+ * (the report is made as its slowest reader reads), and past the budget
+ * the others are refused, saying so; ljmpd's resident size stays within
+ * the budget and a base, which here holds the parts being built.
  */
 static void test_budget_unread_reports(void)
 {
@@ -3369,8 +3403,8 @@ static void test_budget_unread_reports(void)
     /* Clients that wait for their answers are not idle, however slowly a
      * sanitized ljmpd builds them. */
     static const char *const opts[] = {
-        "--session-memory", "33554432", /* SESSION_BUDGET */
-        "--user-memory",    "50331648", /* USER_BUDGET */
+        "--session-memory", "8388608",  /* fits the session */
+        "--user-memory",    "12582912", /* REPORT_USER_BUDGET */
         "--client-idle",    "60",       NULL};
 
     CU_ASSERT_EQUAL_FATAL(restart_daemon_with(opts), 0);
@@ -3381,9 +3415,423 @@ static void test_budget_unread_reports(void)
     CU_ASSERT_FATAL(child > 0);
     long peak = peak_rss_until_exit(child, &status);
     CU_ASSERT_EQUAL(status, 0);
-    CU_ASSERT_TRUE(rss_within(base, peak, USER_BUDGET + (32ull << 20)));
+    CU_ASSERT_TRUE(rss_within(base, peak, REPORT_USER_BUDGET + (32ull << 20)));
     CU_ASSERT_TRUE(daemon_up());
     CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/*
+ * A report of a session of a million sites, asked for by 8 clients at
+ * once while another VM streams.  Reports are built on a thread from the
+ * session held still and sent in parts as each client reads (its text,
+ * some 60 MB, is past one frame's limit): every client gets it whole, the
+ * same as it is built alone, while `list` answers and the VM's writes go
+ * on.  On the loop, each build held both for its whole time, seconds.
+ * Sanitizers build reports some ten times slower: there the session has
+ * a fifth of the sites.
+ */
+#ifdef LJMP_SANITIZED
+enum { BIG_SITES = 200000 };
+#else
+enum { BIG_SITES = 1000000 };
+#endif
+enum { BIG_CLIENTS = 8 };
+/* A list's answer, and the longest a VM's write waits, while the reports
+ * are built and sent.  On the loop (measured once, without sanitizers, on
+ * 2 cores) list waited over 30 s, the VM 58 s; under a sanitizer, one
+ * report alone is built in 2 to 8 s. */
+#ifdef LJMP_SANITIZED
+#define BIG_LIST_MS  5000
+#define BIG_STALL_MS 5000
+#else
+#define BIG_LIST_MS  1000
+#define BIG_STALL_MS 1000
+#endif
+
+/* As a child: the whole stream of a session of n sites, each a line of
+ * one Lua function allocating one block; exits once ljmpd closed the
+ * connection (the session is complete). */
+static void big_session(uint64_t n)
+{
+    struct lm_buf b = {0};
+    uint8_t trailer[LJMP_TRAILER_SIZE], hello[LJMP_HELLO_MAX];
+    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "big");
+
+    lm_buf_bytes(&b, hello, hl);
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@big.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (uint64_t l = 1; l <= n; l++) {
+        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x100}, {l}};
+        lm_enc_alloc(&b, LM_REV_R3, &loc, 0x100000 + 64 * l, 48);
+    }
+    lm_enc_epilogue(&b);
+    ljmp_trailer_encode(trailer, n, b.len - hl);
+    lm_buf_bytes(&b, trailer, sizeof(trailer));
+    int fd = connect_unix(ingest_path);
+    if (fd < 0 || write_all(fd, &b) != 0)
+        _exit(2);
+    shutdown(fd, SHUT_WR);
+    char ack[16];
+    while (read(fd, ack, sizeof(ack)) > 0)
+        ; /* ljmpd closes once the session is complete */
+    _exit(0);
+}
+
+/* As a child: a VM that first allocates a block at each of `sites` lines
+ * (events it counts in *events), then allocates and frees a block at a
+ * time, 64 events a millisecond, until stop exists; then ends its stream.
+ * Writes the longest any write waited, in ms, to out. */
+static void steady_vm(const char *stop, int out, uint64_t sites)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref loc = {.source = LM_SRC_INTERNAL};
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    uint64_t events = 0, bytes = 0, longest = 0;
+    size_t hl = stream_start(&b, "steady");
+    int fd = connect_unix(ingest_path);
+
+    for (uint64_t l = 1; l <= sites; l++) {
+        struct lm_loc_ref site = {LM_SRC_LFUNC, {0x100}, {l}};
+        lm_enc_alloc(&b, LM_REV_R3, &site, 0x10000000 + 64 * l, 48);
+    }
+    events = sites;
+    if (fd < 0 || write_all(fd, &b) != 0)
+        _exit(2);
+    bytes = b.len - hl;
+    while (access(stop, F_OK) != 0) {
+        b.len = 0;
+        for (unsigned i = 0; i < 32; i++) {
+            lm_enc_alloc(&b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)i, 48);
+            lm_enc_free(&b, LM_REV_R3, &loc, 0x100000 + 64 * (uint64_t)i, 48);
+        }
+        uint64_t t0 = ms_now();
+        if (write_all(fd, &b) != 0)
+            _exit(3);
+        uint64_t waited = ms_now() - t0;
+        longest = waited > longest ? waited : longest;
+        events += 64;
+        bytes += b.len;
+        sleep_ms(1);
+    }
+    b.len = 0;
+    lm_enc_epilogue(&b);
+    bytes += b.len;
+    ljmp_trailer_encode(trailer, events, bytes);
+    lm_buf_bytes(&b, trailer, sizeof(trailer));
+    if (write_all(fd, &b) != 0)
+        _exit(4);
+    shutdown(fd, SHUT_WR);
+    char ack[16];
+    while (read(fd, ack, sizeof(ack)) > 0)
+        ;
+    _exit(write(out, &longest, sizeof(longest)) == sizeof(longest) ? 0 : 5);
+}
+
+/* A report as one client got it: its text's length and hash, whether it
+ * came whole, and in how many frames. */
+struct big_report {
+    pid_t pid;
+    pthread_t thread;
+    uint64_t len, hash;
+    unsigned frames;
+    int whole;
+    int joined; /* its thread */
+    char err[256];
+};
+
+static void hash_bytes(uint64_t *h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        *h = (*h ^ p[i]) * 0x100000001b3ull; /* FNV-1a */
+}
+
+/* Asks for pid's report and reads it, part after part (a thread). */
+static void *read_big_report(void *arg)
+{
+    struct big_report *out = arg;
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__ReportRequest rr = LJMP__REPORT_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+    struct conn c;
+    int more = 1;
+
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)out->pid;
+    rr.session = &sel;
+    req.body_case = LJMP__REQUEST__BODY_REPORT;
+    req.report = &rr;
+    out->hash = 0xcbf29ce484222325ull;
+    if (conn_open(&c) != 0)
+        return NULL;
+    c.quiet = 1;
+    uint64_t id = conn_send(&c, &req, -1);
+    while (id != 0 && more) {
+        Ljmp__Response *r = conn_recv(&c, 300000);
+        if (r == NULL || r->id != id || r->report == NULL) {
+            snprintf(out->err, sizeof(out->err), "%s",
+                     r == NULL                       ? c.err
+                     : r->error && r->error->message ? r->error->message
+                                                     : "not a report");
+            if (r != NULL)
+                ljmp__response__free_unpacked(r, NULL);
+            break;
+        }
+        hash_bytes(&out->hash, r->report->text.data, r->report->text.len);
+        out->len += r->report->text.len;
+        out->frames++;
+        more = r->report->more;
+        out->whole = !more;
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    conn_close(&c);
+    return NULL;
+}
+
+/* How long list took to answer, in ms, each time it was asked. */
+struct list_times {
+    uint64_t ms[8192];
+    size_t n;
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The p-th percentile of the times (sorted here). */
+static uint64_t percentile(struct list_times *t, unsigned p)
+{
+    if (t->n == 0)
+        return 0;
+    qsort(t->ms, t->n, sizeof(t->ms[0]), cmp_u64);
+    return t->ms[(t->n - 1) * p / 100];
+}
+
+/* read_big_report as one of many clients, on a thread of its own.
+ * Clients are other programs: here, threads of the test, which must not
+ * take the CPU from ljmpd's helper threads (nice 5) on two cores. */
+static void *big_report_client(void *arg)
+{
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+    return read_big_report(arg);
+}
+
+/* Asks list every 50 ms until every report came, timing each answer. */
+static void list_while_reading(struct big_report *rep, size_t n,
+                               struct list_times *t)
+{
+    size_t left = n;
+
+    for (;;) {
+        for (size_t i = 0; i < n; i++) {
+            if (!rep[i].joined &&
+                pthread_tryjoin_np(rep[i].thread, NULL) == 0) {
+                rep[i].joined = 1;
+                left--;
+            }
+        }
+        if (left == 0)
+            return;
+        uint64_t t0 = ms_now();
+        Ljmp__Response *r = list_sessions();
+        uint64_t took = ms_now() - t0;
+        CU_ASSERT_PTR_NOT_NULL(r);
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        if (t->n < sizeof(t->ms) / sizeof(t->ms[0]))
+            t->ms[t->n++] = took;
+        sleep_ms(50);
+    }
+}
+
+static void test_big_report_for_many(void)
+{
+    static const char *const big[] = {
+        "--session-memory", "2147483648", "--user-memory",
+        "2147483648",       "--memory",   "4294967296",
+        "--client-idle",    "600",        NULL};
+    struct big_report alone = {0}, rep[BIG_CLIENTS];
+    char stop[300];
+    int status, stall[2];
+
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(big), 0);
+    pid_t pid = fork();
+    if (pid == 0)
+        big_session(BIG_SITES);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_EQUAL_FATAL(status, 0);
+    alone.pid = pid;
+    uint64_t t0 = ms_now();
+    read_big_report(&alone);
+    uint64_t alone_ms = ms_now() - t0;
+    CU_ASSERT_TRUE(alone.whole);
+    CU_ASSERT_TRUE(alone.frames > 1);
+#ifndef LJMP_SANITIZED
+    CU_ASSERT_TRUE(alone.len > LJMP_WIRE_MAX_FRAME);
+#endif
+    snprintf(stop, sizeof(stop), "%s/steady.stop", test_dir);
+    unlink(stop);
+    CU_ASSERT_EQUAL_FATAL(pipe(stall), 0);
+    pid_t vm = fork();
+    if (vm == 0)
+        steady_vm(stop, stall[1], 0);
+    CU_ASSERT_FATAL(vm > 0);
+    close(stall[1]);
+    sleep_ms(200);
+    t0 = ms_now();
+    for (int i = 0; i < BIG_CLIENTS; i++) {
+        rep[i] = (struct big_report){.pid = pid};
+        CU_ASSERT_EQUAL_FATAL(
+            pthread_create(&rep[i].thread, NULL, big_report_client, &rep[i]),
+            0);
+    }
+    static struct list_times lists;
+    lists.n = 0;
+    list_while_reading(rep, BIG_CLIENTS, &lists);
+    uint64_t list_ms = percentile(&lists, 100),
+             list_p99 = percentile(&lists, 99);
+    uint64_t list_p50 = percentile(&lists, 50);
+    uint64_t many_ms = ms_now() - t0;
+    fclose(fopen(stop, "w"));
+    uint64_t stall_ms = UINT64_MAX;
+    CU_ASSERT_EQUAL(read(stall[0], &stall_ms, sizeof(stall_ms)),
+                    (ssize_t)sizeof(stall_ms));
+    close(stall[0]);
+    CU_ASSERT_EQUAL(waitpid(vm, &status, 0), vm);
+    CU_ASSERT_EQUAL(status, 0);
+    for (int i = 0; i < BIG_CLIENTS; i++) {
+        if (!rep[i].whole)
+            fprintf(stderr, "\n    client %d: %s", i, rep[i].err);
+        CU_ASSERT_TRUE(rep[i].whole);
+        CU_ASSERT_EQUAL(rep[i].len, alone.len);
+        CU_ASSERT_EQUAL(rep[i].hash, alone.hash);
+    }
+    fprintf(stderr,
+            "\n    %u sites, a report of %llu bytes in %u frames, alone in "
+            "%llu ms, for %d clients in %llu ms; list (%zu times) answered "
+            "in %llu ms (p50), %llu ms (p99), %llu ms at most; the VM's "
+            "longest write %llu ms ",
+            (unsigned)BIG_SITES, (unsigned long long)alone.len, alone.frames,
+            (unsigned long long)alone_ms, BIG_CLIENTS,
+            (unsigned long long)many_ms, lists.n, (unsigned long long)list_p50,
+            (unsigned long long)list_p99, (unsigned long long)list_ms,
+            (unsigned long long)stall_ms);
+    CU_ASSERT_TRUE(list_ms <= BIG_LIST_MS);
+    CU_ASSERT_TRUE(stall_ms <= BIG_STALL_MS);
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
+/* A report's request for pid. */
+static void report_request_of(Ljmp__Request *req, Ljmp__ReportRequest *rr,
+                              Ljmp__Selector *sel, pid_t pid)
+{
+    ljmp__request__init(req);
+    ljmp__report_request__init(rr);
+    ljmp__selector__init(sel);
+    sel->has_pid = 1;
+    sel->pid = (uint32_t)pid;
+    rr->session = sel;
+    req->body_case = LJMP__REQUEST__BODY_REPORT;
+    req->report = rr;
+}
+
+/*
+ * A client that asks for a report of many parts (8 MB) and never reads
+ * it holds up the reports after it (one thread makes them, each as fast
+ * as its slowest reader) for --client-idle (2 s here) at most: then it
+ * is told it did not read, and the next report is made.
+ */
+static void test_unread_report_gives_way(void)
+{
+    Ljmp__Request req;
+    Ljmp__ReportRequest rr;
+    Ljmp__Selector sel;
+    struct conn stuck;
+    int status;
+
+    pid_t pid = fork();
+    if (pid == 0)
+        big_session(100000);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_EQUAL_FATAL(status, 0);
+    report_request_of(&req, &rr, &sel, pid);
+    CU_ASSERT_EQUAL_FATAL(conn_open(&stuck), 0);
+    stuck.quiet = 1;
+    CU_ASSERT_FATAL(conn_send(&stuck, &req, -1) != 0);
+    sleep_ms(500); /* its report is under way */
+    struct big_report next = {.pid = pid};
+    uint64_t t0 = ms_now();
+    read_big_report(&next); /* the same report, asked for once it began */
+    CU_ASSERT_TRUE(next.whole);
+    CU_ASSERT_TRUE(ms_now() - t0 < 60000);
+    int told = 0;
+    for (int i = 0; i < 20 && !told; i++) {
+        Ljmp__Response *r = conn_recv(&stuck, 5000);
+        if (r == NULL)
+            break;
+        told = r->error != NULL && r->error->message != NULL &&
+               strstr(r->error->message, "was not read for 2 s") != NULL;
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    CU_ASSERT_TRUE(told);
+    conn_close(&stuck);
+}
+
+/*
+ * A report of a session of 100 k sites while its VM streams: the thread
+ * builds it from the session held (its feed paused once its last job is
+ * back), the client gets it whole, and the VM's stream goes on after.
+ */
+static void test_report_while_streaming(void)
+{
+    char stop[300];
+    int status, stall[2];
+
+    snprintf(stop, sizeof(stop), "%s/sites.stop", test_dir);
+    unlink(stop);
+    CU_ASSERT_EQUAL_FATAL(pipe(stall), 0);
+    pid_t vm = fork();
+    if (vm == 0)
+        steady_vm(stop, stall[1], 100000);
+    CU_ASSERT_FATAL(vm > 0);
+    close(stall[1]);
+    Ljmp__Response *r = wait_session(vm, 0, 101000, 30000);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    struct big_report rep = {.pid = vm};
+    read_big_report(&rep);
+    CU_ASSERT_TRUE(rep.whole);
+    CU_ASSERT_TRUE(rep.frames > 1);
+    r = list_sessions();
+    const Ljmp__SessionSnapshot *s = r ? session_in(r, vm) : NULL;
+    CU_ASSERT_TRUE(s != NULL &&
+                   s->info->state == LJMP__SESSION_STATE__STREAMING);
+    uint64_t events = s ? ljmp_wire_totals_events(s->totals) : 0;
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    r = wait_session(vm, 0, events + 1000, 10000); /* released: it goes on */
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    fclose(fopen(stop, "w"));
+    uint64_t stall_ms = 0;
+    CU_ASSERT_EQUAL(read(stall[0], &stall_ms, sizeof(stall_ms)),
+                    (ssize_t)sizeof(stall_ms));
+    close(stall[0]);
+    CU_ASSERT_EQUAL(waitpid(vm, &status, 0), vm);
+    CU_ASSERT_EQUAL(status, 0);
+    r = wait_session(vm, 1, 0, 10000);
+    CU_ASSERT_TRUE(r != NULL && session_in(r, vm)->info->state ==
+                                    LJMP__SESSION_STATE__COMPLETE);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
 }
 
 /* A stream of n allocations at an internal site, after a hello; returns
@@ -5122,6 +5570,12 @@ int main(int argc, char **argv)
                 test_budget_huge_heap);
     CU_add_test(s, "a user's unread reports stay within budget",
                 test_budget_unread_reports);
+    CU_add_test(s, "a big report for 8 clients while a VM streams",
+                test_big_report_for_many);
+    CU_add_test(s, "an unread report gives way to the next",
+                test_unread_report_gives_way);
+    CU_add_test(s, "a report while its VM streams",
+                test_report_while_streaming);
     CU_add_test(s, "the descriptor limit raised", test_fd_limit_raised);
     CU_add_test(s, "clean shutdown", test_clean_shutdown);
     CU_add_test(s, "daemon killed mid-stream", test_daemon_killed);

@@ -76,10 +76,16 @@ static void on_freed(struct session *s, void *arg)
 
 static struct watcher first = {'a', 'A', 'x', 0, NULL, 0, 0, 0};
 static struct watcher second = {'b', 'B', 'y', 0, NULL, 0, 0, 0};
-static const struct session_observer first_observer = {
-    on_started, on_fed, on_ended, on_freed, &first};
-static const struct session_observer second_observer = {
-    on_started, on_fed, on_ended, on_freed, &second};
+static const struct session_observer first_observer = {.started = on_started,
+                                                       .fed = on_fed,
+                                                       .ended = on_ended,
+                                                       .freed = on_freed,
+                                                       .arg = &first};
+static const struct session_observer second_observer = {.started = on_started,
+                                                        .fed = on_fed,
+                                                        .ended = on_ended,
+                                                        .freed = on_freed,
+                                                        .arg = &second};
 
 /* A daemon without listeners: a loop, a feed on it, two observers. */
 static void setup(void)
