@@ -51,7 +51,7 @@ static void begin(struct lm_buf *b)
 
 static struct lm_loc_ref cfunc(uint64_t addr)
 {
-    return (struct lm_loc_ref){LM_SRC_CFUNC, {addr}, {0}};
+    return (struct lm_loc_ref){.source = LM_SRC_CFUNC, .addr = addr, .line = 0};
 }
 
 /*
@@ -82,11 +82,12 @@ static void big_heap(struct lm_buf *b)
  */
 static void many_releasers(struct lm_buf *b)
 {
-    struct lm_loc_ref prim = {LM_SRC_LFUNC, {0x100}, {1}};
+    struct lm_loc_ref prim = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 1};
 
     begin(b);
     for (uint64_t k = 0; k < 140; k++) {
-        struct lm_loc_ref site = {LM_SRC_LFUNC, {0x100}, {10 + k % 9}};
+        struct lm_loc_ref site = {
+            .source = LM_SRC_LFUNC, .addr = 0x100, .line = 10 + k % 9};
         uint64_t size = k % 4 == 0 ? 0xFFFFFFF0u : 24;
         lm_enc_alloc(b, LM_REV_R3, &prim, 0x1000, size);
         if (k % 3 == 0) {
@@ -108,8 +109,10 @@ static void many_releasers(struct lm_buf *b)
  */
 static void census(struct lm_buf *b)
 {
-    struct lm_loc_ref own = {LM_SRC_LFUNC, {0x100}, {2}},
-                      table = {LM_SRC_LFUNC, {LM_CENSUS_TYPE_FIRST}, {0}};
+    struct lm_loc_ref own = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 2},
+                      table = {.source = LM_SRC_LFUNC,
+                               .addr = LM_CENSUS_TYPE_FIRST,
+                               .line = 0};
 
     begin(b);
     for (uint64_t k = 1; k <= 20; k++)

@@ -64,7 +64,8 @@ static void feed(struct session *s, struct lm_buf *b)
 
 static struct lm_loc_ref line(uint64_t n)
 {
-    return (struct lm_loc_ref){LM_SRC_LFUNC, {0x100}, {n}};
+    return (struct lm_loc_ref){
+        .source = LM_SRC_LFUNC, .addr = 0x100, .line = n};
 }
 
 /* The stream's start: one Lua function, @app.lua defined at line 1. */
@@ -495,7 +496,8 @@ static void test_view_names_within_budget(void)
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
     for (uint64_t l = 1; l <= LINES; l++) {
-        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x200}, {l}};
+        struct lm_loc_ref loc = {
+            .source = LM_SRC_LFUNC, .addr = 0x200, .line = l};
         lm_enc_alloc(&b, LM_REV_R3, &loc, 0x10000 + l * 64, 32);
     }
     feed(s, &b);

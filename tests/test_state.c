@@ -1007,7 +1007,7 @@ static char *report_text(const struct lm_state *s)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    struct lm_report_opts opts = {0, 0, 0, 0, 0};
+    struct lm_report_opts opts = {0, 0, 0, 0, 0, 0};
 
     CU_ASSERT_EQUAL(lm_report_write(f, s, &opts), 0);
     fclose(f);
