@@ -93,6 +93,7 @@ typedef struct Memprof {
   uint32_t fast_left;
   uint64_t events, stream_bytes;
   uint64_t flushed_ns;  /* When the buffer was last written out. */
+  uint32_t trace;  /* The trace in effect the stream last said, 0: none. */
   pthread_t owner;  /* The thread that started it. */
   /* The census (see its section below). */
   MemprofCensus census;
@@ -417,6 +418,33 @@ void lj_memprof_stack_moving(global_State *g, int moving)
   }
 }
 
+/* -- Trace context ------------------------------------------------------- */
+
+/*
+** An allocation compiled code makes is written at its Lua line (see
+** "Lines inside compiled code" below); the trace that made it is said
+** apart, by a marker: a symbol event at a reserved prototype address
+** (lm_format.h), whose first line is the trace in effect for the Lua
+** located events after it, 0 for none.  It is written only before such
+** an event whose trace differs from the last one said.  Readers that do
+** not know it read a prototype announced at an address no event names.
+*/
+static void mp_trace_mark(Memprof *mp, uint32_t traceno)
+{
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
+  mp_uleb(mp, LM_TRACE_MARK_ADDR);
+  mp_string(mp, LM_TRACE_MARK_NAME, sizeof(LM_TRACE_MARK_NAME) - 1);
+  mp_uleb(mp, traceno);
+  mp->trace = traceno;
+}
+
+/* Before a Lua located event: the trace in effect, if it changed. */
+static LJ_AINLINE void mp_trace_say(Memprof *mp, uint32_t traceno)
+{
+  if (LJ_UNLIKELY(traceno != mp->trace)) mp_trace_mark(mp, traceno);
+}
+
 /* -- Census of the heap a stream finds ----------------------------------- */
 
 /*
@@ -595,6 +623,7 @@ static void census_block(Memprof *mp, uint64_t site, uint64_t line,
 			 const void *p, uint64_t size)
 {
   if (p == NULL || size == 0) return;
+  mp_trace_say(mp, 0);  /* The census is no trace's. */
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_ALLOC, SRC_LFUNC));
   mp_uleb(mp, site);
@@ -1273,6 +1302,8 @@ static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
   /* A stack reallocation is a single call: if it throws (out of memory),
   ** the flag must not outlive it. */
   mp->moving = 0;
+  if (s.src == SRC_LFUNC)  /* A Lua line on a trace is compiled code's. */
+    mp_trace_say(mp, mp->g->vmstate >= 0 ? (uint32_t)mp->g->vmstate : 0);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   {
     uint8_t *p = mp->cur;
@@ -1333,7 +1364,8 @@ static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 ** that only the size is kept across the call (the general path, a call
 ** of its own, would keep three).  The allocator changes neither the
 ** buffer's cursor nor fast_left, and cannot throw.  Anything else, or
-** any event while fast_left is 0, takes the general path.
+** any event while fast_left is 0, takes the general path; so does a line
+** on a trace other than the one in effect, which it says first.
 */
 static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
 					   size_t nsize, int pdep, int direct,
@@ -1351,6 +1383,9 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
   {
     const MemprofJitSite *js = jit_site(mp->g);
     if (js != NULL) {
+      /* A change of trace is said first, by the general path. */
+      if (LJ_UNLIKELY((uint32_t)st != mp->trace))
+	return general(ud, ptr, osize, nsize);
       *p = EV_HEADER(EV_ALLOC, SRC_LFUNC);
       memcpy(p + 1, js->loc, sizeof(js->loc));  /* Within the event's room. */
       mp->cur = p + 1 + js->loclen;
@@ -1577,6 +1612,7 @@ int lj_memprof_start(lua_State *L, const MemprofOptions *opt)
   mp->moving = 0;
   mp->fast_left = 0;
   mp->events = mp->stream_bytes = 0;
+  mp->trace = 0;  /* A reader starts with no trace in effect. */
   memset(&mp->census, 0, sizeof(mp->census));
   dump_symtab(mp, g);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
