@@ -545,6 +545,7 @@ int live_report(const struct view_target *t, const struct lm_report_opts *o)
     rr.human_readable = o->human_readable;
     rr.json = o->json;
     rr.has_by_process = rr.by_process = t->by_process;
+    rr.has_by_trace = rr.by_trace = o->by_trace;
     req.body_case = LJMP__REQUEST__BODY_REPORT;
     req.report = &rr;
     Ljmp__Response *resp = conn_ask(&c, "report", &req, -1, ANSWER_MS,

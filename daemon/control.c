@@ -411,8 +411,9 @@ static void send_report(struct peer *p, uint64_t id, char *text, size_t len,
 static void do_merged_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
-    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json,
-                                  r->by_process, 0};
+    struct lm_report_opts opts = {
+        r->leak_only, r->human_readable, r->json, r->by_process, 0,
+        r->by_trace};
     struct snapshot_opts o = {.merge = 1, .uid = p->uid};
     struct arena a = {0};
     struct session **m;
@@ -472,8 +473,8 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
     const Ljmp__Selector *sel = r->session;
-    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json, 0,
-                                  0};
+    struct lm_report_opts opts = {
+        r->leak_only, r->human_readable, r->json, 0, 0, r->by_trace};
     char *text = NULL;
     size_t len = 0;
     FILE *f;
