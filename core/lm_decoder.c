@@ -700,6 +700,48 @@ fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
 }
 #endif
 
+/* A trace marker's bytes but its trace number (see take_trace_mark):
+ * where traces take turns at every allocation, one comes before most
+ * events, so the fast path takes it too. */
+static const uint8_t trace_mark_head[] = {
+    LM_EV_SYMTAB | LM_SRC_LFUNC << LM_EV_SOURCE_SHIFT,
+    LM_TRACE_MARK_ADDR,
+    sizeof(LM_TRACE_MARK_NAME) - 1,
+    '[',
+    't',
+    'r',
+    'a',
+    'c',
+    'e',
+    ']'};
+
+_Static_assert(sizeof(trace_mark_head) == 3 + sizeof(LM_TRACE_MARK_NAME) - 1,
+               "the marker's name as lm_format.h spells it");
+
+/* Decodes a trace marker at item into rec, setting the trace in effect;
+ * returns the byte after it, or item itself when the careful path must
+ * take it (anything else, or a trace number it would refuse). */
+static inline __attribute__((always_inline)) const uint8_t *
+fast_trace_mark(struct lm_decoder *d, const uint8_t *item,
+                struct lm_record *rec)
+{
+    const uint8_t *p = item + sizeof(trace_mark_head);
+    uint64_t traceno;
+
+    if (memcmp(item, trace_mark_head, sizeof(trace_mark_head)) != 0 ||
+        !uleb8(&p, &traceno) || traceno > UINT32_MAX)
+        return item;
+    *rec = (struct lm_record){0};
+    rec->kind = LM_REC_TRACE_MARK;
+    rec->in_events = 1;
+    rec->addr = LM_TRACE_MARK_ADDR;
+    rec->line = rec->traceno = traceno;
+    rec->str = LM_TRACE_MARK_NAME;
+    rec->str_len = sizeof(LM_TRACE_MARK_NAME) - 1;
+    d->trace = (uint32_t)traceno;
+    return p;
+}
+
 /* Runs the fast path as far as it goes; P_ERR only if the sink fails. */
 static inline __attribute__((always_inline)) int
 fast_loop(struct lm_decoder *d, struct cursor *c, int wide)
@@ -718,7 +760,7 @@ fast_loop(struct lm_decoder *d, struct cursor *c, int wide)
         (void)wide;
         const uint8_t *next = fast_event(d, p, rec);
 #endif
-        if (next == p)
+        if (next == p && (next = fast_trace_mark(d, p, rec)) == p)
             break;
         rec->offset = cursor_offset(c, p);
         d->nrecords[rec->kind]++;

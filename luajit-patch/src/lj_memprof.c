@@ -428,14 +428,32 @@ void lj_memprof_stack_moving(global_State *g, int moving)
 ** located events after it, 0 for none.  It is written only before such
 ** an event whose trace differs from the last one said.  Readers that do
 ** not know it read a prototype announced at an address no event names.
+** Where traces take turns at every allocation (a recursive function's),
+** there is one before most events: it is written inline, from its bytes
+** but the trace number.
 */
+#define TRACE_MARK_HEAD_LEN (3 + sizeof(LM_TRACE_MARK_NAME) - 1)
+/* The header, the address and the name's length, each one byte, then
+** the name. */
+static const char trace_mark_head[TRACE_MARK_HEAD_LEN + 1] =
+  "\x08\x04\x07" LM_TRACE_MARK_NAME;
+LJ_STATIC_ASSERT(EV_HEADER(EV_SYMTAB, SRC_LFUNC) == 0x08 &&
+		 LM_TRACE_MARK_ADDR == 0x04 &&
+		 sizeof(LM_TRACE_MARK_NAME) - 1 == 0x07);
+/* A marker's bytes at most: its head, and a 16-bit trace number. */
+#define TRACE_MARK_MAX (TRACE_MARK_HEAD_LEN + 3)
+
+static LJ_AINLINE uint8_t *put_trace_mark(uint8_t *p, uint32_t traceno,
+					  int pdep)
+{
+  memcpy(p, trace_mark_head, TRACE_MARK_HEAD_LEN);
+  return put_uleb_with(p + TRACE_MARK_HEAD_LEN, traceno, pdep);
+}
+
 static void mp_trace_mark(Memprof *mp, uint32_t traceno)
 {
   mp_reserve(mp, MEMPROF_ITEM_MAX);
-  mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
-  mp_uleb(mp, LM_TRACE_MARK_ADDR);
-  mp_string(mp, LM_TRACE_MARK_NAME, sizeof(LM_TRACE_MARK_NAME) - 1);
-  mp_uleb(mp, traceno);
+  mp->cur = put_trace_mark(mp->cur, traceno, 0);
   mp->trace = traceno;
 }
 
@@ -1272,10 +1290,10 @@ static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s, int pdep)
 
 static int memprof_finish(Memprof *mp);
 
-/* A fast event: a header, four ULEBs of at most 10 bytes (an allocation
-** at a line inside a trace), and the 7 bytes past its end put_uleb() may
-** store. */
-#define MEMPROF_FAST_MAX 48
+/* A fast event: a trace marker, a header, four ULEBs of at most 10 bytes
+** (an allocation at a line inside a trace), and the 7 bytes past its end
+** put_uleb() may store. */
+#define MEMPROF_FAST_MAX (TRACE_MARK_MAX + 48)
 /* The room the general path leaves for a run of fast events. */
 #define MEMPROF_FAST_ROOM (MEMPROF_CLOCK_EVERY * MEMPROF_FAST_MAX)
 
@@ -1364,8 +1382,8 @@ static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 ** that only the size is kept across the call (the general path, a call
 ** of its own, would keep three).  The allocator changes neither the
 ** buffer's cursor nor fast_left, and cannot throw.  Anything else, or
-** any event while fast_left is 0, takes the general path; so does a line
-** on a trace other than the one in effect, which it says first.
+** any event while fast_left is 0, takes the general path.  A line on a
+** trace other than the one in effect is preceded by its trace marker.
 */
 static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
 					   size_t nsize, int pdep, int direct,
@@ -1383,9 +1401,10 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
   {
     const MemprofJitSite *js = jit_site(mp->g);
     if (js != NULL) {
-      /* A change of trace is said first, by the general path. */
-      if (LJ_UNLIKELY((uint32_t)st != mp->trace))
-	return general(ud, ptr, osize, nsize);
+      if (LJ_UNLIKELY((uint32_t)st != mp->trace)) {  /* Said first. */
+	p = put_trace_mark(p, (uint32_t)st, pdep);
+	mp->trace = (uint32_t)st;
+      }
       *p = EV_HEADER(EV_ALLOC, SRC_LFUNC);
       memcpy(p + 1, js->loc, sizeof(js->loc));  /* Within the event's room. */
       mp->cur = p + 1 + js->loclen;
