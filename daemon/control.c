@@ -99,6 +99,7 @@ static int read_opts(struct peer *p, uint64_t id,
     o->sort = in->sort;
     o->merge = in->merge;
     o->by_process = in->by_process;
+    o->by_trace = in->by_trace;
     if (o->by_process && !o->merge) {
         peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
                         "a breakdown by process is of a merged view");
