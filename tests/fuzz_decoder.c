@@ -148,6 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         opts.json = 1;
         lm_report_write(devnull, &p.state, &opts);
+        opts.by_trace = 1; /* names by trace: trace markers' epochs */
+        lm_report_write(devnull, &p.state, &opts);
         fclose(devnull);
     }
     /* The live heap must match the heap map exactly. */

@@ -131,6 +131,30 @@ static void census(struct lm_buf *b)
     lm_enc_epilogue(b);
 }
 
+/*
+ * Trace markers (docs/format.md, "Trace context"): a line allocated at by
+ * two traces and the interpreter in turn, one trace announced anew, and
+ * a collector's frees of their blocks.
+ */
+static void trace_markers(struct lm_buf *b)
+{
+    struct lm_loc_ref at = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 3},
+                      gc = {.source = LM_SRC_INTERNAL};
+
+    begin(b);
+    lm_enc_event_trace(b, LM_REV_R3, 1, 0, 0x100, 2);
+    lm_enc_event_trace(b, LM_REV_R3, 2, 0, 0x100, 3);
+    for (uint64_t k = 1; k <= 30; k++) {
+        lm_enc_trace_mark(b, k % 3);
+        lm_enc_alloc(b, LM_REV_R3, &at, k * 16, 8);
+        if (k == 15)
+            lm_enc_event_trace(b, LM_REV_R3, 1, 0, 0x100, 4);
+    }
+    for (uint64_t k = 1; k <= 30; k += 2)
+        lm_enc_free(b, LM_REV_R3, &gc, k * 16, 8);
+    lm_enc_epilogue(b);
+}
+
 /* One control request, framed as a client sends it, into dir/name. */
 static int write_request(const char *dir, const char *name, Ljmp__Request *req)
 {
@@ -219,7 +243,7 @@ static int control_seeds(const char *dir)
 
 int main(int argc, char **argv)
 {
-    struct lm_buf heap = {0}, releasers = {0}, taken = {0};
+    struct lm_buf heap = {0}, releasers = {0}, taken = {0}, marked = {0};
     int rc;
 
     if (argc != 2 && argc != 3) {
@@ -231,11 +255,14 @@ int main(int argc, char **argv)
     big_heap(&heap);
     many_releasers(&releasers);
     census(&taken);
+    trace_markers(&marked);
     rc = write_seed(argv[1], "big-heap", &heap) != 0 ||
          write_seed(argv[1], "many-releasers", &releasers) != 0 ||
-         write_seed(argv[1], "census", &taken) != 0;
+         write_seed(argv[1], "census", &taken) != 0 ||
+         write_seed(argv[1], "trace-markers", &marked) != 0;
     lm_buf_free(&heap);
     lm_buf_free(&releasers);
     lm_buf_free(&taken);
+    lm_buf_free(&marked);
     return rc;
 }
