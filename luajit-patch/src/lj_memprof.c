@@ -942,6 +942,7 @@ void lj_memprof_census_get(MemprofCensus *out)
 /* A site: the source, and its address and line (or trace number). */
 typedef struct Site {
   int src;
+  uint32_t trace;  /* A Lua site's trace in effect: compiled code's, or 0. */
   uint64_t addr, line;
 } Site;
 
@@ -1248,9 +1249,13 @@ static void site_now(global_State *g, Site *s)
 {
   int32_t st = g->vmstate;
   s->addr = s->line = 0;
+  s->trace = 0;
   if (st >= 0) {  /* Running compiled code: its line, or the trace. */
 #if LJ_MEMPROF_JITSITES
-    if (jit_site_of(g, s, 0)) return;
+    if (jit_site_of(g, s, 0)) {
+      s->trace = (uint32_t)st;
+      return;
+    }
 #endif
     s->src = SRC_TRACE;
     s->line = (uint64_t)st;
@@ -1320,8 +1325,7 @@ static LJ_AINLINE void *memprof_record(void *ptr, size_t osize, size_t nsize,
   /* A stack reallocation is a single call: if it throws (out of memory),
   ** the flag must not outlive it. */
   mp->moving = 0;
-  if (s.src == SRC_LFUNC)  /* A Lua line on a trace is compiled code's. */
-    mp_trace_say(mp, mp->g->vmstate >= 0 ? (uint32_t)mp->g->vmstate : 0);
+  if (s.src == SRC_LFUNC) mp_trace_say(mp, s.trace);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   {
     uint8_t *p = mp->cur;
