@@ -327,10 +327,10 @@ static int parse_sym_body(struct lm_decoder *d, struct cursor *c,
 
 /*
  * A trace marker (docs/format.md, "Trace context"): a prototype symbol at
- * the reserved address with the reserved name, which becomes a record of
- * its own (no prototype) and sets the trace in effect for the Lua located
- * events after it.  P_OK, or P_ERR for a trace number past 32 bits, which
- * no VM has.
+ * the reserved address with the reserved name, no prototype but the trace
+ * in effect for the Lua located events after it: the decoder keeps it,
+ * and the record stays out of the batch.  P_OK, or P_ERR for a trace number
+ * past 32 bits, which no VM has.
  */
 static int take_trace_mark(struct lm_decoder *d, struct lm_record *rec)
 {
@@ -718,12 +718,11 @@ static const uint8_t trace_mark_head[] = {
 _Static_assert(sizeof(trace_mark_head) == 3 + sizeof(LM_TRACE_MARK_NAME) - 1,
                "the marker's name as lm_format.h spells it");
 
-/* Decodes a trace marker at item into rec, setting the trace in effect;
- * returns the byte after it, or item itself when the careful path must
- * take it (anything else, or a trace number it would refuse). */
+/* Takes a trace marker at item, setting the trace in effect; returns
+ * the byte after it, or item itself when the careful path must take it
+ * (anything else, or a trace number it would refuse). */
 static inline __attribute__((always_inline)) const uint8_t *
-fast_trace_mark(struct lm_decoder *d, const uint8_t *item,
-                struct lm_record *rec)
+fast_trace_mark(struct lm_decoder *d, const uint8_t *item)
 {
     const uint8_t *p = item + sizeof(trace_mark_head);
     uint64_t traceno;
@@ -731,14 +730,8 @@ fast_trace_mark(struct lm_decoder *d, const uint8_t *item,
     if (memcmp(item, trace_mark_head, sizeof(trace_mark_head)) != 0 ||
         !uleb8(&p, &traceno) || traceno > UINT32_MAX)
         return item;
-    *rec = (struct lm_record){0};
-    rec->kind = LM_REC_TRACE_MARK;
-    rec->in_events = 1;
-    rec->addr = LM_TRACE_MARK_ADDR;
-    rec->line = rec->traceno = traceno;
-    rec->str = LM_TRACE_MARK_NAME;
-    rec->str_len = sizeof(LM_TRACE_MARK_NAME) - 1;
     d->trace = (uint32_t)traceno;
+    d->nrecords[LM_REC_TRACE_MARK]++;
     return p;
 }
 
@@ -760,8 +753,12 @@ fast_loop(struct lm_decoder *d, struct cursor *c, int wide)
         (void)wide;
         const uint8_t *next = fast_event(d, p, rec);
 #endif
-        if (next == p && (next = fast_trace_mark(d, p, rec)) == p)
-            break;
+        if (next == p) { /* a marker makes no record */
+            if ((next = fast_trace_mark(d, p)) == p)
+                break;
+            p = next;
+            continue;
+        }
         rec->offset = cursor_offset(c, p);
         d->nrecords[rec->kind]++;
         p = next;
@@ -828,7 +825,9 @@ static int parse_item(struct lm_decoder *d, struct cursor *c)
     }
     if (r == P_OK) {
         d->nrecords[rec->kind]++;
-        if (++d->nbatch == LM_BATCH && flush_batch(d) != 0)
+        /* A trace marker is the decoder's: no record for the sink. */
+        if (rec->kind != LM_REC_TRACE_MARK && ++d->nbatch == LM_BATCH &&
+            flush_batch(d) != 0)
             return P_ERR;
     }
     return r;

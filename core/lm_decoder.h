@@ -25,8 +25,10 @@ enum lm_record_kind {
     LM_REC_ALLOC,        /* loc, naddr, nsize */
     LM_REC_FREE,         /* loc, oaddr, osize */
     LM_REC_REALLOC,      /* loc, oaddr, osize, naddr, nsize */
-    LM_REC_TRACE_MARK,   /* traceno: the trace in effect from here on */
-    LM_REC_END,          /* the epilogue */
+    /* A trace marker: counted, never handed to the sink (the decoder
+     * keeps its trace, struct lm_decoder's trace). */
+    LM_REC_TRACE_MARK,
+    LM_REC_END, /* the epilogue */
 };
 
 /*

@@ -908,13 +908,9 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
 {
     uint32_t retired = LM_NONE;
 
-    s->totals.symtab_events += r->in_events;
-    /* The decoder keeps the trace in effect; a marker renames nothing,
-     * and where traces take turns comes before most events. */
-    if (r->kind == LM_REC_TRACE_MARK)
-        return 0;
     /* A symbol may rename what the one-entry cache holds. */
     s->last_loc = LM_NONE;
+    s->totals.symtab_events += r->in_events;
     switch (r->kind) {
     case LM_REC_SYM_LFUNC:
         s->totals.lfunc_symbols++;
