@@ -45,6 +45,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_ALL] = {"all", 0, VALUE_NONE},
     [OPT_CENSUS_WAIT] = {"census-wait", 0, VALUE_NUMBER},
     [OPT_NO_CENSUS] = {"no-census", 0, VALUE_NONE},
+    [OPT_BY_TRACE] = {"by-trace", 0, VALUE_NONE},
 };
 
 /* getopt_long's value for an option: above every letter, so that a

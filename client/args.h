@@ -31,6 +31,7 @@ enum ctl_opt {
     OPT_ALL,            /* --all */
     OPT_CENSUS_WAIT,    /* --census-wait SECONDS */
     OPT_NO_CENSUS,      /* --no-census */
+    OPT_BY_TRACE,       /* --by-trace */
     NOPTS
 };
 

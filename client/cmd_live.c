@@ -350,6 +350,8 @@ static const char snapshot_help[] =
     "      --tree         PID and its descendants, merged\n"
     "      --unit NAME    a systemd unit's processes, merged\n"
     "      --by-process   each merged site's share per process\n"
+    "      --by-trace     what compiled code allocated as its trace's rows\n"
+    "                     (TRACE [N] started at CHUNK:LINE), not its lines'\n"
     "      --json         the snapshot as one JSON object\n";
 
 static int cmd_snapshot(const struct ctl_args *a)
@@ -476,6 +478,8 @@ static const char watch_help[] =
     "      --tree         PID and its descendants, merged\n"
     "      --unit NAME    a systemd unit's processes, merged\n"
     "      --by-process   each merged site's share per process\n"
+    "      --by-trace     what compiled code allocated as its trace's rows\n"
+    "                     (TRACE [N] started at CHUNK:LINE), not its lines'\n"
     "      --json         JSON lines\n";
 
 static int cmd_watch(const struct ctl_args *a)
@@ -574,6 +578,7 @@ int live_report(const struct view_target *t, const struct lm_report_opts *o)
     rr.human_readable = o->human_readable;
     rr.json = o->json;
     rr.has_by_process = rr.by_process = t->by_process;
+    rr.has_by_trace = rr.by_trace = o->by_trace;
     req.body_case = LJMP__REQUEST__BODY_REPORT;
     req.report = &rr;
     Ljmp__Response *resp = conn_ask(&c, "report", &req, -1, ANSWER_MS,
@@ -760,6 +765,7 @@ static const struct opt_use snapshot_options[] = {
     {OPT_TREE, 0, 0, NULL},
     {OPT_UNIT, 0, 0, NULL},
     {OPT_BY_PROCESS, 0, 0, NULL},
+    {OPT_BY_TRACE, 0, 0, NULL},
     {OPT_JSON, 0, 0, NULL},
     OPT_USE_END,
 };
@@ -774,6 +780,7 @@ static const struct opt_use watch_options[] = {
     {OPT_TREE, 0, 0, NULL},
     {OPT_UNIT, 0, 0, NULL},
     {OPT_BY_PROCESS, 0, 0, NULL},
+    {OPT_BY_TRACE, 0, 0, NULL},
     {OPT_JSON, 0, 0, NULL},
     OPT_USE_END,
 };

@@ -37,6 +37,9 @@ static const char report_help[] =
     "  --unit NAME        a systemd unit's processes, merged (from ljmpd)\n"
     "  --by-process       with --tree or --unit: each held line's share\n"
     "                     per process\n"
+    "  --by-trace         what compiled code allocated as rows of its\n"
+    "                     trace (TRACE [N] started at CHUNK:LINE), not of\n"
+    "                     its lines\n"
     "  --max-string=N     reject chunk or symbol names longer than N bytes\n"
     "                     (default 1 MiB, at most 1 GiB)\n"
     "  --threads=N        1, or 2 to apply the stream on two threads (the\n"
@@ -76,6 +79,7 @@ static void report_args_of(const struct ctl_args *args, struct report_args *a)
     a->opts.leak_only = args_has(args, OPT_LEAK_ONLY);
     a->opts.human_readable = args_has(args, OPT_HUMAN_READABLE);
     a->opts.json = args_has(args, OPT_JSON);
+    a->opts.by_trace = args_has(args, OPT_BY_TRACE);
     a->limits.max_string =
         args_get(args, OPT_MAX_STRING, LM_DEFAULT_MAX_STRING);
     a->limits.max_buffered = args_has(args, OPT_MAX_STRING)
@@ -205,6 +209,8 @@ static int cmd_report(const struct ctl_args *args)
 
 /* --max-string and --threads shape the reading of a file; with a PID,
  * ljmpd reads the stream and they change nothing. */
+/* One option a line, as the other commands' tables are. */
+/* clang-format off */
 static const struct opt_use report_options[] = {
     {OPT_LEAK_ONLY, 0, 0, NULL},
     {OPT_HUMAN_READABLE, 0, 0, NULL},
@@ -214,8 +220,10 @@ static const struct opt_use report_options[] = {
     {OPT_TREE, 0, 0, NULL},
     {OPT_UNIT, 0, 0, NULL},
     {OPT_BY_PROCESS, 0, 0, NULL},
+    {OPT_BY_TRACE, 0, 0, NULL},
     OPT_USE_END,
 };
+/* clang-format on */
 
 const struct cmd_entry cmd_report_entry = {
     .name = "report",

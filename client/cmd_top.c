@@ -47,7 +47,9 @@ static const char top_help[] =
     "      --tree         PID and its descendants, merged\n"
     "      --unit NAME    a systemd unit's processes (NAME.service when NAME\n"
     "                     has no type), merged\n"
-    "      --by-process   each merged site's share per process\n";
+    "      --by-process   each merged site's share per process\n"
+    "      --by-trace     what compiled code allocated as its trace's rows\n"
+    "                     (TRACE [N] started at CHUNK:LINE), not its lines'\n";
 
 struct top_args {
     struct view_target target;
@@ -531,11 +533,17 @@ static int cmd_top(const struct ctl_args *args)
 /* -n takes any number (ljmpd sends at most 1000 sites); an interval is
  * within what ljmpd takes for a subscription, 50 ms to an hour. */
 static const struct opt_use top_options[] = {
-    {OPT_ONCE, 0, 0, NULL},         {OPT_COUNT, 0, UINT64_MAX, NULL},
-    {OPT_TOP, 0, UINT64_MAX, NULL}, {OPT_INTERVAL, 50, 3600000, "ms"},
-    {OPT_SORT, 0, 0, NULL},         {OPT_SESSION, 0, UINT64_MAX, NULL},
-    {OPT_TREE, 0, 0, NULL},         {OPT_UNIT, 0, 0, NULL},
-    {OPT_BY_PROCESS, 0, 0, NULL},   OPT_USE_END,
+    {OPT_ONCE, 0, 0, NULL},
+    {OPT_COUNT, 0, UINT64_MAX, NULL},
+    {OPT_TOP, 0, UINT64_MAX, NULL},
+    {OPT_INTERVAL, 50, 3600000, "ms"},
+    {OPT_SORT, 0, 0, NULL},
+    {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_TREE, 0, 0, NULL},
+    {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL},
+    {OPT_BY_TRACE, 0, 0, NULL},
+    OPT_USE_END,
 };
 
 const struct cmd_entry cmd_top_entry = {

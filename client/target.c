@@ -15,6 +15,7 @@ int view_target_of(const char *cmd, const struct ctl_args *a,
     t->unit = args_has(a, OPT_UNIT) ? a->text[OPT_UNIT] : NULL;
     t->session = args_get(a, OPT_SESSION, 0);
     t->by_process = args_has(a, OPT_BY_PROCESS);
+    t->by_trace = args_has(a, OPT_BY_TRACE);
     if (t->tree && t->unit != NULL) {
         fprintf(stderr, "ljmpctl %s: --tree or --unit, not both\n", cmd);
         return EXIT_USAGE;
@@ -69,6 +70,7 @@ void view_target_fill(const struct view_target *t, Ljmp__SnapshotOptions *o,
     o->sessions = sel;
     o->has_merge = o->merge = view_target_merged(t);
     o->has_by_process = o->by_process = t->by_process;
+    o->has_by_trace = o->by_trace = t->by_trace;
 }
 
 void view_target_name(const struct view_target *t, char *out, size_t len)

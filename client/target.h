@@ -14,10 +14,11 @@ struct view_target {
     int tree;
     const char *unit; /* NULL: none */
     int by_process;   /* a merged view's rows broken down by process */
+    int by_trace;     /* rows by trace (--by-trace) */
 };
 
 /* The target of a command line: [PID], --session ID, --tree PID,
- * --unit NAME, --by-process.  0, or EXIT_USAGE after saying what is
+ * --unit NAME, --by-process, --by-trace.  0, or EXIT_USAGE after saying what is
  * wrong. */
 int view_target_of(const char *cmd, const struct ctl_args *a,
                    struct view_target *t);

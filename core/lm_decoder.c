@@ -1,6 +1,7 @@
 /* Resumable memprof stream decoder: bytes in, typed records out. */
 #include "lm_decoder.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,30 @@ static int parse_sym_body(struct lm_decoder *d, struct cursor *c,
     }
 }
 
+/*
+ * A trace marker (docs/format.md, "Trace context"): a prototype symbol at
+ * the reserved address with the reserved name, no prototype but the trace
+ * in effect for the Lua located events after it: the decoder keeps it,
+ * and the record stays out of the batch.  P_OK, or P_ERR for a trace number
+ * past 32 bits, which no VM has.
+ */
+static int take_trace_mark(struct lm_decoder *d, struct lm_record *rec)
+{
+    if (rec->kind != LM_REC_SYM_LFUNC || rec->addr != LM_TRACE_MARK_ADDR ||
+        rec->str_len != sizeof(LM_TRACE_MARK_NAME) - 1 ||
+        memcmp(rec->str, LM_TRACE_MARK_NAME, rec->str_len) != 0)
+        return P_OK;
+    if (rec->line > UINT32_MAX) {
+        fail(d, rec->offset, "trace marker of trace %" PRIu64 ", past 32 bits",
+             rec->line);
+        return P_ERR;
+    }
+    rec->kind = LM_REC_TRACE_MARK;
+    rec->traceno = rec->line;
+    d->trace = (uint32_t)rec->line;
+    return P_OK;
+}
+
 static int sym_kind_of_type(uint8_t ljs_version, unsigned int type)
 {
     if (type == LM_SYM_LFUNC)
@@ -359,7 +384,8 @@ static int parse_symtab_entry(struct lm_decoder *d, struct cursor *c,
         return P_ERR;
     }
     rec->kind = (uint8_t)kind;
-    return parse_sym_body(d, c, item, rec);
+    int r = parse_sym_body(d, c, item, rec);
+    return r == P_OK ? take_trace_mark(d, rec) : r;
 }
 
 /* Which symbols an event-symtab may carry in this revision. */
@@ -388,6 +414,8 @@ static int parse_loc(struct lm_decoder *d, struct cursor *c,
 {
     unsigned int words = location_words(d, loc->source);
 
+    if (loc->source == LM_SRC_LFUNC)
+        loc->trace = d->trace;
     if (words >= 1)
         READ(loc->addr); /* or the trace's number */
     if (words == 2)
@@ -434,7 +462,8 @@ static int parse_event(struct lm_decoder *d, struct cursor *c,
         }
         rec->kind = (uint8_t)kind;
         rec->in_events = 1;
-        return parse_sym_body(d, c, item, rec);
+        r = parse_sym_body(d, c, item, rec);
+        return r == P_OK ? take_trace_mark(d, rec) : r;
     }
     case LM_EV_ALLOC:
         rec->kind = LM_REC_ALLOC;
@@ -556,7 +585,8 @@ block_word(const uint64_t *v, unsigned int words, unsigned int k)
 /* Fills rec from an event's ULEBs v (location words first); the choice
  * of fields by select, not branches, as kinds come in no order. */
 static inline __attribute__((always_inline)) void
-fill_event(struct lm_record *rec, unsigned int t, const uint64_t *v)
+fill_event(struct lm_record *rec, unsigned int t, const uint64_t *v,
+           uint32_t trace)
 {
     unsigned int words = (t >> 4) & 3;
     uint8_t kind = (uint8_t)((t >> 8) & 0xf);
@@ -569,6 +599,7 @@ fill_event(struct lm_record *rec, unsigned int t, const uint64_t *v)
     rec->in_events = 0;
     rec->revision = 0;
     rec->loc.source = (uint8_t)(t & 0x0f);
+    rec->loc.trace = (t & 0x0f) == LM_SRC_LFUNC ? trace : 0;
     rec->loc.addr = words >= 1 ? v[0] : 0;
     rec->loc.line = words == 2 ? v[1] : 0;
     rec->oaddr = alloc ? 0 : b[0];
@@ -592,7 +623,7 @@ fast_event(const struct lm_decoder *d, const uint8_t *item,
         return item;
     for (unsigned int k = 0; k < t >> 12; k++)
         FAST_READ(v[k]);
-    fill_event(rec, t, v);
+    fill_event(rec, t, v, d->trace);
     return p;
 }
 
@@ -664,10 +695,45 @@ fast_event_wide(const struct lm_decoder *d, const uint8_t *item,
         v[4] = wide_uleb(item, &m, &start);
         v[5] = wide_uleb(item, &m, &start);
     }
-    fill_event(rec, t, v);
+    fill_event(rec, t, v, d->trace);
     return item + 2 + end;
 }
 #endif
+
+/* A trace marker's bytes but its trace number (see take_trace_mark):
+ * where traces take turns at every allocation, one comes before most
+ * events, so the fast path takes it too. */
+static const uint8_t trace_mark_head[] = {
+    LM_EV_SYMTAB | LM_SRC_LFUNC << LM_EV_SOURCE_SHIFT,
+    LM_TRACE_MARK_ADDR,
+    sizeof(LM_TRACE_MARK_NAME) - 1,
+    '[',
+    't',
+    'r',
+    'a',
+    'c',
+    'e',
+    ']'};
+
+_Static_assert(sizeof(trace_mark_head) == 3 + sizeof(LM_TRACE_MARK_NAME) - 1,
+               "the marker's name as lm_format.h spells it");
+
+/* Takes a trace marker at item, setting the trace in effect; returns
+ * the byte after it, or item itself when the careful path must take it
+ * (anything else, or a trace number it would refuse). */
+static inline __attribute__((always_inline)) const uint8_t *
+fast_trace_mark(struct lm_decoder *d, const uint8_t *item)
+{
+    const uint8_t *p = item + sizeof(trace_mark_head);
+    uint64_t traceno;
+
+    if (memcmp(item, trace_mark_head, sizeof(trace_mark_head)) != 0 ||
+        !uleb8(&p, &traceno) || traceno > UINT32_MAX)
+        return item;
+    d->trace = (uint32_t)traceno;
+    d->nrecords[LM_REC_TRACE_MARK]++;
+    return p;
+}
 
 /* Runs the fast path as far as it goes; P_ERR only if the sink fails. */
 static inline __attribute__((always_inline)) int
@@ -687,8 +753,12 @@ fast_loop(struct lm_decoder *d, struct cursor *c, int wide)
         (void)wide;
         const uint8_t *next = fast_event(d, p, rec);
 #endif
-        if (next == p)
-            break;
+        if (next == p) { /* a marker makes no record */
+            if ((next = fast_trace_mark(d, p)) == p)
+                break;
+            p = next;
+            continue;
+        }
         rec->offset = cursor_offset(c, p);
         d->nrecords[rec->kind]++;
         p = next;
@@ -755,7 +825,9 @@ static int parse_item(struct lm_decoder *d, struct cursor *c)
     }
     if (r == P_OK) {
         d->nrecords[rec->kind]++;
-        if (++d->nbatch == LM_BATCH && flush_batch(d) != 0)
+        /* A trace marker is the decoder's: no record for the sink. */
+        if (rec->kind != LM_REC_TRACE_MARK && ++d->nbatch == LM_BATCH &&
+            flush_batch(d) != 0)
             return P_ERR;
     }
     return r;

@@ -25,17 +25,24 @@ enum lm_record_kind {
     LM_REC_ALLOC,        /* loc, naddr, nsize */
     LM_REC_FREE,         /* loc, oaddr, osize */
     LM_REC_REALLOC,      /* loc, oaddr, osize, naddr, nsize */
-    LM_REC_END,          /* the epilogue */
+    /* A trace marker: counted, never handed to the sink (the decoder
+     * keeps its trace, struct lm_decoder's trace). */
+    LM_REC_TRACE_MARK,
+    LM_REC_END, /* the epilogue */
 };
 
 /*
  * Where an event says it allocated: a source and two words, named by the
  * source.  A trace's number and machine code share the words of a Lua
  * location's prototype and line, so that a key is compared and hashed as
- * two words whatever its source.
+ * two words whatever its source.  A Lua location also carries the trace
+ * in effect when it was written (docs/format.md, "Trace context"): the
+ * trace whose compiled code allocated there, 0 for none (in the
+ * structure's padding: a record stays as small).
  */
 struct lm_loc_ref {
     uint8_t source; /* enum lm_source */
+    uint32_t trace; /* Lua: the trace in effect, else 0 */
     union {
         uint64_t addr;    /* proto (Lua) or function (C) address */
         uint64_t traceno; /* trace */
@@ -110,6 +117,9 @@ struct lm_decoder {
     struct lm_limits limits;
     uint64_t offset; /* stream offset of the first byte not yet consumed */
     uint64_t nrecords[LM_REC_END + 1];
+    /* The trace in effect for Lua located events: the last trace
+     * marker's (docs/format.md, "Trace context"), 0 before any. */
+    uint32_t trace;
     /* Per event header byte: kind << 8 | location words << 4 | source
      * for an alloc, free or realloc the fast path decodes, 0 for anything
      * else. */

@@ -191,6 +191,11 @@ void lm_enc_event_lfunc(struct lm_buf *b, uint64_t addr, const char *chunk,
     sym_lfunc_body(b, addr, chunk, strlen(chunk), firstline);
 }
 
+void lm_enc_trace_mark(struct lm_buf *b, uint64_t traceno)
+{
+    lm_enc_event_lfunc(b, LM_TRACE_MARK_ADDR, LM_TRACE_MARK_NAME, traceno);
+}
+
 void lm_enc_event_cfunc(struct lm_buf *b, uint64_t addr, const char *name)
 {
     event_header(b, LM_EV_SYMTAB, LM_SRC_CFUNC);

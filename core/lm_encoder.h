@@ -53,6 +53,9 @@ void lm_enc_event_cfunc(struct lm_buf *b, uint64_t addr, const char *name);
 void lm_enc_event_trace(struct lm_buf *b, enum lm_revision rev,
                         uint64_t traceno, uint64_t trace_addr, uint64_t proto,
                         uint64_t line);
+/* A trace marker (docs/format.md, "Trace context"): traceno is in effect
+ * for the Lua located events that follow (0: none). */
+void lm_enc_trace_mark(struct lm_buf *b, uint64_t traceno);
 void lm_enc_epilogue(struct lm_buf *b);
 
 /* Prologues of a whole revision: symtab versions by revision. */

@@ -68,6 +68,16 @@ enum {
     LM_CENSUS_TYPE_FIRST = 16,
 };
 
+/*
+ * The trace context (docs/format.md, "Trace context"): a symbol event
+ * (lfunc-sym) at this reserved address with this chunk name is a marker,
+ * not a prototype.  Its first line is the trace in effect for the Lua
+ * located events that follow it (0: none), i.e. the trace whose compiled
+ * code made them.
+ */
+enum { LM_TRACE_MARK_ADDR = 4 };
+#define LM_TRACE_MARK_NAME "[trace]"
+
 /* The stream revisions ljmp reads (docs/format.md). */
 enum lm_revision {
     LM_REV_UNKNOWN = 0,

@@ -60,14 +60,14 @@ static uint32_t group_of_loc(struct lm_groups *g, const struct lm_state *s,
                              uint32_t id)
 {
     char buf[512], *long_name = NULL;
-    int n = lm_state_loc_name(s, id, buf, sizeof(buf));
+    int n = lm_state_loc_name_by(s, id, g->by_trace, buf, sizeof(buf));
 
     if (n < 0)
         return LM_NONE;
     if ((size_t)n >= sizeof(buf)) {
         if ((long_name = malloc((size_t)n + 1)) == NULL)
             return LM_NONE;
-        lm_state_loc_name(s, id, long_name, (size_t)n + 1);
+        lm_state_loc_name_by(s, id, g->by_trace, long_name, (size_t)n + 1);
     }
     uint32_t gid = group_named(g, long_name ? long_name : buf, (size_t)n);
     free(long_name);

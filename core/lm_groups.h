@@ -30,6 +30,9 @@ struct lm_groups {
      * location's name may be a chunk's of a megabyte, so a view's copies
      * of names may outgrow the state they name. */
     uint64_t max_bytes;
+    /* Names as the by-trace views do (lm_state_loc_trace_name); set
+     * before the first update. */
+    int by_trace;
 };
 
 int lm_groups_init(struct lm_groups *g);

@@ -65,13 +65,13 @@ static uint64_t held(const struct group *g)
     return g->credit > g->debit ? g->credit - g->debit : 0;
 }
 
-static char *format_name(const struct lm_state *s, uint32_t loc)
+static char *format_name(const struct lm_state *s, uint32_t loc, int by_trace)
 {
     size_t len = 128;
     char *buf = malloc(len);
 
     while (buf != NULL) {
-        int n = lm_state_loc_name(s, loc, buf, len);
+        int n = lm_state_loc_name_by(s, loc, by_trace, buf, len);
         if (n < 0) {
             free(buf);
             return NULL;
@@ -148,8 +148,8 @@ static int make_groups(struct report *r)
     }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = r->owner[i];
-        if ((r->names[i] = format_name(r->states[k], i - r->first[k])) ==
-            NULL) {
+        if ((r->names[i] = format_name(r->states[k], i - r->first[k],
+                                       r->o->by_trace)) == NULL) {
             free(byname);
             return -1;
         }

@@ -15,6 +15,9 @@ struct lm_report_opts {
     /* The stream goes on (a live session): a census begun and not
      * complete is running, not partial. */
     int streaming;
+    /* What traces' compiled code allocated is named by the trace, not
+     * the line (lm_state_loc_trace_name). */
+    int by_trace;
 };
 
 /* A process whose state a merged report sums. */

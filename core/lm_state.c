@@ -63,22 +63,27 @@ static uint64_t ref_hash(const struct lm_loc_ref *r)
     /* Odd multipliers spread each word upwards, and the high half folded
      * onto the low brings every bit to the low ones, which the tables
      * index by, in fewer instructions than lm_mix64 on every event. */
-    uint64_t x = (r->addr * 0x9e3779b97f4a7c15ULL) ^
-                 (r->line * 0xc2b2ae3d27d4eb4fULL) ^
-                 ((uint64_t)r->source << 59);
+    uint64_t x =
+        (r->addr * 0x9e3779b97f4a7c15ULL) ^
+        ((r->line ^ (uint64_t)r->trace << 40) * 0xc2b2ae3d27d4eb4fULL) ^
+        ((uint64_t)r->source << 59);
 
     return x ^ x >> 32;
 }
 
 static uint64_t loc_hash(const struct lm_loc *l)
 {
-    struct lm_loc_ref r = {l->source, {l->addr}, {l->line}};
+    struct lm_loc_ref r = {.source = l->source,
+                           .trace = l->trace,
+                           .addr = l->addr,
+                           .line = l->line};
     return ref_hash(&r);
 }
 
 static int loc_is(const struct lm_loc *l, const struct lm_loc_ref *r)
 {
-    return l->addr == r->addr && l->line == r->line && l->source == r->source;
+    return l->addr == r->addr && l->line == r->line && l->source == r->source &&
+           l->trace == r->trace;
 }
 
 /* The site cache's location for a ref_hash() h, or LM_NONE (see struct
@@ -114,6 +119,13 @@ static void retire_list(struct lm_state *s, uint32_t first)
         retire_loc(s, id);
 }
 
+/* A trace epoch's Lua locations (see struct lm_loc, trace). */
+static void retire_trace_list(struct lm_state *s, uint32_t first)
+{
+    for (uint32_t id = first; id != LM_NONE; id = s->locs[id].trace_next)
+        retire_loc(s, id);
+}
+
 /* New C symbols may rename C locations: retire those whose name moved. */
 static void retire_renamed_cfunc_locs(struct lm_state *s)
 {
@@ -131,6 +143,20 @@ static void retire_renamed_cfunc_locs(struct lm_state *s)
     s->cfuncs_changed = 0;
 }
 
+/* A new Lua location's trace in effect: bound to the trace's current
+ * epoch (a placeholder if none was announced), listed in it. */
+static int bind_trace(struct lm_state *s, struct lm_loc *l, uint32_t id)
+{
+    if (l->trace == 0)
+        return 0;
+    l->trace_sym = lm_symtab_trace_current(&s->sym, l->trace);
+    if (l->trace_sym == LM_NONE)
+        return -1;
+    l->trace_next = s->sym.traces[l->trace_sym].ctx_locs;
+    s->sym.traces[l->trace_sym].ctx_locs = id;
+    return 0;
+}
+
 /* The epoch a new location belongs to; links it into the epoch's list. */
 static int bind_symbol(struct lm_state *s, uint32_t id)
 {
@@ -140,7 +166,7 @@ static int bind_symbol(struct lm_state *s, uint32_t id)
     switch (l->source) {
     case LM_SRC_LFUNC:
         l->sym = lm_symtab_proto_current(&s->sym, l->addr);
-        if (l->sym == LM_NONE)
+        if (l->sym == LM_NONE || bind_trace(s, l, id) != 0)
             return -1;
         head = &s->sym.protos[l->sym].locs;
         break;
@@ -208,8 +234,9 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
     l->source = r->source;
     l->addr = r->addr;
     l->line = r->line;
-    l->sym = LM_NONE;
-    l->next = LM_NONE;
+    l->trace = r->source == LM_SRC_LFUNC ? r->trace : 0;
+    l->sym = l->trace_sym = LM_NONE;
+    l->next = l->trace_next = LM_NONE;
     /* Counted only once reachable, so a failure leaves nothing behind. */
     if (lm_hindex_insert(&s->loc_index, h, id) != 0)
         goto oom;
@@ -900,8 +927,10 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
         if (lm_symtab_add_trace(&s->sym, r->traceno, r->trace_addr, r->addr,
                                 r->line, &retired) != 0)
             return -1;
-        if (retired != LM_NONE)
+        if (retired != LM_NONE) {
             retire_list(s, s->sym.traces[retired].locs);
+            retire_trace_list(s, s->sym.traces[retired].ctx_locs);
+        }
         return 0;
     case LM_REC_SYM_CFUNC:
         s->totals.cfunc_symbols++;
@@ -1550,20 +1579,20 @@ static int cfunc_name(const struct lm_state *s, const struct lm_loc *l,
     return snprintf(buf, len, "%.*s:%#" PRIx64, (int)nlen, name, f->addr);
 }
 
-static int trace_name(const struct lm_state *s, const struct lm_loc *l,
-                      char *buf, size_t len)
+/* Name of trace traceno at epoch sym (LM_NONE: none), with its machine
+ * code (trace_addr) if legacy. */
+static int trace_name(const struct lm_state *s, uint32_t sym, uint64_t traceno,
+                      int legacy, uint64_t trace_addr, char *buf, size_t len)
 {
-    const struct lm_trace *t =
-        l->sym != LM_NONE ? &s->sym.traces[l->sym] : NULL;
-    /* R2 and R3-seed name traces by their machine code address too. */
-    int n, legacy = s->revision == LM_REV_R2 || s->revision == LM_REV_R3_SEED;
+    const struct lm_trace *t = sym != LM_NONE ? &s->sym.traces[sym] : NULL;
+    int n;
 
     if (legacy)
-        n = snprintf(buf, len, "TRACE [%" PRIu64 "] %#" PRIx64, l->traceno,
-                     l->trace_addr);
+        n = snprintf(buf, len, "TRACE [%" PRIu64 "] %#" PRIx64, traceno,
+                     trace_addr);
     else
-        n = snprintf(buf, len, "TRACE [%" PRIu64 "]", l->traceno);
-    if (t == NULL || !t->known || (legacy && t->trace_addr != l->trace_addr))
+        n = snprintf(buf, len, "TRACE [%" PRIu64 "]", traceno);
+    if (t == NULL || !t->known || (legacy && t->trace_addr != trace_addr))
         return n;
     if (n < 0 || (size_t)n >= len)
         return n;
@@ -1584,10 +1613,25 @@ int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
     case LM_SRC_CFUNC:
         return cfunc_name(s, l, buf, len);
     case LM_SRC_TRACE:
-        return trace_name(s, l, buf, len);
+        /* R2 and R3-seed name traces by their machine code address too. */
+        return trace_name(s, l->sym, l->traceno,
+                          s->revision == LM_REV_R2 ||
+                              s->revision == LM_REV_R3_SEED,
+                          l->trace_addr, buf, len);
     default:
         return snprintf(buf, len, "INTERNAL");
     }
+}
+
+int lm_state_loc_trace_name(const struct lm_state *s, uint32_t loc, char *buf,
+                            size_t len)
+{
+    const struct lm_loc *l = &s->locs[loc];
+
+    if (l->source != LM_SRC_LFUNC || l->trace == 0)
+        return lm_state_loc_name(s, loc, buf, len);
+    /* A marker names no machine code: named as in R3. */
+    return trace_name(s, l->trace_sym, l->trace, 0, 0, buf, len);
 }
 
 uint64_t lm_state_memory(const struct lm_state *s)

@@ -112,6 +112,15 @@ struct lm_loc {
     uint32_t next; /* next location of the same epoch */
     uint8_t source;
     uint8_t retired;
+    /* A Lua location's trace in effect (struct lm_loc_ref), part of the
+     * key: what a trace's compiled code allocated at a line is a location
+     * of its own, named by its line (one row with the rest of the line's
+     * in the default views) or by its trace (the by-trace views).  Bound
+     * to the trace's epoch (trace_sym) as the line is to its prototype's,
+     * and listed in it by trace_next. */
+    uint32_t trace;
+    uint32_t trace_sym;
+    uint32_t trace_next;
     /* Blocks made here by operations split off for a worker (see
      * lm_state_split), not yet in the heap side's live counts: counted
      * by the thread that reads the stream, on a line it reads anyway, so
@@ -394,6 +403,23 @@ void lm_state_counters(const struct lm_state *s, uint32_t loc,
  */
 int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
                       size_t len);
+
+/*
+ * The location's name in the by-trace views: what a trace's compiled code
+ * allocated at a Lua line is named by the trace, as a trace location is
+ * ("TRACE [N] started at CHUNK:LINE"); any other location as
+ * lm_state_loc_name names it.
+ */
+int lm_state_loc_trace_name(const struct lm_state *s, uint32_t loc, char *buf,
+                            size_t len);
+
+/* lm_state_loc_trace_name if by_trace, else lm_state_loc_name. */
+static inline int lm_state_loc_name_by(const struct lm_state *s, uint32_t loc,
+                                       int by_trace, char *buf, size_t len)
+{
+    return by_trace ? lm_state_loc_trace_name(s, loc, buf, len)
+                    : lm_state_loc_name(s, loc, buf, len);
+}
 
 /*
  * The overrides with their pending counts folded in, for readers: a

@@ -186,7 +186,7 @@ uint32_t lm_symtab_trace_current(struct lm_symtab *t, uint64_t traceno)
         return id;
     tr.traceno = traceno;
     tr.start_proto = LM_NONE;
-    tr.locs = LM_NONE;
+    tr.locs = tr.ctx_locs = LM_NONE;
     return trace_push(t, &tr, NULL);
 }
 
@@ -225,7 +225,7 @@ int lm_symtab_add_trace(struct lm_symtab *t, uint64_t traceno,
      * first): lm_symtab_resolve_trace_starts() fills it in then. */
     tr.start_proto = announced_proto(t, start_addr);
     tr.known = 1;
-    tr.locs = LM_NONE;
+    tr.locs = tr.ctx_locs = LM_NONE;
     return trace_push(t, &tr, retired) == LM_NONE ? -1 : 0;
 }
 

@@ -37,6 +37,10 @@ struct lm_trace {
                            * was) read; LM_NONE if none was */
     uint32_t known;       /* 0 for a placeholder */
     uint32_t locs;
+    /* First Lua location this epoch's compiled code allocated at (see
+     * struct lm_loc, trace): listed apart, as they hang off their
+     * prototype's epoch too. */
+    uint32_t ctx_locs;
 };
 
 struct lm_cfunc {

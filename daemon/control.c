@@ -99,6 +99,7 @@ static int read_opts(struct peer *p, uint64_t id,
     o->sort = in->sort;
     o->merge = in->merge;
     o->by_process = in->by_process;
+    o->by_trace = in->by_trace;
     if (o->by_process && !o->merge) {
         peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
                         "a breakdown by process is of a merged view");
@@ -379,8 +380,9 @@ static void no_session(struct peer *p, uint64_t id, const Ljmp__Selector *sel)
 static void do_merged_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
-    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json,
-                                  r->by_process, 0};
+    struct lm_report_opts opts = {
+        r->leak_only, r->human_readable, r->json, r->by_process, 0,
+        r->by_trace};
     struct snapshot_opts o = {.merge = 1, .uid = p->uid};
     struct arena a = {0};
     struct session **m;
@@ -407,8 +409,8 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
     const Ljmp__Selector *sel = r->session;
-    struct lm_report_opts opts = {r->leak_only, r->human_readable, r->json, 0,
-                                  0};
+    struct lm_report_opts opts = {
+        r->leak_only, r->human_readable, r->json, 0, 0, r->by_trace};
 
     if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
         do_merged_report(p, req);

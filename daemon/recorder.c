@@ -574,6 +574,10 @@ static int record_from_now(struct session *s, struct recording *rec)
     lm_enc_symtab_of(&b, &s->prof.state.sym, LM_REV_R3);
     lm_enc_symtab_end(&b);
     lm_enc_events_prologue(&b, d->ljm_version);
+    /* The trace in effect where the decoder stands, said again: the VM
+     * says it only when it changes (docs/format.md, "Trace context"). */
+    if (d->trace != 0)
+        lm_enc_trace_mark(&b, d->trace);
     lm_buf_bytes(&b, d->pend, d->pend_len);
     if (b.oom) {
         lm_buf_free(&b);

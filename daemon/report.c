@@ -571,7 +571,8 @@ static int may_join(const struct build *b, struct session **m, size_t n,
     if (b->sent || b->on_loop || b->cancel || b->n != n ||
         b->merged != merged || b->opts.leak_only != o->leak_only ||
         b->opts.human_readable != o->human_readable ||
-        b->opts.json != o->json || b->opts.by_process != o->by_process)
+        b->opts.json != o->json || b->opts.by_process != o->by_process ||
+        b->opts.by_trace != o->by_trace)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (b->m[i] != m[i])

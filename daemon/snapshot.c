@@ -470,6 +470,9 @@ struct session_view {
     uint32_t nlocs;
     struct view_part parts[VIEW_PARTS];
     unsigned nparts;
+    /* The same session's rows named by trace (SnapshotOptions.by_trace),
+     * made at the first snapshot that asks, or NULL. */
+    struct session_view *by_trace;
 };
 
 /* The tag byte of Snapshot.sessions (field 4, length-delimited). */
@@ -505,16 +508,21 @@ uint64_t snapshot_views_taken(const struct server *srv)
     return srv->snapshots->views_taken;
 }
 
-/* The view of s the snapshots keep in its slot, or NULL. */
-static struct session_view *view_of(struct session *s)
+/* The view of s the snapshots keep in its slot (by_trace: the one by
+ * trace, hung off it), or NULL. */
+static struct session_view *view_of(struct session *s, int by_trace)
 {
-    return *session_slot(s, &snapshot_observer);
+    struct session_view *v = *session_slot(s, &snapshot_observer);
+
+    return by_trace && v != NULL ? v->by_trace : v;
 }
 
 /* The turn is over: what the view took for it goes, its groups stay (they
  * are kept up to date, not made anew). */
 static void view_end_turn(struct session_view *v)
 {
+    if (v->by_trace != NULL)
+        view_end_turn(v->by_trace);
     view_drop_parts(v);
     free(v->rows);
     v->rows = NULL;
@@ -531,6 +539,10 @@ static void session_freed(struct session *s, void *arg)
     if (v == NULL)
         return;
     view_end_turn(v);
+    if (v->by_trace != NULL) {
+        lm_groups_free(&v->by_trace->groups);
+        free(v->by_trace);
+    }
     lm_groups_free(&v->groups);
     free(v);
     *slot = NULL;
@@ -557,43 +569,67 @@ void snapshot_turn_end(struct server *srv)
 
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
-        struct session_view *v = view_of(s);
+        struct session_view *v = view_of(s, 0);
         if (v != NULL)
             view_end_turn(v);
     }
     srv->snapshots->open = 0;
 }
 
-static int view_is_current(struct session *s, uint64_t turn)
+static int view_is_current(struct session *s, uint64_t turn, int by_trace)
 {
-    const struct session_view *v = view_of(s);
+    const struct session_view *v = view_of(s, by_trace);
 
     return v != NULL && v->turn == turn;
 }
 
-/* The view of s, made at its first snapshot; NULL when out of memory. */
-static struct session_view *view_made(struct session *s)
+/* A new view, its groups named by trace if by_trace; NULL when out of
+ * memory. */
+static struct session_view *view_new(int by_trace)
 {
-    void **slot = session_slot(s, &snapshot_observer);
-    struct session_view *v = *slot;
+    struct session_view *v = calloc(1, sizeof(*v));
 
-    if (v != NULL)
-        return v;
-    if ((v = calloc(1, sizeof(*v))) == NULL)
+    if (v == NULL)
         return NULL;
     if (lm_groups_init(&v->groups) != 0) {
         free(v);
         return NULL;
     }
-    return *slot = v;
+    v->groups.by_trace = by_trace;
+    return v;
+}
+
+/* The view of s (by_trace: the one by trace), made at its first snapshot;
+ * NULL when out of memory. */
+static struct session_view *view_made(struct session *s, int by_trace)
+{
+    void **slot = session_slot(s, &snapshot_observer);
+    struct session_view *v = *slot;
+
+    if (v == NULL && (v = *slot = view_new(0)) == NULL)
+        return NULL;
+    if (!by_trace)
+        return v;
+    if (v->by_trace == NULL)
+        v->by_trace = view_new(1);
+    return v->by_trace;
+}
+
+/* The bytes of the names the views of s copied. */
+static uint64_t views_memory(struct session *s)
+{
+    const struct session_view *v = view_of(s, 0), *t = view_of(s, 1);
+
+    return lm_groups_memory(&v->groups) +
+           (t != NULL ? lm_groups_memory(&t->groups) : 0);
 }
 
 /* Takes the session's view for this turn; under its lock.  -1 when out of
  * memory. */
 static int view_take(struct server *srv, struct session *s, uint64_t turn,
-                     uint64_t now)
+                     uint64_t now, int by_trace)
 {
-    struct session_view *v = view_made(s);
+    struct session_view *v = view_made(s, by_trace);
 
     if (v == NULL)
         return -1;
@@ -618,7 +654,7 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
     v->totals = s->prof.state.totals;
     v->stream_bytes = s->stream_bytes;
     v->nlocs = s->prof.state.nlocs;
-    s->mem_views = lm_groups_memory(&v->groups);
+    s->mem_views = views_memory(s);
     budget_charge(s);
     v->memory_bytes = session_memory(s);
     v->at_ms = now;
@@ -629,9 +665,9 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
 
 /* Moves the subscriber's view of s to s's view; -1 when out of memory. */
 static int update_base(struct snapshot_bases *bases, struct session_base *b,
-                       struct session *s)
+                       struct session *s, int by_trace)
 {
-    const struct session_view *v = view_of(s);
+    const struct session_view *v = view_of(s, by_trace);
 
     if (b == NULL) {
         if (bases->n == bases->cap) {
@@ -696,9 +732,9 @@ static Ljmp__Totals *make_delta(struct arena *a, const struct lm_totals *now,
 /* The time a view's rates run over: from the base (or the session's
  * start) to the view (or the session's end). */
 static void view_span(const struct session *s, const struct session_base *b,
-                      uint64_t *from, uint64_t *end)
+                      int by_trace, uint64_t *from, uint64_t *end)
 {
-    const struct session_view *v = view_of((struct session *)s);
+    const struct session_view *v = view_of((struct session *)s, by_trace);
 
     *end = s->end_ms != 0 && s->end_ms < v->at_ms ? s->end_ms : v->at_ms;
     *from = b != NULL ? b->time_ms : s->start_ms;
@@ -733,9 +769,10 @@ static Ljmp__Location **top_locations(struct arena *a, const struct rows *rows,
 
 static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
                                            uint32_t top, Ljmp__SortKey sort,
-                                           const struct session_base *b)
+                                           const struct session_base *b,
+                                           int by_trace)
 {
-    const struct session_view *v = view_of(s);
+    const struct session_view *v = view_of(s, by_trace);
     Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
     struct rows rows = {v->groups.v, v->rows, v->nrows};
     uint64_t from, end;
@@ -744,7 +781,7 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
 
     if (ss == NULL)
         return NULL;
-    view_span(s, b, &from, &end);
+    view_span(s, b, by_trace, &from, &end);
     double seconds = span_seconds(from, end);
     ljmp__session_snapshot__init(ss);
     if ((ss->info = snapshot_info(a, s)) == NULL ||
@@ -777,7 +814,7 @@ static int view_part(struct arena *a, struct session *s,
                      const struct session_base *b, const uint8_t **field,
                      size_t *len)
 {
-    struct session_view *v = view_of(s);
+    struct session_view *v = view_of(s, o->by_trace);
     uint32_t top = o->top < SNAPSHOT_MAX_TOP ? o->top : SNAPSHOT_MAX_TOP;
     uint64_t base_view = b != NULL ? b->view_id : 0;
 
@@ -792,7 +829,8 @@ static int view_part(struct arena *a, struct session *s,
     /* Packed as a Snapshot of this one session: its bytes are the
      * sessions field, tag and length included, which protobuf-c writes. */
     struct arena tmp = {0};
-    Ljmp__SessionSnapshot *ss = make_session(&tmp, s, top, o->sort, b);
+    Ljmp__SessionSnapshot *ss =
+        make_session(&tmp, s, top, o->sort, b, o->by_trace);
     Ljmp__Snapshot one = LJMP__SNAPSHOT__INIT;
     uint8_t *buf = NULL;
     size_t n = 0;
@@ -832,18 +870,18 @@ static int view_part(struct arena *a, struct session *s,
  * preempted mid-job).
  */
 static int take_views(struct server *srv, struct session **m, size_t n,
-                      uint64_t turn, uint64_t now)
+                      uint64_t turn, uint64_t now, int by_trace)
 {
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < n; i++) {
             struct session *s = m[i];
-            if (view_is_current(s, turn))
+            if (view_is_current(s, turn, by_trace))
                 continue;
             if (pass == 0 && session_trylock(s) != 0)
                 continue;
             if (pass == 1)
                 session_lock(s);
-            int rc = view_take(srv, s, turn, now);
+            int rc = view_take(srv, s, turn, now, by_trace);
             session_unlock(s);
             if (rc != 0)
                 return -1;
@@ -901,9 +939,10 @@ static void add_base(struct loc_base *to, const struct loc_base *b)
 /* Adds member k's view (and its base, if any) to mg: 0, or -1 out of
  * memory. */
 static int merge_member(struct arena *a, struct merge *mg, size_t k,
-                        struct session *s, const struct session_base *b)
+                        struct session *s, const struct session_base *b,
+                        int by_trace)
 {
-    const struct session_view *v = view_of(s);
+    const struct session_view *v = view_of(s, by_trace);
     uint64_t from, end;
 
     if (mg->row_of != NULL &&
@@ -931,7 +970,7 @@ static int merge_member(struct arena *a, struct merge *mg, size_t k,
         mg->base_stream += b->stream_bytes;
         mg->based = 1;
     }
-    view_span(s, b, &from, &end);
+    view_span(s, b, by_trace, &from, &end);
     if (k == 0 || from < mg->from)
         mg->from = from;
     if (end > mg->end)
@@ -941,9 +980,10 @@ static int merge_member(struct arena *a, struct merge *mg, size_t k,
 
 /* What member s holds and did of its row id. */
 static Ljmp__ProcessShare *make_share(struct arena *a, struct session *s,
-                                      const struct session_base *b, uint32_t id)
+                                      const struct session_base *b, uint32_t id,
+                                      int by_trace)
 {
-    const struct session_view *v = view_of(s);
+    const struct session_view *v = view_of(s, by_trace);
     const struct lm_counters *c = &v->rows[id];
     struct loc_base now = row_now(c), d = row_delta(&now, b, id);
     Ljmp__ProcessShare *sh = arena_alloc(a, sizeof(*sh));
@@ -951,7 +991,7 @@ static Ljmp__ProcessShare *make_share(struct arena *a, struct session *s,
 
     if (sh == NULL)
         return NULL;
-    view_span(s, b, &from, &end);
+    view_span(s, b, by_trace, &from, &end);
     ljmp__process_share__init(sh);
     sh->has_session_id = sh->has_pid = sh->has_live_bytes = 1;
     sh->has_live_blocks = sh->has_alloc_bytes = sh->has_alloc_events = 1;
@@ -983,7 +1023,7 @@ static int cmp_share_desc(const void *x, const void *y)
 static int add_shares(struct arena *a, const struct merge *mg,
                       struct session **m, size_t nm,
                       const struct snapshot_bases *bases, Ljmp__Location **top,
-                      const struct ranked *heap, size_t ntop)
+                      const struct ranked *heap, size_t ntop, int by_trace)
 {
     int32_t *slot =
         arena_alloc(a, (mg->rows.n ? mg->rows.n : 1) * sizeof(*slot));
@@ -998,7 +1038,7 @@ static int add_shares(struct arena *a, const struct merge *mg,
             return -1;
     }
     for (size_t k = 0; k < nm; k++) {
-        const struct session_view *v = view_of(m[k]);
+        const struct session_view *v = view_of(m[k], by_trace);
         const struct session_base *b =
             bases ? find_base(bases, m[k]->id) : NULL;
         for (uint32_t id = 0; id < v->nrows; id++) {
@@ -1007,7 +1047,7 @@ static int add_shares(struct arena *a, const struct merge *mg,
                 continue;
             Ljmp__Location *l = top[slot[r]];
             if ((l->by_process[l->n_by_process++] =
-                     make_share(a, m[k], b, id)) == NULL)
+                     make_share(a, m[k], b, id, by_trace)) == NULL)
                 return -1;
         }
     }
@@ -1030,7 +1070,7 @@ static Ljmp__MergedView *make_merged(struct arena *a, struct session **m,
     int ok = 0;
 
     for (size_t k = 0; k < nm; k++)
-        cap += view_of(m[k])->nrows;
+        cap += view_of(m[k], o->by_trace)->nrows;
     if (mv == NULL || lm_hindex_init(&mg.index) != 0)
         return NULL;
     mg.rows.g = mg.g = arena_alloc(a, (cap ? cap : 1) * sizeof(*mg.g));
@@ -1043,7 +1083,8 @@ static Ljmp__MergedView *make_merged(struct arena *a, struct session **m,
         goto out;
     for (size_t k = 0; k < nm; k++)
         if (merge_member(a, &mg, k, m[k],
-                         bases ? find_base(bases, m[k]->id) : NULL) != 0)
+                         bases ? find_base(bases, m[k]->id) : NULL,
+                         o->by_trace) != 0)
             goto out;
     ljmp__merged_view__init(mv);
     struct session_base mb = {.locs = mg.base, .nlocs = mg.rows.n};
@@ -1065,8 +1106,8 @@ static Ljmp__MergedView *make_merged(struct arena *a, struct session **m,
                                      &heap, &ntop)) == NULL)
             goto out;
         mv->n_top = ntop;
-        if (o->by_process &&
-            add_shares(a, &mg, m, nm, bases, mv->top, heap, ntop) != 0)
+        if (o->by_process && add_shares(a, &mg, m, nm, bases, mv->top, heap,
+                                        ntop, o->by_trace) != 0)
             goto out;
     }
     ok = 1;
@@ -1131,7 +1172,7 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
         return NULL;
     ljmp__snapshot__init(snap);
     if ((n = snapshot_members(a, srv, opts, bases, &m)) < 0 ||
-        take_views(srv, m, (size_t)n, turn, now) != 0)
+        take_views(srv, m, (size_t)n, turn, now, opts->by_trace) != 0)
         return NULL;
     /* A merged view's members come with their totals only. */
     if (opts->merge)
@@ -1153,8 +1194,9 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
         parts[i].wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
         parts[i].data = (uint8_t *)field + 1;
         parts[i].len = len - 1;
-        if (view_of(m[i])->at_ms < oldest)
-            oldest = view_of(m[i])->at_ms;
+        uint64_t at = view_of(m[i], opts->by_trace)->at_ms;
+        if (at < oldest)
+            oldest = at;
     }
     snap->base.n_unknown_fields = (unsigned)n;
     snap->base.unknown_fields = parts;
@@ -1178,9 +1220,9 @@ int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         if (!snapshot_matches(s, opts) ||
-            !view_is_current(s, srv->snapshots->turn))
+            !view_is_current(s, srv->snapshots->turn, opts->by_trace))
             continue;
-        if (update_base(bases, find_base(bases, s->id), s) != 0)
+        if (update_base(bases, find_base(bases, s->id), s, opts->by_trace) != 0)
             return -1;
     }
     /* Forget sessions that are gone. */

@@ -44,6 +44,7 @@ struct snapshot_opts {
     uint32_t top;                 /* locations per session */
     Ljmp__SortKey sort;
     int merge, by_process; /* one merged view (SnapshotOptions) */
+    int by_trace;          /* rows by trace (SnapshotOptions) */
     uid_t uid;             /* whose sessions the caller may see */
 };
 

@@ -51,7 +51,7 @@ static void begin(struct lm_buf *b)
 
 static struct lm_loc_ref cfunc(uint64_t addr)
 {
-    return (struct lm_loc_ref){LM_SRC_CFUNC, {addr}, {0}};
+    return (struct lm_loc_ref){.source = LM_SRC_CFUNC, .addr = addr, .line = 0};
 }
 
 /*
@@ -82,11 +82,12 @@ static void big_heap(struct lm_buf *b)
  */
 static void many_releasers(struct lm_buf *b)
 {
-    struct lm_loc_ref prim = {LM_SRC_LFUNC, {0x100}, {1}};
+    struct lm_loc_ref prim = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 1};
 
     begin(b);
     for (uint64_t k = 0; k < 140; k++) {
-        struct lm_loc_ref site = {LM_SRC_LFUNC, {0x100}, {10 + k % 9}};
+        struct lm_loc_ref site = {
+            .source = LM_SRC_LFUNC, .addr = 0x100, .line = 10 + k % 9};
         uint64_t size = k % 4 == 0 ? 0xFFFFFFF0u : 24;
         lm_enc_alloc(b, LM_REV_R3, &prim, 0x1000, size);
         if (k % 3 == 0) {
@@ -108,8 +109,10 @@ static void many_releasers(struct lm_buf *b)
  */
 static void census(struct lm_buf *b)
 {
-    struct lm_loc_ref own = {LM_SRC_LFUNC, {0x100}, {2}},
-                      table = {LM_SRC_LFUNC, {LM_CENSUS_TYPE_FIRST}, {0}};
+    struct lm_loc_ref own = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 2},
+                      table = {.source = LM_SRC_LFUNC,
+                               .addr = LM_CENSUS_TYPE_FIRST,
+                               .line = 0};
 
     begin(b);
     for (uint64_t k = 1; k <= 20; k++)
@@ -125,6 +128,30 @@ static void census(struct lm_buf *b)
     lm_enc_event_lfunc(b, LM_CENSUS_COMPLETE, "[census complete]", 120000);
     lm_enc_alloc(b, LM_REV_R3, &own, 0x9200, 4);
     lm_enc_free(b, LM_REV_R3, &own, 0x9300, 4);
+    lm_enc_epilogue(b);
+}
+
+/*
+ * Trace markers (docs/format.md, "Trace context"): a line allocated at by
+ * two traces and the interpreter in turn, one trace announced anew, and
+ * a collector's frees of their blocks.
+ */
+static void trace_markers(struct lm_buf *b)
+{
+    struct lm_loc_ref at = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 3},
+                      gc = {.source = LM_SRC_INTERNAL};
+
+    begin(b);
+    lm_enc_event_trace(b, LM_REV_R3, 1, 0, 0x100, 2);
+    lm_enc_event_trace(b, LM_REV_R3, 2, 0, 0x100, 3);
+    for (uint64_t k = 1; k <= 30; k++) {
+        lm_enc_trace_mark(b, k % 3);
+        lm_enc_alloc(b, LM_REV_R3, &at, k * 16, 8);
+        if (k == 15)
+            lm_enc_event_trace(b, LM_REV_R3, 1, 0, 0x100, 4);
+    }
+    for (uint64_t k = 1; k <= 30; k += 2)
+        lm_enc_free(b, LM_REV_R3, &gc, k * 16, 8);
     lm_enc_epilogue(b);
 }
 
@@ -216,7 +243,7 @@ static int control_seeds(const char *dir)
 
 int main(int argc, char **argv)
 {
-    struct lm_buf heap = {0}, releasers = {0}, taken = {0};
+    struct lm_buf heap = {0}, releasers = {0}, taken = {0}, marked = {0};
     int rc;
 
     if (argc != 2 && argc != 3) {
@@ -228,11 +255,14 @@ int main(int argc, char **argv)
     big_heap(&heap);
     many_releasers(&releasers);
     census(&taken);
+    trace_markers(&marked);
     rc = write_seed(argv[1], "big-heap", &heap) != 0 ||
          write_seed(argv[1], "many-releasers", &releasers) != 0 ||
-         write_seed(argv[1], "census", &taken) != 0;
+         write_seed(argv[1], "census", &taken) != 0 ||
+         write_seed(argv[1], "trace-markers", &marked) != 0;
     lm_buf_free(&heap);
     lm_buf_free(&releasers);
     lm_buf_free(&taken);
+    lm_buf_free(&marked);
     return rc;
 }

@@ -3345,7 +3345,8 @@ static void unread_reports_as_nobody(void)
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
     for (uint64_t l = 1; l <= REPORT_SITES; l++) {
-        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x100}, {l}};
+        struct lm_loc_ref loc = {
+            .source = LM_SRC_LFUNC, .addr = 0x100, .line = l};
         lm_enc_alloc(&b, LM_REV_R3, &loc, 0x100000 + 64 * l, 48);
     }
     lm_enc_epilogue(&b);

@@ -651,6 +651,86 @@ static void test_sink_error_offsets(void)
     lm_buf_free(&b);
 }
 
+/* Trace markers (docs/format.md, "Trace context"): the decoder's own (no
+ * record), whose trace each later Lua located event carries, on the careful
+ * path and the fast one, however the stream is cut; a prototype at the marker's
+ * address with another name stays a prototype. */
+static void test_trace_markers(void)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref lua = loc_lua(0x100, 3), c = loc_c(0x7000);
+    struct lm_loc_ref four = loc_lua(LM_TRACE_MARK_ADDR, 1);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@h.lua", 1);
+    lm_enc_sym_lfunc(&b, LM_TRACE_MARK_ADDR, LM_TRACE_MARK_NAME, 0);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &lua, 0x1000, 16);
+    lm_enc_trace_mark(&b, 7);
+    for (uint64_t i = 0; i < 40; i++) { /* enough for the fast path */
+        lm_enc_alloc(&b, LM_REV_R3, &lua, 0x2000 + 16 * i, 16);
+        lm_enc_alloc(&b, LM_REV_R3, &c, 0x9000 + 16 * i, 16);
+    }
+    lm_enc_realloc(&b, LM_REV_R3, &lua, 0x2000, 16, 0x3000, 32);
+    lm_enc_free(&b, LM_REV_R3, &lua, 0x3000, 32);
+    lm_enc_event_lfunc(&b, LM_TRACE_MARK_ADDR, "@four.lua", 1);
+    lm_enc_alloc(&b, LM_REV_R3, &four, 0x4000, 16);
+    lm_enc_trace_mark(&b, 0);
+    lm_enc_alloc(&b, LM_REV_R3, &lua, 0x5000, 16);
+    lm_enc_epilogue(&b);
+    CU_ASSERT_FATAL(!b.oom);
+
+    size_t chunks[] = {0, 1, 7, 100};
+    for (size_t k = 0; k < sizeof(chunks) / sizeof(*chunks); k++) {
+        struct recorder r = {0};
+        struct lm_decoder d;
+        CU_ASSERT_EQUAL_FATAL(decode_to(&r, b.data, b.len, chunks[k], &d),
+                              LM_DONE);
+        /* Counted, kept by the decoder: no record for the sink. */
+        CU_ASSERT_EQUAL(d.nrecords[LM_REC_TRACE_MARK], 3);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_TRACE_MARK), 0);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_LFUNC), 2);
+        CU_ASSERT_STRING_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 1)->str, "@four.lua");
+        /* Before the first marker of the events: none in effect. */
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 0)->rec.loc.trace, 0);
+        for (size_t i = 0; i < 40; i++) {
+            CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 1 + 2 * i)->rec.loc.trace, 7);
+            /* Only Lua locations carry a trace. */
+            CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 2 + 2 * i)->rec.loc.trace, 0);
+        }
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_REALLOC, 0)->rec.loc.trace, 7);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_FREE, 0)->rec.loc.trace, 7);
+        /* A prototype at the address is no marker: the trace stays. */
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 81)->rec.loc.trace, 7);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 82)->rec.loc.trace, 0);
+        recorder_free(&r);
+        lm_decoder_free(&d);
+    }
+    lm_buf_free(&b);
+}
+
+/* A marker's trace past 32 bits is no VM's: an error at the marker. */
+static void test_trace_marker_past_32_bits(void)
+{
+    struct lm_buf b = {0};
+    struct recorder r = {0};
+    struct lm_decoder d;
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    size_t at = b.len;
+    lm_enc_trace_mark(&b, 1ull << 32);
+    lm_enc_epilogue(&b);
+    CU_ASSERT_EQUAL(decode_to(&r, b.data, b.len, 0, &d), LM_ERROR);
+    CU_ASSERT_EQUAL(d.err_offset, at);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.errmsg, "trace marker"));
+    recorder_free(&r);
+    lm_decoder_free(&d);
+    lm_buf_free(&b);
+}
+
 /* Records before a malformed item are delivered, nothing after it. */
 static void test_records_before_error_are_kept(void)
 {
@@ -713,6 +793,8 @@ void register_decoder_tests(void)
     CU_add_test(s, "records before an error are kept",
                 test_records_before_error_are_kept);
     CU_add_test(s, "truncation message", test_truncation_message);
+    CU_add_test(s, "trace markers", test_trace_markers);
+    CU_add_test(s, "trace marker past 32 bits", test_trace_marker_past_32_bits);
     CU_add_test(s, "huge limits are lowered", test_huge_limits);
     CU_add_test(s, "sink error offsets", test_sink_error_offsets);
 }

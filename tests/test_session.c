@@ -176,7 +176,7 @@ static struct session *held_session(int *vm)
 /* One allocation at @t.lua:1, then its free. */
 static void events(struct lm_buf *b, unsigned n)
 {
-    struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x100}, {1}};
+    struct lm_loc_ref loc = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 1};
 
     for (unsigned i = 0; i < n; i++) {
         lm_enc_alloc(b, LM_REV_R3, &loc, 0x10000 + i * 64, 32);

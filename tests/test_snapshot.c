@@ -64,7 +64,8 @@ static void feed(struct session *s, struct lm_buf *b)
 
 static struct lm_loc_ref line(uint64_t n)
 {
-    return (struct lm_loc_ref){LM_SRC_LFUNC, {0x100}, {n}};
+    return (struct lm_loc_ref){
+        .source = LM_SRC_LFUNC, .addr = 0x100, .line = n};
 }
 
 /* The stream's start: one Lua function, @app.lua defined at line 1. */
@@ -201,6 +202,62 @@ static void test_top_rows(void)
     ljmp__snapshot__free_unpacked(snap, NULL);
     session_gone(a);
     session_gone(b);
+    teardown();
+}
+
+/* A trace's allocations at :5 (trace 3 started at :4) and the
+ * interpreter's: one row by default, the trace's row apart by trace, in
+ * the same turn, each with its own deltas for a subscriber. */
+static void test_rows_by_trace(void)
+{
+    setup();
+    struct session *a = session_new(1, 100, USER_A);
+    struct lm_buf b = {0};
+    struct lm_loc_ref at5 = line(5);
+
+    stream_start(a);
+    lm_enc_event_trace(&b, LM_REV_R3, 3, 0, 0x100, 4);
+    lm_enc_trace_mark(&b, 3);
+    for (unsigned i = 0; i < 3; i++)
+        lm_enc_alloc(&b, LM_REV_R3, &at5, 0x10000 + i * 0x1000, 100);
+    lm_enc_trace_mark(&b, 0);
+    lm_enc_alloc(&b, LM_REV_R3, &at5, 0x20000, 10);
+    feed(a, &b);
+
+    struct snapshot_opts o = {.top = 5,
+                              .sort = LJMP__SORT_KEY__SORT_LIVE_BYTES};
+    struct snapshot_opts t = o;
+    t.by_trace = 1;
+    struct snapshot_bases bases = {0};
+    int opened = snapshot_turn_begin(&srv);
+    Ljmp__Snapshot *plain = take(&o, NULL), *by = take(&t, &bases);
+    if (opened)
+        snapshot_turn_end(&srv);
+    CU_ASSERT_EQUAL_FATAL(plain->sessions[0]->n_top, 1);
+    CU_ASSERT_STRING_EQUAL(plain->sessions[0]->top[0]->name, "@app.lua:5");
+    CU_ASSERT_EQUAL(plain->sessions[0]->top[0]->live_bytes, 310);
+    Ljmp__SessionSnapshot *sb = by->sessions[0];
+    CU_ASSERT_EQUAL_FATAL(sb->n_top, 2);
+    CU_ASSERT_STRING_EQUAL(sb->top[0]->name, "TRACE [3] started at @app.lua:4");
+    CU_ASSERT_EQUAL(sb->top[0]->live_bytes, 300);
+    CU_ASSERT_EQUAL(sb->top[0]->alloc_events, 3);
+    CU_ASSERT_STRING_EQUAL(sb->top[1]->name, "@app.lua:5");
+    CU_ASSERT_EQUAL(sb->top[1]->live_bytes, 10);
+    ljmp__snapshot__free_unpacked(plain, NULL);
+    ljmp__snapshot__free_unpacked(by, NULL);
+
+    /* The next snapshot by trace: deltas from the last one's rows. */
+    lm_enc_trace_mark(&b, 3);
+    lm_enc_alloc(&b, LM_REV_R3, &at5, 0x30000, 100);
+    feed(a, &b);
+    by = take(&t, &bases);
+    CU_ASSERT_EQUAL_FATAL(by->sessions[0]->n_top, 2);
+    CU_ASSERT_EQUAL(by->sessions[0]->top[0]->live_bytes, 400);
+    CU_ASSERT_EQUAL(by->sessions[0]->top[0]->alloc_events, 4);
+    CU_ASSERT_EQUAL(by->sessions[0]->top[0]->delta_alloc_bytes, 100);
+    ljmp__snapshot__free_unpacked(by, NULL);
+    snapshot_bases_free(&bases);
+    session_gone(a);
     teardown();
 }
 
@@ -495,7 +552,8 @@ static void test_view_names_within_budget(void)
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
     for (uint64_t l = 1; l <= LINES; l++) {
-        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x200}, {l}};
+        struct lm_loc_ref loc = {
+            .source = LM_SRC_LFUNC, .addr = 0x200, .line = l};
         lm_enc_alloc(&b, LM_REV_R3, &loc, 0x10000 + l * 64, 32);
     }
     feed(s, &b);
@@ -521,6 +579,7 @@ void register_snapshot_tests(void)
 
     CU_add_test(s, "top rows, sessions, visibility, selectors", test_top_rows);
     CU_add_test(s, "deltas from a subscriber's bases", test_deltas_from_bases);
+    CU_add_test(s, "rows by trace", test_rows_by_trace);
     CU_add_test(s, "a turn's snapshots share views", test_turn_shares_views);
     CU_add_test(s, "a tree merged: members, sums, shares", test_merged_tree);
     CU_add_test(s, "a unit merged, with deltas", test_merged_unit_deltas);

@@ -957,6 +957,137 @@ static void test_table_grows_keeping_its_bytes(void)
     lm_table_free(t, room);
 }
 
+/* The sums of the group named name (there must be one). */
+static struct lm_counters group_sum(const struct lm_groups *g,
+                                    const struct lm_counters *sum,
+                                    const char *name)
+{
+    for (uint32_t k = 0; k < g->n; k++)
+        if (strcmp(g->v[k].name, name) == 0)
+            return sum[k];
+    CU_FAIL("no such group");
+    return (struct lm_counters){0};
+}
+
+/* The text report of s, by trace if by_trace. */
+static char *report_by(const struct lm_state *s, int by_trace)
+{
+    struct lm_report_opts o = {0, 0, 0, 0, 0, by_trace};
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+
+    CU_ASSERT_FATAL(f != NULL);
+    CU_ASSERT(lm_report_write(f, s, &o) == 0);
+    fclose(f);
+    return out;
+}
+
+/*
+ * Events at line 3 of @h.lua: two allocations and a realloc by trace 7's
+ * compiled code (one of its blocks freed later by the collector), one by
+ * the interpreter, then trace 7 made anew (a new epoch, started at line
+ * 5) allocating there once more.  With markers if marked, else the same
+ * events as a stream without them.
+ */
+static void trace_context_stream(struct lm_buf *b, int marked)
+{
+    struct lm_loc_ref at3 = loc_lua(0x100, 3), in = loc_internal();
+
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_sym_lfunc(b, 0x100, "@h.lua", 1);
+    lm_enc_sym_trace(b, LM_REV_R3, 7, 0, 0x100, 2);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    if (marked)
+        lm_enc_trace_mark(b, 7);
+    lm_enc_alloc(b, LM_REV_R3, &at3, 0x1000, 32);
+    lm_enc_alloc(b, LM_REV_R3, &at3, 0x2000, 32);
+    lm_enc_realloc(b, LM_REV_R3, &at3, 0x2000, 32, 0x2800, 64);
+    if (marked)
+        lm_enc_trace_mark(b, 0);
+    lm_enc_alloc(b, LM_REV_R3, &at3, 0x3000, 16);
+    lm_enc_free(b, LM_REV_R3, &in, 0x1000, 32);
+    lm_enc_event_trace(b, LM_REV_R3, 7, 0, 0x100, 5);
+    if (marked)
+        lm_enc_trace_mark(b, 7);
+    lm_enc_alloc(b, LM_REV_R3, &at3, 0x4000, 8);
+    lm_enc_epilogue(b);
+}
+
+/* What a trace allocated at a line is that line's in the default report
+ * (the same as without markers), its trace's in the by-trace one, live
+ * counts and overrides included, on one thread and on two. */
+static void test_trace_context(void)
+{
+    struct lm_buf plain = {0}, marked = {0};
+
+    trace_context_stream(&plain, 0);
+    trace_context_stream(&marked, 1);
+    struct lm_profile p0, p1;
+    run(&p0, &plain, LM_DONE);
+    run(&p1, &marked, LM_DONE);
+    char *want = report_by(&p0.state, 0), *got = report_by(&p1.state, 0);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+    free(want);
+
+    char *by = report_by(&p1.state, 1);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(by, "TRACE [7] started at @h.lua:2: 2 events\t+64B\t-0B\n"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(by, "TRACE [7] started at @h.lua:5: 1 events\t+8B\t-0B\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(by, "@h.lua:3: 1 events\t+16B\t-0B\n"));
+    /* Held: the realloc's new block, and the interpreter's. */
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(by, "TRACE [7] started at @h.lua:2 holds 64B: 3 allocs"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(by, "@h.lua:3 holds 16B: 1 allocs"));
+    CU_ASSERT_PTR_NULL(strstr(by, "TRACE [7]:"));
+
+    /* Two threads name and count alike. */
+    struct lm_profile p2;
+    char err[128];
+    lm_profile_init(&p2, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(lm_profile_threads(&p2, 2), 0);
+    CU_ASSERT_EQUAL(feed_chunked(&p2, marked.data, marked.len, 5), LM_DONE);
+    CU_ASSERT_EQUAL(lm_profile_settle(&p2, err, sizeof(err)), 0);
+    char *by2 = report_by(&p2.state, 1);
+    CU_ASSERT_STRING_EQUAL(by2, by);
+    free(by2);
+    free(by);
+
+    /* Live views: one group per line by default, per trace by trace
+     * (and INTERNAL, the collector's free, in both). */
+    struct lm_groups g;
+    struct lm_counters sum[4];
+    CU_ASSERT_EQUAL_FATAL(lm_groups_init(&g), 0);
+    CU_ASSERT_EQUAL(lm_groups_update(&g, &p1.state), 0);
+    CU_ASSERT_EQUAL_FATAL(g.n, 2);
+    lm_groups_sum(&g, &p1.state, sum);
+    CU_ASSERT_EQUAL(group_sum(&g, sum, "@h.lua:3").live_bytes, 88);
+    lm_groups_free(&g);
+    CU_ASSERT_EQUAL_FATAL(lm_groups_init(&g), 0);
+    g.by_trace = 1;
+    CU_ASSERT_EQUAL(lm_groups_update(&g, &p1.state), 0);
+    CU_ASSERT_EQUAL_FATAL(g.n, 4);
+    lm_groups_sum(&g, &p1.state, sum);
+    struct lm_counters t2 = group_sum(&g, sum, "TRACE [7] started at @h.lua:2");
+    CU_ASSERT_EQUAL(t2.live_bytes, 64);
+    CU_ASSERT_EQUAL(t2.alloc_events, 2);
+    CU_ASSERT_EQUAL(t2.realloc_events, 1);
+    CU_ASSERT_EQUAL(
+        group_sum(&g, sum, "TRACE [7] started at @h.lua:5").live_bytes, 8);
+    CU_ASSERT_EQUAL(group_sum(&g, sum, "@h.lua:3").live_bytes, 16);
+    lm_groups_free(&g);
+    /* Markers are no prototypes: no symbol of theirs is kept. */
+    CU_ASSERT_EQUAL(p1.state.sym.nprotos, p0.state.sym.nprotos);
+    lm_profile_free(&p0);
+    lm_profile_free(&p1);
+    lm_profile_free(&p2);
+    lm_buf_free(&plain);
+    lm_buf_free(&marked);
+}
+
 /* Locations printing the same name form one group; groups are updated
  * incrementally and keep their ids. */
 static void test_name_groups(void)
@@ -1007,7 +1138,7 @@ static char *report_text(const struct lm_state *s)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    struct lm_report_opts opts = {0, 0, 0, 0, 0};
+    struct lm_report_opts opts = {0, 0, 0, 0, 0, 0};
 
     CU_ASSERT_EQUAL(lm_report_write(f, s, &opts), 0);
     fclose(f);
@@ -1383,6 +1514,7 @@ void register_state_tests(void)
     CU_add_test(s, "heap map against a reference",
                 test_heap_map_random_against_reference);
     CU_add_test(s, "name groups", test_name_groups);
+    CU_add_test(s, "trace context", test_trace_context);
     CU_add_test(s, "symbol table re-encoded", test_symtab_reencoded);
     CU_add_test(s, "direct and pipelined paths agree",
                 test_direct_and_pipelined_agree);

@@ -165,7 +165,7 @@ enum lm_status feed_chunked(struct lm_profile *p, const uint8_t *buf,
 char *report_string(const struct lm_state *s, int leak_only, int human,
                     int json)
 {
-    struct lm_report_opts o = {leak_only, human, json, 0, 0};
+    struct lm_report_opts o = {leak_only, human, json, 0, 0, 0};
     char *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);

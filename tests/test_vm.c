@@ -2,6 +2,7 @@
  * library decodes their streams, and allocations are counted by site. */
 #define _GNU_SOURCE /* struct ucred */
 #include <CUnit/Basic.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,7 @@ static uint64_t allocs_at(const struct lm_state *s, const char *prefix,
 
 static char *report_of(const struct lm_state *s)
 {
-    struct lm_report_opts o = {0, 0, 0, 0, 0};
+    struct lm_report_opts o = {0, 0, 0, 0, 0, 0};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -193,6 +194,59 @@ static void test_trace_allocations(void)
     free(out);
 }
 
+/* The counters of the locations whose by-trace name ends with suffix
+ * and starts with prefix, summed. */
+static struct lm_counters by_trace_at(const struct lm_state *s,
+                                      const char *prefix, const char *suffix)
+{
+    struct lm_counters sum = {0}, c;
+    char name[1024];
+    size_t ls = strlen(suffix);
+
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        lm_state_loc_trace_name(s, i, name, sizeof(name));
+        size_t ln = strlen(name);
+        if (ln >= ls && strcmp(name + ln - ls, suffix) == 0 &&
+            strncmp(name, prefix, strlen(prefix)) == 0) {
+            lm_state_counters(s, i, &c);
+            lm_counters_add(&sum, &c);
+        }
+    }
+    return sum;
+}
+
+/* Line 9 of jit_trace.lua allocates 1000 tables in a compiled loop, then
+ * 500 with the JIT off.  The default report has one row for the line; by
+ * trace, what the trace made is the trace's row, named after where it
+ * starts (line 8), live bytes included, and the rest stays the line's. */
+static void test_trace_rows(void)
+{
+    struct lm_profile p;
+    char *out;
+
+    CU_ASSERT_EQUAL(run_script("jit_trace", "jit_trace.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("jit_trace.bin", &p), LM_DONE);
+    uint64_t line = allocs_at(&p.state, "@", "jit_trace.lua:9");
+    CU_ASSERT(line >= 1500 && line <= 1502);
+    char *text = report_of(&p.state), want[64];
+    snprintf(want, sizeof(want), "jit_trace.lua:9: %" PRIu64 " events", line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, want));
+    CU_ASSERT_PTR_NULL(strstr(text, "TRACE ["));
+    free(text);
+
+    struct lm_counters tr = by_trace_at(&p.state, "TRACE [", "jit_trace.lua:8");
+    struct lm_counters in = by_trace_at(&p.state, "@", "jit_trace.lua:9");
+    /* The loop's first iterations (and the one recorded) are the
+     * interpreter's. */
+    CU_ASSERT(tr.alloc_events >= 990 && tr.alloc_events < 1000);
+    CU_ASSERT_EQUAL(tr.alloc_events + in.alloc_events, line);
+    CU_ASSERT_EQUAL(tr.live_blocks, tr.alloc_events); /* all kept */
+    CU_ASSERT_EQUAL(tr.live_bytes, tr.alloc_bytes);
+    CU_ASSERT(in.alloc_events >= 500);
+    lm_profile_free(&p);
+    free(out);
+}
+
 /* Tarantool's jit-output case: a loop compiled after 10 iterations makes
  * 20 strings; the 11th, made while the JIT records its instruction, is the
  * interpreter's, on its line, not the recorder's (INTERNAL), and the 9 the
@@ -210,19 +264,22 @@ static void test_recorded_iteration_on_its_line(void)
     free(out);
 }
 
-/* Events of kind `realloc` (else alloc) at the location named exactly. */
+/* Events of kind `realloc` (else alloc) at the locations named exactly. */
 static uint64_t events_named(const struct lm_state *s, const char *loc,
                              int realloc)
 {
     char name[1024];
 
+    uint64_t n = 0;
+
+    /* Summed: what traces made at a line are locations of their own. */
     for (uint32_t i = 0; i < s->nlocs; i++) {
         lm_state_loc_name(s, i, name, sizeof(name));
         if (strcmp(name, loc) == 0)
-            return realloc ? s->locs[i].ev.realloc_events
-                           : s->locs[i].ev.alloc_events;
+            n += realloc ? s->locs[i].ev.realloc_events
+                         : s->locs[i].ev.alloc_events;
     }
-    return 0;
+    return n;
 }
 
 /* Lines of jit_lines.lua (and its module) that allocate on every pass of
@@ -248,8 +305,7 @@ static uint32_t compare_jit_lines(const struct lm_state *a,
         if (name[0] != '@' || strstr(name, "/jit_lines") == NULL)
             continue;
         for (int r = 0; r <= 1; r++) {
-            uint64_t na =
-                r ? a->locs[i].ev.realloc_events : a->locs[i].ev.alloc_events;
+            uint64_t na = events_named(a, name, r);
             uint64_t nb = events_named(b, name, r);
             if (na != nb)
                 fprintf(stderr, "%s: %s %llu against %llu\n", name,
@@ -1312,6 +1368,7 @@ int main(void)
                 test_bytecode_prototypes_are_announced);
     CU_add_test(s, "unnamed chunk alias", test_unnamed_chunk_alias);
     CU_add_test(s, "trace allocations", test_trace_allocations);
+    CU_add_test(s, "trace rows", test_trace_rows);
     CU_add_test(s, "recorded iteration on its line",
                 test_recorded_iteration_on_its_line);
     CU_add_test(s, "lines inside compiled code",

@@ -99,6 +99,7 @@ typedef struct Memprof {
   uint32_t fast_left;
   uint64_t events, stream_bytes;
   uint64_t flushed_ns;  /* When the buffer was last written out. */
+  uint32_t trace;  /* The trace in effect the stream last said, 0: none. */
   pthread_t owner;  /* The thread that started it. */
   /* The census (see its section below). */
   MemprofCensus census;
@@ -456,6 +457,51 @@ void lj_memprof_stack_moving(global_State *g, int moving)
   }
 }
 
+/* -- Trace context ------------------------------------------------------- */
+
+/*
+** An allocation compiled code makes is written at its Lua line (see
+** "Lines inside compiled code" below); the trace that made it is said
+** apart, by a marker: a symbol event at a reserved prototype address
+** (lm_format.h), whose first line is the trace in effect for the Lua
+** located events after it, 0 for none.  It is written only before such
+** an event whose trace differs from the last one said.  Readers that do
+** not know it read a prototype announced at an address no event names.
+** Where traces take turns at every allocation (a recursive function's),
+** there is one before most events: it is written inline, from its bytes
+** but the trace number.
+*/
+#define TRACE_MARK_HEAD_LEN (3 + sizeof(LM_TRACE_MARK_NAME) - 1)
+/* The header, the address and the name's length, each one byte, then
+** the name. */
+static const char trace_mark_head[TRACE_MARK_HEAD_LEN + 1] =
+  "\x08\x04\x07" LM_TRACE_MARK_NAME;
+LJ_STATIC_ASSERT(EV_HEADER(EV_SYMTAB, SRC_LFUNC) == 0x08 &&
+		 LM_TRACE_MARK_ADDR == 0x04 &&
+		 sizeof(LM_TRACE_MARK_NAME) - 1 == 0x07);
+/* A marker's bytes at most: its head, and a 16-bit trace number. */
+#define TRACE_MARK_MAX (TRACE_MARK_HEAD_LEN + 3)
+
+static LJ_AINLINE uint8_t *put_trace_mark(uint8_t *p, uint32_t traceno,
+					  int pdep)
+{
+  memcpy(p, trace_mark_head, TRACE_MARK_HEAD_LEN);
+  return put_uleb_with(p + TRACE_MARK_HEAD_LEN, traceno, pdep);
+}
+
+static void mp_trace_mark(Memprof *mp, uint32_t traceno)
+{
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp->cur = put_trace_mark(mp->cur, traceno, 0);
+  mp->trace = traceno;
+}
+
+/* Before a Lua located event: the trace in effect, if it changed. */
+static LJ_AINLINE void mp_trace_say(Memprof *mp, uint32_t traceno)
+{
+  if (LJ_UNLIKELY(traceno != mp->trace)) mp_trace_mark(mp, traceno);
+}
+
 /* -- Census of the heap a stream finds ----------------------------------- */
 
 /*
@@ -635,6 +681,7 @@ static void census_block(Memprof *mp, uint64_t site, uint64_t line,
 			 const void *p, uint64_t size)
 {
   if (p == NULL || size == 0) return;
+  mp_trace_say(mp, 0);  /* The census is no trace's. */
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_ALLOC, SRC_LFUNC));
   mp_uleb(mp, site);
@@ -940,6 +987,7 @@ void lj_memprof_census_get(global_State *g, MemprofCensus *out)
 /* A site: the source, and its address and line (or trace number). */
 typedef struct Site {
   int src;
+  uint32_t trace;  /* A Lua site's trace in effect: compiled code's, or 0. */
   uint64_t addr, line;
 } Site;
 
@@ -1248,9 +1296,13 @@ static void site_now(const Memprof *mp, Site *s)
   global_State *g = mp->g;
   int32_t st = g->vmstate;
   s->addr = s->line = 0;
+  s->trace = 0;
   if (st >= 0) {  /* Running compiled code: its line, or the trace. */
 #if LJ_MEMPROF_JITSITES
-    if (jit_site_of(g, s, 0)) return;
+    if (jit_site_of(g, s, 0)) {
+      s->trace = (uint32_t)st;
+      return;
+    }
 #endif
     s->src = SRC_TRACE;
     s->line = (uint64_t)st;
@@ -1290,10 +1342,10 @@ static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s, int pdep)
 
 static int memprof_finish(Memprof *mp);
 
-/* A fast event: a header, four ULEBs of at most 10 bytes (an allocation
-** at a line inside a trace), and the 7 bytes past its end put_uleb() may
-** store. */
-#define MEMPROF_FAST_MAX 48
+/* A fast event: a trace marker, a header, four ULEBs of at most 10 bytes
+** (an allocation at a line inside a trace), and the 7 bytes past its end
+** put_uleb() may store. */
+#define MEMPROF_FAST_MAX (TRACE_MARK_MAX + 48)
 /* The room the general path leaves for a run of fast events. */
 #define MEMPROF_FAST_ROOM (MEMPROF_CLOCK_EVERY * MEMPROF_FAST_MAX)
 
@@ -1319,6 +1371,7 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
   /* A stack reallocation is a single call: if it throws (out of memory),
   ** the flag must not outlive it. */
   mp->moving = 0;
+  if (s.src == SRC_LFUNC) mp_trace_say(mp, s.trace);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   {
     uint8_t *p = mp->cur;
@@ -1382,7 +1435,8 @@ static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 ** that only the size is kept across the call (the general path, a call
 ** of its own, would keep three).  The allocator changes neither the
 ** buffer's cursor nor fast_left, and cannot throw.  Anything else, or
-** any event while fast_left is 0, takes the general path.
+** any event while fast_left is 0, takes the general path.  A line on a
+** trace other than the one in effect is preceded by its trace marker.
 */
 static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
 					   size_t nsize, int pdep, int direct,
@@ -1400,6 +1454,10 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
   {
     const MemprofJitSite *js = jit_site(mp->g);
     if (js != NULL) {
+      if (LJ_UNLIKELY((uint32_t)st != mp->trace)) {  /* Said first. */
+	p = put_trace_mark(p, (uint32_t)st, pdep);
+	mp->trace = (uint32_t)st;
+      }
       *p = EV_HEADER(EV_ALLOC, SRC_LFUNC);
       memcpy(p + 1, js->loc, sizeof(js->loc));  /* Within the event's room. */
       mp->cur = p + 1 + js->loclen;
@@ -1698,6 +1756,7 @@ static int memprof_start_on(Memprof *mp, lua_State *L,
   mp->moving = 0;
   mp->fast_left = 0;
   mp->events = mp->stream_bytes = 0;
+  mp->trace = 0;  /* A reader starts with no trace in effect. */
   memset(&mp->census, 0, sizeof(mp->census));
   dump_symtab(mp, G(L));
   mp_reserve(mp, MEMPROF_ITEM_MAX);
