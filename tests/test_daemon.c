@@ -3475,7 +3475,7 @@ static void big_session(uint64_t n)
     lm_enc_symtab_end(&b);
     lm_enc_begin_events(&b, LM_REV_R3);
     for (uint64_t l = 1; l <= n; l++) {
-        struct lm_loc_ref loc = {LM_SRC_LFUNC, {0x100}, {l}};
+        struct lm_loc_ref loc = {LM_SRC_LFUNC, 0, {0x100}, {l}};
         lm_enc_alloc(&b, LM_REV_R3, &loc, 0x100000 + 64 * l, 48);
     }
     lm_enc_epilogue(&b);
@@ -3505,7 +3505,7 @@ static void steady_vm(const char *stop, int out, uint64_t sites)
     int fd = connect_unix(ingest_path);
 
     for (uint64_t l = 1; l <= sites; l++) {
-        struct lm_loc_ref site = {LM_SRC_LFUNC, {0x100}, {l}};
+        struct lm_loc_ref site = {LM_SRC_LFUNC, 0, {0x100}, {l}};
         lm_enc_alloc(&b, LM_REV_R3, &site, 0x10000000 + 64 * l, 48);
     }
     events = sites;
