@@ -488,6 +488,23 @@ int session_brief(struct session *s)
     return s->process_gone;
 }
 
+/* A truncated session whose VM said it gave up where its stream ends
+ * takes that as its reason, before what ljmpd saw of the end. */
+static int note_gave_up(struct session *s)
+{
+    char seen[sizeof(s->reason)];
+
+    if (!s->gave_up || s->gave_up_at != s->stream_bytes ||
+        strncmp(s->reason, "VM gave up", 10) == 0)
+        return 0;
+    snprintf(seen, sizeof(seen), "%s", s->reason);
+    snprintf(s->reason, sizeof(s->reason),
+             "VM gave up: daemon stalled past the VM's bound "
+             "(LJMP_MAX_STALL_MS)%s%.160s",
+             seen[0] ? "; " : "", seen);
+    return 1;
+}
+
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...)
 {
@@ -503,6 +520,8 @@ void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(s->reason, sizeof(s->reason), fmt, ap);
     va_end(ap);
+    if (state == LJMP__SESSION_STATE__TRUNCATED)
+        note_gave_up(s);
     event_free(s->ev);
     s->ev = NULL;
     if (s->wake_ev != NULL)
@@ -674,13 +693,62 @@ static int take_pipe(struct session *s, size_t after)
 }
 
 /* Takes hello bytes; returns how many, or -1 once the session ended. */
+static int is_notice(const struct session *s)
+{
+    return s->hello_len >= 4 && memcmp(s->hello, LJMP_NOTICE_MAGIC, 4) == 0;
+}
+
+/*
+ * A notice from the process of n (ljmp_ingest.h): its session whose
+ * stream ends where the notice says takes the reason, now if it ended
+ * already, else when it ends.  The connection was never a session.
+ */
+static void take_notice(struct session *n)
+{
+    struct server *srv = n->srv;
+    uint64_t at = ljmp_get_u64le(n->hello + 5);
+    struct session *s;
+    unsigned told = 0;
+
+    TAILQ_FOREACH(s, &srv->sessions, link) {
+        if (s == n || s->pid != n->pid || s->uid != n->uid ||
+            s->start_ms > n->start_ms || s->stream_bytes > at)
+            continue;
+        if (s->phase == SESSION_ENDED &&
+            s->state != LJMP__SESSION_STATE__TRUNCATED)
+            continue;
+        s->gave_up = n->hello[4];
+        s->gave_up_at = at;
+        if (s->phase == SESSION_ENDED && note_gave_up(s))
+            log_warn("session %llu: %s", (unsigned long long)s->id,
+                     s->reason);
+        told++;
+    }
+    log_debug("session %llu: pid %d: a notice that a VM gave up at %llu "
+              "stream bytes, for %u of its sessions",
+              (unsigned long long)n->id, (int)n->pid,
+              (unsigned long long)at, told);
+    n->rejected = 1; /* never a session */
+    srv->nlive--;
+    TAILQ_REMOVE(&srv->sessions, n, link);
+    session_free(n);
+}
+
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
-    size_t want = s->hello_len < 7 ? 7 : 7 + (size_t)s->hello[6];
+    size_t want = is_notice(s)       ? LJMP_NOTICE_SIZE
+                  : s->hello_len < 7 ? 7
+                                     : 7 + (size_t)s->hello[6];
     size_t take = want - s->hello_len < n ? want - s->hello_len : n;
 
     memcpy(s->hello + s->hello_len, p, take);
     s->hello_len += take;
+    if (is_notice(s)) {
+        if (s->hello_len < LJMP_NOTICE_SIZE)
+            return (ssize_t)take;
+        take_notice(s);
+        return -1;
+    }
     if (s->hello_len >= 4 && memcmp(s->hello, LJMP_HELLO_MAGIC, 4) != 0) {
         session_reject(s, "not an ljmp ingest stream (no hello)");
         return -1;

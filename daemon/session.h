@@ -113,6 +113,10 @@ struct session {
     unsigned readers;
     int acked;    /* the VM was told it may stream */
     int rejected; /* never a session: no valid hello (reason says why) */
+    /* The VM said it gave up, its stream ending at gave_up_at bytes
+     * (ljmp_ingest.h's notice): the reason for a truncated end there. */
+    uint8_t gave_up;
+    uint64_t gave_up_at;
     const uint8_t *held;
     size_t held_len;
 

@@ -64,6 +64,23 @@
  * socket's credentials, never from the hello.
  */
 
+/*
+ * A VM whose profile ended because ljmpd left it waiting past its stall
+ * bound cannot say so in its stream: the socket (or pipe) is full, and
+ * the stream may end in the middle of an event.  It says so on a second
+ * connection to the ingest socket, which carries only
+ *
+ *   notice := "LJMN" reason(u8) stream-bytes(u64)      (little endian)
+ *
+ * and is closed.  stream-bytes is what the VM wrote of the stream (after
+ * the hello): ljmpd gives the reason to the session of the same process
+ * whose stream ends there.  A notice never waits: if ljmpd cannot take
+ * it, the session ends as an ordinary truncated one.
+ */
+#define LJMP_NOTICE_MAGIC    "LJMN"
+#define LJMP_NOTICE_SIZE     (4 + 1 + 8)
+#define LJMP_GAVE_UP_STALLED 1 /* the reader stalled past the VM's bound */
+
 #define LJMP_HELLO_MAGIC         "LJMP"
 #define LJMP_TRAILER_MAGIC       "LJMT"
 #define LJMP_INGEST_VERSION      3
@@ -164,6 +181,14 @@ static inline uint64_t ljmp_get_u64le(const uint8_t *p)
     for (int i = 7; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
+}
+
+static inline void ljmp_notice_encode(uint8_t *out, uint8_t reason,
+                                      uint64_t stream_bytes)
+{
+    memcpy(out, LJMP_NOTICE_MAGIC, 4);
+    out[4] = reason;
+    ljmp_put_u64le(out + 5, stream_bytes);
 }
 
 static inline void ljmp_wake_ask_encode(uint8_t *out, uint32_t level)

@@ -180,6 +180,12 @@ struct vm {
  * a pipe (LJMP_PIPE=1). */
 enum { STREAM_SOCKET = 1, STREAM_PIPE = 2 };
 
+/* Whether VMs get the VM's own default stall bound: else they stream
+ * with none (LJMP_MAX_STALL_MS=0, set in main), since the tests count
+ * every event, and a sanitized ljmpd on a busy host may keep a VM
+ * waiting past the default's 100 ms. */
+static int vm_default_stall;
+
 static struct vm vm_start(const char *script, const char *arg1,
                           const char *arg2, int stream, int gated)
 {
@@ -204,6 +210,8 @@ static struct vm vm_start(const char *script, const char *arg1,
             setenv("LJMP_SOCKET", ingest_path, 1);
         if (stream == STREAM_PIPE)
             setenv("LJMP_PIPE", "1", 1);
+        if (vm_default_stall)
+            unsetenv("LJMP_MAX_STALL_MS");
         char name[200];
         snprintf(name, sizeof(name), "%s/vm-%d.out", test_dir, (int)getpid());
         int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -1608,6 +1616,50 @@ static void test_rejections_not_flooding_the_log(void)
     /* A window that held lines back logged a count; the last may not. */
     for (int k = 0; k < 2; k++)
         CU_ASSERT(shown[k] <= BURST * (windows[k] + 1));
+}
+
+/*
+ * The application first: a VM with the default stall bound, making
+ * events as fast as it can while ljmpd is stopped for 5 s, waits no
+ * longer than the bound (by its own clock), stops profiling and goes on;
+ * ljmpd, back, ends the session as truncated with the VM's reason.
+ */
+static void test_vm_gives_up_on_stalled_daemon(void)
+{
+    enum { BOUND_MS = 100 /* lj_ljmp.h's LJMP_DEFAULT_STALL_MS */ };
+    const unsigned stopped_ms = 5000;
+    double longest = -1;
+    struct vm vm;
+
+    vm_default_stall = 1;
+    vm = vm_start("stall.lua", "8", NULL, STREAM_SOCKET, 0);
+    vm_default_stall = 0;
+    CU_ASSERT_FATAL(vm.pid > 0);
+    Ljmp__Response *r = wait_session(vm.pid, 0, 100000, 20000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_FATAL(kill(daemon_pid, SIGSTOP) == 0);
+    sleep_ms(stopped_ms);
+    kill(daemon_pid, SIGCONT);
+    CU_ASSERT_EQUAL(vm_wait(&vm, 30000), 0);
+    char *out = vm_output(&vm), *at = strstr(out, "longest_ms ");
+    if (at != NULL)
+        longest = strtod(at + strlen("longest_ms "), NULL);
+    printf("\n    the VM's longest pause: %.1f ms ", longest);
+    /* The bound, and room for a busy host's scheduling. */
+    CU_ASSERT(longest >= 0 && longest < BOUND_MS + 400);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "false"));
+    free(out);
+
+    r = wait_session(vm.pid, 1, 0, 20000);
+    const Ljmp__SessionSnapshot *ss = session_in(r, vm.pid);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ss);
+    CU_ASSERT_EQUAL(ss->info->state, LJMP__SESSION_STATE__TRUNCATED);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ss->info->reason, "VM gave up: daemon stalled"));
+    if (strstr(ss->info->reason, "VM gave up") == NULL)
+        printf("\n    reason: %s ", ss->info->reason);
+    ljmp__response__free_unpacked(r, NULL);
 }
 
 /* A command line with a newline and an escape sequence: `ljmpctl list`
@@ -5497,6 +5549,7 @@ int main(int argc, char **argv)
     if (argc > 2)
         extra[11] = argv[2];
     signal(SIGPIPE, SIG_IGN);
+    setenv("LJMP_MAX_STALL_MS", "0", 1); /* see vm_default_stall */
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     s = CU_add_suite("daemon", NULL, teardown);
@@ -5546,6 +5599,8 @@ int main(int argc, char **argv)
                 test_record_refused_on_user_fuse);
     CU_add_test(s, "C symbols are not read from a user's FUSE mount",
                 test_symbols_on_user_fuse);
+    CU_add_test(s, "a VM waits no longer than its stall bound",
+                test_vm_gives_up_on_stalled_daemon);
     CU_add_test(s, "a VM waits for its C symbols no longer than told",
                 test_symbols_wait);
     CU_add_test(s, "a stream in pieces", test_stream_in_pieces);

@@ -5,7 +5,7 @@
 **   misc.memprof.start(path)                 profile to a file
 **   misc.memprof.start{path = path}          the same
 **   misc.memprof.start{socket = path,        stream to ljmpd
-**                      max_stall_ms = n}     (optional bound on blocking)
+**                      max_stall_ms = n}     (bound on blocking, 0: none)
 **     either table may say census = false: no census of the heap found
 **     -> true | nil, message, errno
 **   misc.memprof.stop()  -> true | nil, message, errno
@@ -68,7 +68,8 @@ static int memprof_start(lua_State *L)
     file = lua_tostring(L, -3);
     luaL_argcheck(L, (where != NULL) != (file != NULL), 1,
 		  "socket = PATH or path = FILE expected");
-    stall = (int)luaL_optinteger(L, -2, 0);
+    /* Absent: the default bound; 0: none. */
+    stall = lua_isnil(L, -2) ? -1 : (int)luaL_checkinteger(L, -2);
     census = lua_isnil(L, -1) || lua_toboolean(L, -1);
     if (where != NULL) {
       r = lj_ljmp_start_socket(L, where, stall, census, &e);

@@ -68,6 +68,7 @@ typedef struct Sink {
   int ack_due;       /* the hello's answer is read at the writes (attach) */
   int max_stall_ms;  /* bound on one write, 0 for none */
   uint64_t piped;    /* bytes put into the pipe */
+  uint64_t sent;     /* bytes of the stream written, for a stall notice */
   uint64_t pipe_room;  /* what the pipe holds, in bytes */
   /* By memprof's buffer: piped once its pages were lent to the pipe, 0
   ** if they were copied; the buffer is free once ljmpd read that far. */
@@ -223,6 +224,7 @@ static int write_some_all(Sink *sk, const void *buf, size_t len, int lend)
       len -= (size_t)n;
       retried = 0;
       if (sk->conn >= 0) sk->piped += (uint64_t)n;
+      sk->sent += (uint64_t)n;
     } else if (n < 0 && errno == EAGAIN && sk->is_pipe &&
 	       (lend || deadline != 0)) {
       int e = lend ? wait_room(sk, deadline, &retried) :
@@ -373,9 +375,29 @@ static int sink_backlog(void *ctx)
   return -1;
 }
 
+/* A profile that ended because ljmpd stalled past the bound says so on
+** a connection of its own (the stream's socket is full): without it, the
+** session would look like a VM that died.  It never waits. */
+static void notice_gave_up(const Sink *sk)
+{
+  struct sockaddr_un sa;
+  uint8_t notice[LJMP_NOTICE_SIZE];
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  strcpy(sa.sun_path, sk->path);
+  ljmp_notice_encode(notice, LJMP_GAVE_UP_STALLED, sk->sent);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+    (void)send(fd, notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(fd);
+}
+
 static void sink_stop(void *ctx, const MemprofResult *res)
 {
   Sink *sk = (Sink *)ctx;
+  if (res->err == EAGAIN && sink_is_ljmpd(sk) && sk->path[0] != '\0')
+    notice_gave_up(sk);
   if (res->err == ECHILD) {
     /* A forked child's copy: the connection is the parent's to end. */
     if (sink_is_ljmpd(sk)) follow_fork(sk->L, sk->path, sk->max_stall_ms);
@@ -448,7 +470,7 @@ static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
   sk->conn = -1;
   sk->wakes = 0;
   sk->ack_due = 0;
-  sk->piped = sk->pipe_room = 0;
+  sk->piped = sk->pipe_room = sk->sent = 0;
   memset(sk->lent_until, 0, sizeof(sk->lent_until));
   sk->nbufs = 1;
   sk->filling = 0;
@@ -597,9 +619,9 @@ static int start_socket(lua_State *L, const char *path, int max_stall_ms,
   memset(&sa, 0, sizeof(sa));
   sa.sun_family = AF_UNIX;
   strcpy(sa.sun_path, path);
-  /* Lossless by default: a slow reader slows the VM.  With a bound, a
-  ** connect or a write that stalls longer fails, and the profile stops
-  ** instead (write_all bounds the whole write, not each call). */
+  /* With a bound (the default), a connect or a write that stalls longer
+  ** fails, and the profile stops (write_all bounds the whole write, not
+  ** each call); without one, a slow reader slows the VM (lossless). */
   if (max_stall_ms > 0) {
     struct timeval tv;
     tv.tv_sec = max_stall_ms / 1000;
@@ -624,7 +646,9 @@ static int start_socket(lua_State *L, const char *path, int max_stall_ms,
     return -1;
   }
   strcpy(sk->path, path);
-  if ((e->err = send_hello(sk, hello)) == 0 && defer_ack && sk->conn < 0)
+  e->err = send_hello(sk, hello);
+  sk->sent = 0;  /* The stream's bytes, as ljmpd counts them. */
+  if (e->err == 0 && defer_ack && sk->conn < 0)
     sk->ack_due = 1;
   else if (e->err == 0)
     e->err = wait_hello_ack(sk);
@@ -640,7 +664,20 @@ static int start_socket(lua_State *L, const char *path, int max_stall_ms,
 int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
 			 int census, LjmpError *e)
 {
-  return start_socket(L, path, max_stall_ms, 0, census, e);
+  return start_socket(L, path, lj_ljmp_stall_bound(max_stall_ms), 0, census,
+		      e);
+}
+
+int lj_ljmp_stall_bound(int asked)
+{
+  const char *env;
+  if (asked >= 0) return asked;
+  env = getenv("LJMP_MAX_STALL_MS");
+  if (env != NULL && *env != '\0') {
+    int ms = atoi(env);
+    return ms > 0 ? ms : 0;
+  }
+  return LJMP_DEFAULT_STALL_MS;
 }
 
 /* -- The attach agent ----------------------------------------------------- */
@@ -864,7 +901,6 @@ static void agent_forked(void)
 static int agent_take_signal(void)
 {
   const char *sig = getenv("LJMP_SIGNAL");
-  const char *stall = getenv("LJMP_MAX_STALL_MS");
   struct sigaction sa, cur;
   {
     /* An offset from SIGRTMIN; out of range (or not a number), no agent. */
@@ -879,7 +915,7 @@ static int agent_take_signal(void)
       !(cur.sa_handler == SIG_IGN && agent.ignoring))
     return -1;
   agent_ingest_path(agent.ingest, sizeof(agent.ingest));
-  agent.max_stall_ms = stall ? atoi(stall) : 0;
+  agent.max_stall_ms = lj_ljmp_stall_bound(-1);
   memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = agent_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -943,11 +979,10 @@ void lj_ljmp_vm_closing(global_State *g)
 void lj_ljmp_env_start(lua_State *L)
 {
   const char *path = getenv("LJMP_SOCKET");
-  const char *stall = getenv("LJMP_MAX_STALL_MS");
   LjmpError e;
   agent_install(L);
   if (path == NULL || *path == '\0') return;
-  if (lj_ljmp_start_socket(L, path, stall ? atoi(stall) : 0, 0, &e) != 0)
+  if (lj_ljmp_start_socket(L, path, -1, 0, &e) != 0)
     vm_set_error(G(L), e.err);
 }
 

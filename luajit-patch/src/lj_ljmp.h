@@ -14,12 +14,22 @@ typedef struct LjmpError {
 } LjmpError;
 
 /* Start profiling to a file, or to ljmpd's ingest socket (hello, stream,
-** trailer; max_stall_ms > 0 bounds how long a write may block), with a
-** census of the heap or not.  0, or -1 with the reason in *e. */
+** trailer; max_stall_ms bounds how long a write may block, see
+** lj_ljmp_stall_bound), with a census of the heap or not.  0, or -1 with
+** the reason in *e. */
 LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path, int census,
 			       LjmpError *e);
 LJ_FUNC int lj_ljmp_start_socket(lua_State *L, const char *path,
 				 int max_stall_ms, int census, LjmpError *e);
+
+/*
+** How long a write to ljmpd may keep the program waiting, in ms, before
+** the profile ends: asked if it is 0 (no bound: lossless) or more, else
+** LJMP_MAX_STALL_MS from the environment, else the default.  The program
+** comes first: a daemon that stops reading must not stop it.
+*/
+#define LJMP_DEFAULT_STALL_MS 100
+LJ_FUNC int lj_ljmp_stall_bound(int asked);
 
 /* At VM start: the agent serves the VM (its signal's handler installed
 ** with the first, unless LJMP_AGENT=0); it streams to $LJMP_SOCKET if

@@ -35,7 +35,11 @@ typedef void (*ljmp_memprof_done)(void *ctx, int err);
 ** stream has ended, whichever way. */
 LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
 			       ljmp_memprof_done done, void *ctx);
-/* Stream to ljmpd's ingest socket at path (hello, stream, trailer). */
+/* Stream to ljmpd's ingest socket at path (hello, stream, trailer).  A
+** write that keeps the program waiting longer than max_stall_ms ends the
+** profile: 0 waits as long as ljmpd takes (lossless),
+** LJMP_MEMPROF_STALL_DEFAULT takes $LJMP_MAX_STALL_MS or 100 ms. */
+#define LJMP_MEMPROF_STALL_DEFAULT (-1)
 LUA_API int ljmp_memprof_start_socket(lua_State *L, const char *path,
 				      int max_stall_ms);
 /* Whether the starts above take a census of the heap they find (every
