@@ -710,7 +710,8 @@ static void take_notice(struct session *n)
     struct session *s;
     unsigned told = 0;
 
-    TAILQ_FOREACH(s, &srv->sessions, link) {
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
         if (s == n || s->pid != n->pid || s->uid != n->uid ||
             s->start_ms > n->start_ms || s->stream_bytes > at)
             continue;
@@ -720,14 +721,13 @@ static void take_notice(struct session *n)
         s->gave_up = n->hello[4];
         s->gave_up_at = at;
         if (s->phase == SESSION_ENDED && note_gave_up(s))
-            log_warn("session %llu: %s", (unsigned long long)s->id,
-                     s->reason);
+            log_warn("session %llu: %s", (unsigned long long)s->id, s->reason);
         told++;
     }
     log_debug("session %llu: pid %d: a notice that a VM gave up at %llu "
               "stream bytes, for %u of its sessions",
-              (unsigned long long)n->id, (int)n->pid,
-              (unsigned long long)at, told);
+              (unsigned long long)n->id, (int)n->pid, (unsigned long long)at,
+              told);
     n->rejected = 1; /* never a session */
     srv->nlive--;
     TAILQ_REMOVE(&srv->sessions, n, link);

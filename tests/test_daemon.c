@@ -951,6 +951,19 @@ static void test_bad_ingest(void)
     CU_ASSERT_EQUAL(newest_session_id(getpid()), before);
     char *why;
 
+    /* A VM's notice that names no stream of this process: read, closed,
+     * neither a session nor a rejection. */
+    uint8_t notice[LJMP_NOTICE_SIZE];
+    ljmp_notice_encode(notice, LJMP_GAVE_UP_STALLED, 12345);
+    fd = connect_unix(ingest_path);
+    CU_ASSERT_EQUAL(write(fd, notice, sizeof(notice)), (ssize_t)sizeof(notice));
+    CU_ASSERT_EQUAL(read(fd, &byte, 1), 0);
+    close(fd);
+    CU_ASSERT_EQUAL(newest_session_id(getpid()), before);
+    CU_ASSERT_EQUAL(
+        daemon_counter(offsetof(Ljmp__DaemonCounters, sessions_rejected)),
+        rejected + 2);
+
     /* A malformed stream after a good hello: the offset is kept. */
     lm_buf_bytes(&b, hello, hl);
     lm_enc_begin(&b, LM_REV_R3);

@@ -973,14 +973,8 @@ static struct lm_counters group_sum(const struct lm_groups *g,
 static char *report_by(const struct lm_state *s, int by_trace)
 {
     struct lm_report_opts o = {0, 0, 0, 0, 0, by_trace};
-    char *out = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
 
-    CU_ASSERT_FATAL(f != NULL);
-    CU_ASSERT(lm_report_write(f, s, &o) == 0);
-    fclose(f);
-    return out;
+    return report_with(s, &o);
 }
 
 /*

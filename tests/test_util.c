@@ -162,18 +162,24 @@ enum lm_status feed_chunked(struct lm_profile *p, const uint8_t *buf,
     return lm_decoder_finish(&p->dec);
 }
 
-char *report_string(const struct lm_state *s, int leak_only, int human,
-                    int json)
+char *report_with(const struct lm_state *s, const struct lm_report_opts *o)
 {
-    struct lm_report_opts o = {leak_only, human, json, 0, 0, 0};
     char *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
 
     CU_ASSERT_FATAL(f != NULL);
-    CU_ASSERT(lm_report_write(f, s, &o) == 0);
+    CU_ASSERT(lm_report_write(f, s, o) == 0);
     fclose(f);
     return out;
+}
+
+char *report_string(const struct lm_state *s, int leak_only, int human,
+                    int json)
+{
+    struct lm_report_opts o = {leak_only, human, json, 0, 0, 0};
+
+    return report_with(s, &o);
 }
 
 char *read_expected(const char *name)

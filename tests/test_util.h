@@ -54,6 +54,9 @@ void census_complete(struct lm_buf *b, uint64_t total);
 enum lm_status feed_chunked(struct lm_profile *p, const uint8_t *buf,
                             size_t len, size_t chunk);
 
+struct lm_report_opts;
+/* The report of a state as a malloc'd string, with options o. */
+char *report_with(const struct lm_state *s, const struct lm_report_opts *o);
 /* The text report of a state as a malloc'd string. */
 char *report_string(const struct lm_state *s, int leak_only, int human,
                     int json);
