@@ -157,6 +157,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     feed_collect(srv->feed);
+    session_expire_silent(srv, now);
     retention_evict(srv, now);
     control_expire_records(srv, now);
     recorder_check_stalls(srv, now);

@@ -16,7 +16,8 @@ struct config {
     size_t read_budget;                 /* ingest bytes per callback */
     unsigned feed_threads;              /* 0: decode on the loop's thread */
     size_t inline_bytes;                /* smaller reads decoded on the loop */
-    unsigned hello_timeout_ms;          /* for a new ingest peer's hello */
+    unsigned hello_timeout_ms;          /* for a new ingest peer's hello, and
+                                         * then its stream's start */
     unsigned symbols_wait_ms;           /* for its C symbols, after it */
     size_t peer_queue;                  /* control output bytes before drops */
     unsigned client_idle_s;             /* idle clients closed after this */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -1029,6 +1030,8 @@ static void start_streaming(struct session *s)
 {
     if (!s->acked && s->hello[4] >= LJMP_INGEST_ACK_VERSION)
         ack_hello(s);
+    if (!s->acked)
+        s->acked_ms = clock_now_ms();
     s->acked = 1;
     (void)session_resume_reading(s);
     if (s->held_len > 0) {
@@ -1223,4 +1226,63 @@ static void session_read(evutil_socket_t fd, short what, void *arg)
     if (fd == s->pipe_fd)
         wake_if_due(s);
     session_take(s, buf, (size_t)n);
+}
+
+/* Bytes s's VM sent that ljmpd has not read yet, on its pipe or socket. */
+static int unread_bytes(const struct session *s)
+{
+    int n = 0;
+
+    if (ioctl(s->pipe_fd >= 0 ? s->pipe_fd : s->fd, FIONREAD, &n) != 0)
+        return 0;
+    return n;
+}
+
+/* Whether ljmpd, not the VM, is the one behind with s's stream: jobs
+ * out, reading paused or held, or bytes waiting to be read. */
+static int ljmpd_behind(const struct session *s)
+{
+    return s->feed.out > 0 || s->read_paused || s->holds > 0 ||
+           s->held_len > 0 || unread_bytes(s) > 0;
+}
+
+/* Whether s's symbol table and the events' header were decoded; not yet
+ * known while a feed thread decodes (which ljmpd_behind sees). */
+static int stream_started(struct session *s)
+{
+    if (!s->started && session_trylock(s) == 0) {
+        s->started = s->prof.dec.phase >= LM_PH_EVENTS;
+        session_unlock(s);
+    }
+    return s->started;
+}
+
+/*
+ * A VM writes its symbol table and the events' header as soon as its
+ * hello is answered, in the call that starts the profile; an idle VM
+ * sends nothing after them.  A peer that announced itself and did not
+ * start streaming within --hello-timeout holds a slot for nothing.
+ */
+static int silent_past_deadline(struct session *s, uint64_t now)
+{
+    return s->phase == SESSION_STREAM && s->acked && !s->started &&
+           now - s->acked_ms > s->srv->cfg.hello_timeout_ms &&
+           !stream_started(s) && !ljmpd_behind(s);
+}
+
+void session_expire_silent(struct server *srv, uint64_t now)
+{
+    struct session *s;
+
+again:
+    TAILQ_FOREACH(s, &srv->sessions, link) {
+        if (!silent_past_deadline(s, now))
+            continue;
+        session_end(s, LJMP__SESSION_STATE__FAILED,
+                    "no stream within %u ms of the hello's answer: a VM "
+                    "sends its symbol table at once",
+                    srv->cfg.hello_timeout_ms);
+        /* Ending it may have forgotten finished sessions: look anew. */
+        goto again;
+    }
 }

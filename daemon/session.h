@@ -112,6 +112,11 @@ struct session {
      * forgotten meanwhile (retention.c). */
     unsigned readers;
     int acked;    /* the VM was told it may stream */
+    /* When it was told so (monotonic), and whether its stream has started
+     * since (its symbol table and the events' header decoded): a VM
+     * writes them at once, an idle one included (session_expire_silent). */
+    uint64_t acked_ms;
+    int started;
     int rejected; /* never a session: no valid hello (reason says why) */
     /* The VM said it gave up, its stream ending at gave_up_at bytes
      * (ljmp_ingest.h's notice): the reason for a truncated end there. */
@@ -148,6 +153,9 @@ void session_free(struct session *s);
 /* Ends a streaming session: closes its connection, keeps its state. */
 void session_end(struct session *s, Ljmp__SessionState state, const char *fmt,
                  ...) __attribute__((format(printf, 3, 4)));
+/* Ends the sessions that announced themselves and sent no stream within
+ * --hello-timeout of the hello's answer (run on the server's tick). */
+void session_expire_silent(struct server *srv, uint64_t now);
 /* Reads paused s again if nothing else holds it (a feature's hold, jobs
  * out): 1 if it did. */
 int session_resume_reading(struct session *s);

@@ -1269,6 +1269,57 @@ static void expect_session_failed(uint64_t before, const char *why)
     ljmp__response__free_unpacked(r, NULL);
 }
 
+/* The state of this process's session `id`, or -1 if it is not listed. */
+static int own_session_state(uint64_t id)
+{
+    Ljmp__Response *r = list_sessions();
+    int state = -1;
+
+    for (size_t k = 0; r != NULL && k < r->list->n_sessions; k++) {
+        const Ljmp__SessionInfo *in = r->list->sessions[k]->info;
+        if (in->pid == (uint32_t)getpid() && in->id == id)
+            state = (int)in->state;
+    }
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return state;
+}
+
+/*
+ * A peer that says hello and then nothing holds a slot for nothing: it is
+ * ended once --hello-timeout (300 ms here) has passed since the hello's
+ * answer.  A stream that started and then goes quiet, as an idle VM's
+ * does, is kept however long it says nothing.
+ */
+static void test_silent_after_hello(void)
+{
+    uint64_t before = newest_session_id(getpid()), quiet_id = 0;
+    struct lm_buf b = {0};
+    int quiet = send_hello_with(2, NULL, 0, "");
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    CU_ASSERT_EQUAL(write(quiet, b.data, b.len), (ssize_t)b.len);
+    for (int i = 0; i < 500 && quiet_id <= before; i++, sleep_ms(10))
+        quiet_id = newest_session_id(getpid());
+    CU_ASSERT_FATAL(quiet_id > before);
+
+    int silent = send_hello_with(2, NULL, 0, "");
+    expect_session_failed(quiet_id, "no stream within 300 ms of the hello's "
+                                    "answer");
+    char byte;
+    /* Its answer to the hello, then the end. */
+    CU_ASSERT_EQUAL(read(silent, &byte, 1), 1);
+    CU_ASSERT_EQUAL(read(silent, &byte, 1), 0);
+    sleep_ms(1500); /* the deadline and a tick past it, again */
+    CU_ASSERT_EQUAL(own_session_state(quiet_id),
+                    LJMP__SESSION_STATE__STREAMING);
+    close(silent);
+    close(quiet);
+    lm_buf_free(&b);
+}
+
 /* The reader's side of wake-asks (ljmp_ingest.h): asks in pieces, one
  * answer each, due only once the pipe is down to the ask's level. */
 static void test_wake_ask_parsing(void)
@@ -2843,6 +2894,27 @@ static int refused_within(int fd, int ms, const char *says)
     return 0;
 }
 
+/* The most an idle VM sends (idle_vm_start). */
+#define IDLE_VM_START_MAX (LJMP_HELLO_MAX + 64)
+
+/* What a VM that then idles sends, into out: its hello and the start of
+ * a stream without events (a peer that sends only a hello is ended after
+ * --hello-timeout); its length. */
+static size_t idle_vm_start(uint8_t *out)
+{
+    struct lm_buf b = {0};
+    size_t n = ljmp_hello_encode(out, 2, LJMP_VM_LUAJIT, "test");
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    CU_ASSERT_FATAL(!b.oom && n + b.len <= IDLE_VM_START_MAX);
+    memcpy(out + n, b.data, b.len);
+    n += b.len;
+    lm_buf_free(&b);
+    return n;
+}
+
 /* As nobody: n connections to path kept open; 0 if the last one alone
  * was refused (told `says`, unless NULL). */
 static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
@@ -2875,8 +2947,8 @@ static int slots_as_nobody(const char *path, const uint8_t *hello, size_t hl,
  * (--max-sessions): one user's idle connections lock no one else out. */
 static void test_slots_per_user(void)
 {
-    uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
+    uint8_t hello[IDLE_VM_START_MAX];
+    size_t hl = idle_vm_start(hello);
 
     if (getuid() != 0) {
         test_skip("not root: no other user to be");
@@ -2955,8 +3027,8 @@ static int slots_taken(int ready)
  */
 static void test_two_users_lock_no_one_out(void)
 {
-    uint8_t hello[LJMP_HELLO_MAX];
-    size_t hl = ljmp_hello_encode(hello, 2, LJMP_VM_LUAJIT, "test");
+    uint8_t hello[IDLE_VM_START_MAX];
+    size_t hl = idle_vm_start(hello);
     const char *paths[] = {control_path, ingest_path};
     const uid_t users[] = {65534, 65533, 65532};
 
@@ -5584,6 +5656,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "record from the middle", test_record_mid_stream);
     CU_add_test(s, "bad ingest", test_bad_ingest);
     CU_add_test(s, "bad pipe hellos", test_bad_pipe_hellos);
+    CU_add_test(s, "a silent peer after its hello", test_silent_after_hello);
     CU_add_test(s, "a peer races ljmpd for its pipe", test_pipe_reader_race);
     CU_add_test(s, "passed descriptors are closed off the loop",
                 test_passed_fds_closed_off_loop);
