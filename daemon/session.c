@@ -1275,7 +1275,8 @@ void session_expire_silent(struct server *srv, uint64_t now)
     struct session *s;
 
 again:
-    TAILQ_FOREACH(s, &srv->sessions, link) {
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
         if (!silent_past_deadline(s, now))
             continue;
         session_end(s, LJMP__SESSION_STATE__FAILED,

@@ -111,7 +111,7 @@ struct session {
     /* Reports reading its state on their thread (report.c): it is not
      * forgotten meanwhile (retention.c). */
     unsigned readers;
-    int acked;    /* the VM was told it may stream */
+    int acked; /* the VM was told it may stream */
     /* When it was told so (monotonic), and whether its stream has started
      * since (its symbol table and the events' header decoded): a VM
      * writes them at once, an idle one included (session_expire_silent). */
