@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev dpkg-dev patch
   libcunit1-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler
       libsystemd-dev libelf-dev systemd libncurses-dev tmux libseccomp-dev
-  nginx-core libnginx-mod-http-lua wrk lintian
+  nginx-core libnginx-mod-http-lua wrk lintian zlib1g-dev golang-go jq
 )
 JOBS=$(nproc 2>/dev/null || echo 2)
 

@@ -46,6 +46,8 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_CENSUS_WAIT] = {"census-wait", 0, VALUE_NUMBER},
     [OPT_NO_CENSUS] = {"no-census", 0, VALUE_NONE},
     [OPT_BY_TRACE] = {"by-trace", 0, VALUE_NONE},
+    [OPT_FORMAT] = {"format", 0, VALUE_TEXT},
+    [OPT_SAMPLE] = {"sample", 0, VALUE_TEXT},
 };
 
 /* getopt_long's value for an option: above every letter, so that a

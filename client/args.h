@@ -32,6 +32,8 @@ enum ctl_opt {
     OPT_CENSUS_WAIT,    /* --census-wait SECONDS */
     OPT_NO_CENSUS,      /* --no-census */
     OPT_BY_TRACE,       /* --by-trace */
+    OPT_FORMAT,         /* --format NAME */
+    OPT_SAMPLE,         /* --sample NAME */
     NOPTS
 };
 

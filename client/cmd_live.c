@@ -536,22 +536,22 @@ static int cmd_watch(const struct ctl_args *a)
 
 /* Prints the rest of a report that ljmpd sends in parts (request id),
  * each as it comes; the exit status. */
-static int report_rest(struct conn *c, uint64_t id)
+static int report_rest(const char *cmd, struct conn *c, uint64_t id, FILE *out)
 {
     for (;;) {
         Ljmp__Response *resp = conn_recv(c, ANSWER_MS);
         if (resp == NULL)
             return EXIT_NO_DAEMON;
-        int rc = conn_error("report", resp);
+        int rc = conn_error(cmd, resp);
         int more = 0;
         if (rc == 0 && resp->id == id) {
             if (resp->body_case != LJMP__RESPONSE__BODY_REPORT) {
-                fprintf(stderr, "ljmpctl report: unexpected answer from "
-                                "ljmpd\n");
+                fprintf(stderr, "ljmpctl %s: unexpected answer from ljmpd\n",
+                        cmd);
                 rc = EXIT_NO_DAEMON;
             } else {
                 const Ljmp__ReportText *r = resp->report;
-                fwrite(r->text.data, 1, r->text.len, stdout);
+                fwrite(r->text.data, 1, r->text.len, out);
                 more = r->more;
             }
         } else if (rc == 0) {
@@ -563,7 +563,8 @@ static int report_rest(struct conn *c, uint64_t id)
     }
 }
 
-int live_report(const struct view_target *t, const struct lm_report_opts *o)
+int live_report(const char *cmd, const struct view_target *t,
+                const struct lm_report_opts *o, FILE *out)
 {
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
@@ -579,22 +580,27 @@ int live_report(const struct view_target *t, const struct lm_report_opts *o)
     rr.json = o->json;
     rr.has_by_process = rr.by_process = t->by_process;
     rr.has_by_trace = rr.by_trace = o->by_trace;
+    if (o->export_format) {
+        rr.has_export_format = rr.has_export_value = 1;
+        rr.export_format = (Ljmp__ExportFormat)o->export_format;
+        rr.export_value = (Ljmp__ExportValue)o->export_value;
+    }
     req.body_case = LJMP__REQUEST__BODY_REPORT;
     req.report = &rr;
-    Ljmp__Response *resp = conn_ask(&c, "report", &req, -1, ANSWER_MS,
+    Ljmp__Response *resp = conn_ask(&c, cmd, &req, -1, ANSWER_MS,
                                     LJMP__RESPONSE__BODY_REPORT, &rc);
     if (resp != NULL) {
         const Ljmp__ReportText *r = resp->report;
-        fwrite(r->text.data, 1, r->text.len, stdout);
+        fwrite(r->text.data, 1, r->text.len, out);
         if (r->more)
-            rc = report_rest(&c, resp->id);
-        if (fflush(stdout) != 0 && rc == EXIT_OK)
+            rc = report_rest(cmd, &c, resp->id, out);
+        if (fflush(out) != 0 && rc == EXIT_OK)
             rc = EXIT_USAGE;
         const Ljmp__SessionInfo *s = r->session;
         pb_mask_controls(&resp->base); /* the text is bytes: kept whole */
         if (s != NULL && s->state != LJMP__SESSION_STATE__STREAMING &&
             s->state != LJMP__SESSION_STATE__COMPLETE) {
-            fprintf(stderr, "ljmpctl report: session %llu is %s: %s\n",
+            fprintf(stderr, "ljmpctl %s: session %llu is %s: %s\n", cmd,
                     (unsigned long long)s->id, state_of(s),
                     s->reason ? s->reason : "");
             rc = s->state == LJMP__SESSION_STATE__TRUNCATED ? EXIT_TRUNCATED

@@ -90,14 +90,14 @@ static void report_args_of(const struct ctl_args *args, struct report_args *a)
 }
 
 /* Feeds the whole input; -1 on a read error, else 0 and how it ended. */
-static int read_stream(int fd, const char *path, struct lm_profile *p,
-                       enum lm_status *ended)
+static int read_stream(const char *cmd, int fd, const char *path,
+                       struct lm_profile *p, enum lm_status *ended)
 {
     uint8_t *buf = malloc(READ_CHUNK);
     enum lm_status st = LM_NEED_MORE;
 
     if (buf == NULL) {
-        fprintf(stderr, "ljmpctl report: out of memory\n");
+        fprintf(stderr, "ljmpctl %s: out of memory\n", cmd);
         return -1;
     }
     for (;;) {
@@ -105,7 +105,7 @@ static int read_stream(int fd, const char *path, struct lm_profile *p,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            fprintf(stderr, "ljmpctl report: %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "ljmpctl %s: %s: %s\n", cmd, path, strerror(errno));
             free(buf);
             return -1;
         }
@@ -123,12 +123,65 @@ static int read_stream(int fd, const char *path, struct lm_profile *p,
     return 0;
 }
 
-/* A process id rather than a file: digits only, and no such file. */
-static int is_pid(const char *arg)
+int is_pid_operand(const char *arg)
 {
     if (*arg == '\0' || strspn(arg, "0123456789") != strlen(arg))
         return 0;
     return access(arg, F_OK) != 0;
+}
+
+int load_stream_file(const char *cmd, const char *path,
+                     const struct lm_limits *limits, int threads,
+                     struct lm_profile *p, enum lm_status *st)
+{
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO
+                                    : open(path, O_RDONLY | O_CLOEXEC);
+    char err[128];
+
+    *st = LM_NEED_MORE;
+    if (fd < 0) {
+        fprintf(stderr, "ljmpctl %s: cannot open %s: %s\n", cmd, path,
+                strerror(errno));
+        return EXIT_USAGE;
+    }
+    if (lm_profile_init(p, limits, NULL) != 0) {
+        fprintf(stderr, "ljmpctl %s: out of memory\n", cmd);
+        if (fd != STDIN_FILENO)
+            close(fd);
+        return EXIT_USAGE;
+    }
+    /* Without the worker thread the state is the same, only slower. */
+    (void)lm_profile_threads(p, threads);
+    int read_failed = read_stream(cmd, fd, path, p, st);
+    if (fd != STDIN_FILENO)
+        close(fd);
+    if (!read_failed && lm_profile_settle(p, err, sizeof(err)) != 0) {
+        fprintf(stderr, "ljmpctl %s: %s: %s\n", cmd, path, err);
+        read_failed = 1;
+    }
+    if (read_failed) {
+        lm_profile_free(p);
+        return EXIT_USAGE;
+    }
+    if (*st == LM_ERROR) {
+        fprintf(stderr,
+                "ljmpctl %s: %s: malformed stream at offset %" PRIu64 ": %s\n",
+                cmd, path, p->dec.err_offset, p->dec.errmsg);
+        lm_profile_free(p);
+        return EXIT_MALFORMED;
+    }
+    return EXIT_OK;
+}
+
+int stream_end_status(const char *cmd, const char *path,
+                      const struct lm_profile *p, enum lm_status st)
+{
+    if (st != LM_NEED_MORE)
+        return EXIT_OK;
+    fprintf(stderr,
+            "ljmpctl %s: %s: %s; the output covers everything before it\n", cmd,
+            path, p->dec.errmsg);
+    return EXIT_TRUNCATED;
 }
 
 static int cmd_report(const struct ctl_args *args)
@@ -136,8 +189,8 @@ static int cmd_report(const struct ctl_args *args)
     struct report_args a;
     struct view_target target;
     struct lm_profile p;
-    enum lm_status st = LM_NEED_MORE;
-    int fd, rc;
+    enum lm_status st;
+    int rc;
 
     report_args_of(args, &a);
     /* A whole server's report: its target as the live views take it. */
@@ -146,62 +199,28 @@ static int cmd_report(const struct ctl_args *args)
         if (view_target_of("report", args, &target) != 0)
             return EXIT_USAGE;
         a.opts.by_process = target.by_process;
-        return live_report(&target, &a.opts);
+        return live_report("report", &target, &a.opts, stdout);
     }
     if (a.path == NULL) {
         fprintf(stderr, "ljmpctl report: expected one FILE, - or PID\n");
         return EXIT_USAGE;
     }
-    if (is_pid(a.path)) {
+    if (is_pid_operand(a.path)) {
         memset(&target, 0, sizeof(target));
         if (args_parse_pid("report", a.path, &target.pid) != 0)
             return EXIT_USAGE;
-        return live_report(&target, &a.opts);
+        return live_report("report", &target, &a.opts, stdout);
     }
-    fd = strcmp(a.path, "-") == 0 ? STDIN_FILENO
-                                  : open(a.path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "ljmpctl report: cannot open %s: %s\n", a.path,
+    rc = load_stream_file("report", a.path, &a.limits, a.threads, &p, &st);
+    if (rc != EXIT_OK)
+        return rc;
+    if (lm_report_write(stdout, &p.state, &a.opts) != 0 ||
+        fflush(stdout) != 0) {
+        fprintf(stderr, "ljmpctl report: writing the report: %s\n",
                 strerror(errno));
-        return EXIT_USAGE;
-    }
-    if (lm_profile_init(&p, &a.limits, NULL) != 0) {
-        fprintf(stderr, "ljmpctl report: out of memory\n");
-        return EXIT_USAGE;
-    }
-    /* Without the worker thread the report is the same, only slower. */
-    (void)lm_profile_threads(&p, a.threads);
-    int read_failed = read_stream(fd, a.path, &p, &st);
-    char err[128];
-    if (fd != STDIN_FILENO)
-        close(fd);
-    if (!read_failed && lm_profile_settle(&p, err, sizeof(err)) != 0) {
-        fprintf(stderr, "ljmpctl report: %s: %s\n", a.path, err);
-        read_failed = 1;
-    }
-    if (read_failed) {
         rc = EXIT_USAGE;
-    } else if (st == LM_ERROR) {
-        fprintf(stderr,
-                "ljmpctl report: %s: malformed stream at offset %" PRIu64
-                ": %s\n",
-                a.path, p.dec.err_offset, p.dec.errmsg);
-        rc = EXIT_MALFORMED;
     } else {
-        if (lm_report_write(stdout, &p.state, &a.opts) != 0 ||
-            fflush(stdout) != 0) {
-            fprintf(stderr, "ljmpctl report: writing the report: %s\n",
-                    strerror(errno));
-            rc = EXIT_USAGE;
-        } else if (st == LM_NEED_MORE) {
-            fprintf(stderr,
-                    "ljmpctl report: %s: %s; the report covers "
-                    "everything before it\n",
-                    a.path, p.dec.errmsg);
-            rc = EXIT_TRUNCATED;
-        } else {
-            rc = EXIT_OK;
-        }
+        rc = stream_end_status("report", a.path, &p, st);
     }
     lm_profile_free(&p);
     return rc;

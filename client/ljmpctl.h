@@ -3,9 +3,11 @@
 #define LJMPCTL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "args.h"
 #include "ljmp_wire.h"
+#include "lm_profile.h"
 #include "lm_report.h"
 #include "status.h"
 #include "target.h"
@@ -20,9 +22,29 @@ extern const struct cmd_entry cmd_attach_entry;
 extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
 
+extern const struct cmd_entry cmd_export_entry;
+
 /* `report PID` (or --tree, --unit): the report of a live (or kept)
- * session, or of a whole server's merged, from ljmpd. */
-int live_report(const struct view_target *t, const struct lm_report_opts *o);
+ * session, or of a whole server's merged, from ljmpd, onto out; with
+ * o->export_format, the export of the same (`export PID`).  cmd names the
+ * command in messages; an exit status. */
+int live_report(const char *cmd, const struct view_target *t,
+                const struct lm_report_opts *o, FILE *out);
+
+/* A PID operand rather than a file: digits only, and no such file. */
+int is_pid_operand(const char *arg);
+
+/* Reads the stream in file path ("-": stdin) into p, initialised here,
+ * on threads threads; EXIT_OK with *st how the stream ended (p then to
+ * free), or an exit status after a message (p freed). */
+int load_stream_file(const char *cmd, const char *path,
+                     const struct lm_limits *limits, int threads,
+                     struct lm_profile *p, enum lm_status *st);
+
+/* EXIT_OK, or EXIT_TRUNCATED after saying where a stream that ended early
+ * (st LM_NEED_MORE) stopped. */
+int stream_end_status(const char *cmd, const char *path,
+                      const struct lm_profile *p, enum lm_status st);
 
 /* A follow (attach --tree, --unit) and its members, on stdout. */
 void live_print_follow(const Ljmp__Follow *f);

@@ -18,6 +18,11 @@ struct lm_report_opts {
     /* What traces' compiled code allocated is named by the trace, not
      * the line (lm_state_loc_trace_name). */
     int by_trace;
+    /* Not a report but an export to another tool (lm_export.h): 0, or
+     * 1 + enum lm_export_format; export_value is its enum lm_export_value.
+     * The report's writers ignore both; whoever calls them dispatches. */
+    int export_format;
+    int export_value;
 };
 
 /* A process whose state a merged report sums. */

@@ -1634,6 +1634,65 @@ int lm_state_loc_trace_name(const struct lm_state *s, uint32_t loc, char *buf,
     return trace_name(s, l->trace_sym, l->trace, 0, 0, buf, len);
 }
 
+/* The parts of a Lua line of prototype epoch proto, as lfunc_name names
+ * it. */
+static void lfunc_parts(const struct lm_state *s, uint32_t proto, uint64_t addr,
+                        uint64_t line, struct lm_loc_parts *p)
+{
+    const struct lm_symtab *t = &s->sym;
+
+    p->addr = addr;
+    p->line = line;
+    if (addr == 0) {
+        p->kind = LM_PART_INTERNAL;
+        return;
+    }
+    if (proto == LM_NONE || t->protos[proto].chunk == LM_NONE) {
+        p->kind = LM_PART_UNNAMED;
+        return;
+    }
+    uint32_t chunk = t->protos[proto].chunk;
+    p->name = lm_symtab_str(t, chunk, &p->name_len);
+    p->first_line = t->protos[proto].firstline;
+    p->kind = t->protos[proto].census ? LM_PART_CENSUS : LM_PART_LUA;
+    p->alias = p->kind == LM_PART_LUA ? t->strs[chunk].alias : 0;
+}
+
+void lm_state_loc_parts(const struct lm_state *s, uint32_t loc,
+                        struct lm_loc_parts *p)
+{
+    const struct lm_loc *l = &s->locs[loc];
+
+    memset(p, 0, sizeof(*p));
+    switch (l->source) {
+    case LM_SRC_LFUNC:
+        lfunc_parts(s, l->sym, l->addr, l->line, p);
+        p->trace = l->trace;
+        return;
+    case LM_SRC_CFUNC:
+        p->kind = l->addr == 0 ? LM_PART_INTERNAL : LM_PART_C;
+        p->addr = l->addr;
+        if (l->addr != 0 && l->sym != LM_NONE) {
+            const struct lm_cfunc *f = &s->sym.cfuncs[l->sym];
+            p->name = lm_symtab_str(&s->sym, f->name, &p->name_len);
+            p->addr = f->addr;
+        }
+        return;
+    case LM_SRC_TRACE: {
+        const struct lm_trace *t =
+            l->sym != LM_NONE ? &s->sym.traces[l->sym] : NULL;
+        if (t != NULL && t->known)
+            lfunc_parts(s, t->start_proto, t->start_addr, t->start_line, p);
+        p->kind = LM_PART_TRACE;
+        p->trace = l->traceno;
+        return;
+    }
+    default:
+        p->kind = LM_PART_INTERNAL;
+        return;
+    }
+}
+
 uint64_t lm_state_memory(const struct lm_state *s)
 {
     const struct lm_symtab *t = &s->sym;

@@ -413,6 +413,37 @@ int lm_state_loc_name(const struct lm_state *s, uint32_t loc, char *buf,
 int lm_state_loc_trace_name(const struct lm_state *s, uint32_t loc, char *buf,
                             size_t len);
 
+/* What a location names, in parts (lm_state_loc_parts). */
+enum lm_part_kind {
+    LM_PART_INTERNAL, /* the VM's own (GC, the compiler), or no site */
+    LM_PART_LUA,      /* a line of a Lua function */
+    LM_PART_CENSUS,   /* a census's name: text, no line */
+    LM_PART_C,        /* a C function (name NULL: never announced) */
+    LM_PART_TRACE,    /* a trace, without its line: its start's */
+    LM_PART_UNNAMED,  /* a Lua line of a prototype never announced */
+};
+
+/*
+ * A location's name in parts, for exports that keep a line apart from its
+ * function; name points into the state.  Lua: name is the chunk (alias
+ * nonzero for a chunk loaded from a string: function_alias_N), first_line
+ * its function's, line the line; a trace: the same of its start, and
+ * trace its number (for a Lua line, the trace in effect when compiled
+ * code allocated there, or 0); C: name the symbol's (NULL if none), addr
+ * the function's; census: name is the text; unnamed: addr and line as in
+ * the stream.
+ */
+struct lm_loc_parts {
+    enum lm_part_kind kind;
+    const char *name;
+    size_t name_len;
+    uint32_t alias;
+    uint64_t first_line, line, addr, trace;
+};
+
+void lm_state_loc_parts(const struct lm_state *s, uint32_t loc,
+                        struct lm_loc_parts *p);
+
 /* lm_state_loc_trace_name if by_trace, else lm_state_loc_name. */
 static inline int lm_state_loc_name_by(const struct lm_state *s, uint32_t loc,
                                        int by_trace, char *buf, size_t len)

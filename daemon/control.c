@@ -376,19 +376,44 @@ static void no_session(struct peer *p, uint64_t id, const Ljmp__Selector *sel)
                         "no sessions yet");
 }
 
+/* The report's options from its request; -1 after an error answer for
+ * an export this ljmpd does not know. */
+static int report_opts_of(struct peer *p, const Ljmp__Request *req,
+                          struct lm_report_opts *opts)
+{
+    const Ljmp__ReportRequest *r = req->report;
+
+    if ((unsigned)r->export_format > LJMP__EXPORT_FORMAT__SPEEDSCOPE ||
+        (unsigned)r->export_value > LJMP__EXPORT_VALUE__INUSE_SPACE) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "unknown export format %d or value %d",
+                        (int)r->export_format, (int)r->export_value);
+        return -1;
+    }
+    *opts = (struct lm_report_opts){
+        .leak_only = r->leak_only,
+        .human_readable = r->human_readable,
+        .json = r->json,
+        .by_process = r->by_process,
+        .by_trace = r->by_trace,
+        .export_format = (int)r->export_format,
+        .export_value = (int)r->export_value,
+    };
+    return 0;
+}
+
 /* One report of the sessions of a tree or a unit, merged. */
 static void do_merged_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
-    struct lm_report_opts opts = {
-        r->leak_only, r->human_readable, r->json, r->by_process, 0,
-        r->by_trace};
+    struct lm_report_opts opts;
     struct snapshot_opts o = {.merge = 1, .uid = p->uid};
     struct arena a = {0};
     struct session **m;
     long n;
 
-    if (read_selector(p, req->id, r->session, &o) != 0)
+    if (report_opts_of(p, req, &opts) != 0 ||
+        read_selector(p, req->id, r->session, &o) != 0)
         return;
     if ((n = snapshot_members(&a, p->srv, &o, NULL, &m)) < 0)
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
@@ -409,13 +434,15 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__ReportRequest *r = req->report;
     const Ljmp__Selector *sel = r->session;
-    struct lm_report_opts opts = {
-        r->leak_only, r->human_readable, r->json, 0, 0, r->by_trace};
+    struct lm_report_opts opts;
 
     if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
         do_merged_report(p, req);
         return;
     }
+    if (report_opts_of(p, req, &opts) != 0)
+        return;
+    opts.by_process = 0; /* one process */
     struct session *s = select_session(p, sel);
     if (s == NULL) {
         no_session(p, req->id, r->session);

@@ -12,6 +12,7 @@
 #include "bell.h"
 #include "clock.h"
 #include "helper.h"
+#include "lm_export.h"
 #include "log.h"
 #include "peer.h"
 #include "report.h"
@@ -162,7 +163,37 @@ static ssize_t part_write(void *cookie, const char *buf, size_t size)
     return (ssize_t)size;
 }
 
-/* One report of several sessions merged. */
+/* The time an export covers: from its sessions' first start to now, or
+ * to their last end if none streams any more (Unix ms). */
+static void export_time(const struct build *b, struct lm_export_opts *e)
+{
+    uint64_t from = UINT64_MAX, to = 0, now = clock_now_ms();
+
+    for (size_t i = 0; i < b->n; i++) {
+        const struct session *s = b->m[i];
+        uint64_t end = s->phase == SESSION_ENDED ? s->end_ms : now;
+        from = s->start_ms < from ? s->start_ms : from;
+        to = end > to ? end : to;
+    }
+    e->time_ms = clock_wall_ms(from);
+    e->duration_ms = to > from ? to - from : 0;
+}
+
+/* The sessions' states written as one export (lm_export.h). */
+static int write_export(FILE *f, const struct build *b,
+                        const struct lm_state **states,
+                        const struct lm_report_member *members)
+{
+    struct lm_export_opts e = {
+        .format = (enum lm_export_format)(b->opts.export_format - 1),
+        .value = (enum lm_export_value)b->opts.export_value,
+    };
+
+    export_time(b, &e);
+    return lm_export_write(f, states, members, b->n, &e);
+}
+
+/* One report of several sessions merged, or any export. */
 static int write_merged(FILE *f, const struct build *b)
 {
     const struct lm_state **states = malloc(b->n * sizeof(*states));
@@ -175,7 +206,9 @@ static int write_merged(FILE *f, const struct build *b)
             members[i] = (struct lm_report_member){
                 (uint32_t)b->m[i]->pid, b->m[i]->id, b->m[i]->cmdline};
         }
-        rc = lm_report_write_merged(f, states, members, b->n, &b->opts);
+        rc = b->opts.export_format
+                 ? write_export(f, b, states, members)
+                 : lm_report_write_merged(f, states, members, b->n, &b->opts);
     }
     free(states);
     free(members);
@@ -196,9 +229,9 @@ static int write_report(struct build *b)
         return -1;
     for (size_t i = 0; b->on_loop && i < b->n; i++)
         session_lock(b->m[i]);
-    failed =
-        (b->merged ? write_merged(f, b)
-                   : lm_report_write(f, &b->m[0]->prof.state, &b->opts)) != 0;
+    failed = (b->merged || b->opts.export_format
+                  ? write_merged(f, b)
+                  : lm_report_write(f, &b->m[0]->prof.state, &b->opts)) != 0;
     for (size_t i = 0; b->on_loop && i < b->n; i++)
         session_unlock(b->m[i]);
     failed |= fclose(f) != 0;
@@ -572,7 +605,9 @@ static int may_join(const struct build *b, struct session **m, size_t n,
         b->merged != merged || b->opts.leak_only != o->leak_only ||
         b->opts.human_readable != o->human_readable ||
         b->opts.json != o->json || b->opts.by_process != o->by_process ||
-        b->opts.by_trace != o->by_trace)
+        b->opts.by_trace != o->by_trace ||
+        b->opts.export_format != o->export_format ||
+        b->opts.export_value != o->export_value)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (b->m[i] != m[i])

@@ -6,7 +6,7 @@
 set -eu
 src=$1
 build=$2
-dirs="core daemon client proto luajit-patch/src tests bench"
+dirs="core export daemon client proto luajit-patch/src tests bench"
 pairs=$(mktemp)
 trap 'rm -f "$pairs"' EXIT
 
@@ -43,7 +43,8 @@ check "includes among modules" || status=1
 
 # Calls: an object that uses a symbol another object of the same library
 # defines needs that object.
-for lib in core/CMakeFiles/ljmpcore.dir daemon/CMakeFiles/ljmpdmod.dir \
+for lib in core/CMakeFiles/ljmpcore.dir export/CMakeFiles/ljmpexport.dir \
+  daemon/CMakeFiles/ljmpdmod.dir \
   client/CMakeFiles/ljmpctl.dir tests/CMakeFiles/test_core.dir \
   tests/CMakeFiles/test_units.dir; do
   objs=$(ls "$build/$lib"/*.o 2>/dev/null || true)

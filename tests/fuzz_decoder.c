@@ -66,7 +66,7 @@ static void feed(struct lm_profile *p, const uint8_t *data, size_t size,
  * (NULL if it cannot be made). */
 static char *report_of(const struct lm_state *s)
 {
-    struct lm_report_opts opts = {0, 0, 0, 0, 0, 0};
+    struct lm_report_opts opts = {0};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -143,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Names, sorting and overrides must hold for whatever was accepted. */
     FILE *devnull = fopen("/dev/null", "w");
     if (devnull != NULL) {
-        struct lm_report_opts opts = {0, 1, 0, 0, 0, 0};
+        struct lm_report_opts opts = {.human_readable = 1};
         if (lm_report_write(devnull, &p.state, &opts) != 0)
             abort();
         opts.json = 1;

@@ -37,6 +37,7 @@ int main(int argc, char **argv)
     register_decoder_tests();
     register_state_tests();
     register_report_tests();
+    register_export_tests();
     register_cli_tests();
     return test_run_all();
 }

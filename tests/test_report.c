@@ -214,7 +214,7 @@ static void test_merged_report(void)
     const struct lm_state *states[3];
     const struct lm_report_member who[3] = {
         {101, 7, "nginx: worker"}, {102, 8, "nginx: worker"}, {103, 9, "x"}};
-    struct lm_report_opts o = {0, 0, 0, 1, 0, 0};
+    struct lm_report_opts o = {.by_process = 1};
     char *got = NULL;
     size_t len = 0;
 
@@ -309,7 +309,7 @@ static void census_report(int complete, int streaming, int json, char **out)
     struct lm_buf b = {0};
     struct lm_profile p;
     struct lm_loc_ref table = loc_lua(LM_CENSUS_TYPE_FIRST, 0);
-    struct lm_report_opts o = {0, 0, json, 0, streaming, 0};
+    struct lm_report_opts o = {.json = json, .streaming = streaming};
     size_t len = 0;
 
     census_begin(&b, 12900000);

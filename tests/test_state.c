@@ -972,7 +972,7 @@ static struct lm_counters group_sum(const struct lm_groups *g,
 /* The text report of s, by trace if by_trace. */
 static char *report_by(const struct lm_state *s, int by_trace)
 {
-    struct lm_report_opts o = {0, 0, 0, 0, 0, by_trace};
+    struct lm_report_opts o = {.by_trace = by_trace};
 
     return report_with(s, &o);
 }
@@ -1132,7 +1132,7 @@ static char *report_text(const struct lm_state *s)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    struct lm_report_opts opts = {0, 0, 0, 0, 0, 0};
+    struct lm_report_opts opts = {0};
 
     CU_ASSERT_EQUAL(lm_report_write(f, s, &opts), 0);
     fclose(f);

@@ -177,7 +177,8 @@ char *report_with(const struct lm_state *s, const struct lm_report_opts *o)
 char *report_string(const struct lm_state *s, int leak_only, int human,
                     int json)
 {
-    struct lm_report_opts o = {leak_only, human, json, 0, 0, 0};
+    struct lm_report_opts o = {
+        .leak_only = leak_only, .human_readable = human, .json = json};
 
     return report_with(s, &o);
 }

@@ -68,6 +68,7 @@ char *read_expected(const char *name);
 void register_decoder_tests(void);
 void register_state_tests(void);
 void register_report_tests(void);
+void register_export_tests(void);
 void register_cli_tests(void);
 
 #endif

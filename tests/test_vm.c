@@ -115,7 +115,7 @@ static uint64_t allocs_at(const struct lm_state *s, const char *prefix,
 
 static char *report_of(const struct lm_state *s)
 {
-    struct lm_report_opts o = {0, 0, 0, 0, 0, 0};
+    struct lm_report_opts o = {0};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

@@ -1,0 +1,53 @@
+/* Profile states written for other tools: pprof, folded stacks, speedscope. */
+#ifndef LM_EXPORT_H
+#define LM_EXPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lm_report.h"
+#include "lm_state.h"
+
+enum lm_export_format {
+    LM_EXPORT_PPROF,      /* a gzipped profile.proto message */
+    LM_EXPORT_FOLDED,     /* "frame;frame VALUE" lines (flamegraph.pl) */
+    LM_EXPORT_SPEEDSCOPE, /* speedscope's JSON file format */
+};
+
+/* The values a sample carries, in pprof's order of sample types. */
+enum lm_export_value {
+    LM_VALUE_ALLOC_OBJECTS, /* blocks made: allocations and reallocations */
+    LM_VALUE_ALLOC_SPACE,   /* their bytes */
+    LM_VALUE_INUSE_OBJECTS, /* live blocks */
+    LM_VALUE_INUSE_SPACE,   /* live bytes */
+    LM_VALUE_COUNT,
+};
+
+struct lm_export_opts {
+    enum lm_export_format format;
+    /* pprof: the default sample type; the others: the one value written. */
+    enum lm_export_value value;
+    /* When the profile's data began (Unix ms) and over how long it was
+     * gathered; 0 when unknown (a recording has no clock). */
+    uint64_t time_ms, duration_ms;
+};
+
+/* The value's name as pprof's sample types say it ("inuse_space"). */
+const char *lm_export_value_name(enum lm_export_value v);
+/* The value named so, or LM_VALUE_COUNT for no such name. */
+enum lm_export_value lm_export_value_named(const char *name);
+
+/*
+ * Writes the n states (one process each, described by members[i]; members
+ * may be NULL for a recording) as one profile in o's format.  One sample
+ * per named place and process: a Lua line (its function named by chunk
+ * and definition line), a C function, a trace by the line it starts at,
+ * the VM's internals; samples of a merged profile carry their process as
+ * labels (pprof) or as a root frame (folded) or profile (speedscope).
+ * Returns 0, or -1 when out of memory or writing failed.
+ */
+int lm_export_write(FILE *out, const struct lm_state *const *states,
+                    const struct lm_report_member *members, size_t n,
+                    const struct lm_export_opts *o);
+
+#endif
