@@ -48,6 +48,10 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_BY_TRACE] = {"by-trace", 0, VALUE_NONE},
     [OPT_FORMAT] = {"format", 0, VALUE_TEXT},
     [OPT_SAMPLE] = {"sample", 0, VALUE_TEXT},
+    [OPT_PID] = {"pid", 0, VALUE_NUMBER},
+    [OPT_NAME] = {"name", 0, VALUE_TEXT},
+    [OPT_NO_FOLLOW] = {"no-follow", 0, VALUE_NONE},
+    [OPT_INGEST] = {"ingest", 0, VALUE_TEXT},
 };
 
 /* getopt_long's value for an option: above every letter, so that a

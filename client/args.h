@@ -34,6 +34,10 @@ enum ctl_opt {
     OPT_BY_TRACE,       /* --by-trace */
     OPT_FORMAT,         /* --format NAME */
     OPT_SAMPLE,         /* --sample NAME */
+    OPT_PID,            /* --pid PID */
+    OPT_NAME,           /* --name NAME */
+    OPT_NO_FOLLOW,      /* --no-follow */
+    OPT_INGEST,         /* --ingest PATH */
     NOPTS
 };
 

@@ -23,6 +23,7 @@ extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
 
 extern const struct cmd_entry cmd_export_entry;
+extern const struct cmd_entry cmd_ingest_entry;
 
 /* `report PID` (or --tree, --unit): the report of a live (or kept)
  * session, or of a whole server's merged, from ljmpd, onto out; with

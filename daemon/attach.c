@@ -562,6 +562,13 @@ void attach_detach_request(struct peer *p, const Ljmp__Request *req)
                         (int)pid);
         return;
     }
+    if (s->relayed) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED,
+                        "pid %d streams through ljmpctl ingest, not its "
+                        "agent: stop the stream's writer (or the relay)",
+                        (int)pid);
+        return;
+    }
     int code = signal_agent(p->srv, pid, p->uid, LJMP_REQ_DETACH, &f, why,
                             sizeof(why));
     if (code != 0) {
@@ -581,10 +588,12 @@ static void session_started(struct session *s, void *arg)
 {
     struct server *srv = s->srv;
     struct op_wait *w, *next;
-    struct armed *a = armed_find(srv, s->pid);
+    struct armed *a;
 
     (void)arg;
-    if (a != NULL) {
+    if (s->relayed)
+        return; /* no attach makes it, nor answers an attach */
+    if ((a = armed_find(srv, s->pid)) != NULL) {
         s->attached = 1;
         armed_free(a);
     }

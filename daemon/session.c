@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -481,7 +482,7 @@ int session_brief(struct session *s)
     unsigned brief_ms = s->srv->cfg.brief_ms;
 
     if (s->phase != SESSION_ENDED || brief_ms == 0 || s->attached ||
-        s->end_ms - s->start_ms >= brief_ms)
+        s->relayed || s->end_ms - s->start_ms >= brief_ms)
         return 0;
     /* Read once gone: a pid reused later is another process. */
     if (!s->process_gone)
@@ -699,6 +700,105 @@ static int is_notice(const struct session *s)
     return s->hello_len >= 4 && memcmp(s->hello, LJMP_NOTICE_MAGIC, 4) == 0;
 }
 
+/* The whole hello's size, as far as its bytes so far tell. */
+static size_t hello_size(const struct session *s)
+{
+    if (is_notice(s))
+        return LJMP_NOTICE_SIZE;
+    if (s->hello_len < 7)
+        return 7;
+    return 7 + (size_t)s->hello[6] +
+           (s->hello[5] == LJMP_VM_RELAYED ? LJMP_RELAY_PID_SIZE : 0);
+}
+
+/* The uid owning process pid, or -1 with errno if there is none. */
+static long process_owner(uint32_t pid)
+{
+    char path[32];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "/proc/%u", pid);
+    return stat(path, &st) == 0 ? (long)st.st_uid : -1;
+}
+
+/* Names s by process pid rather than by its peer: its command line, its
+ * start and where it runs.  0, or -1 once rejected. */
+static int name_by_process(struct session *s, pid_t pid)
+{
+    char *cmdline = procinfo_cmdline(pid), *cgroup;
+
+    if (cmdline == NULL) {
+        session_reject(s, "out of memory for a relayed stream's process");
+        return -1;
+    }
+    free(s->cmdline);
+    s->cmdline = cmdline;
+    s->pid = pid;
+    s->process_start_ms = procinfo_start_ms(pid);
+    s->nancestors = 0;
+    if ((cgroup = where_from(s)) == NULL) {
+        session_reject(s, "out of memory for a relayed stream's process");
+        return -1;
+    }
+    free(s->cgroup);
+    s->cgroup = cgroup;
+    return 0;
+}
+
+/* The relayed stream's name (the hello's version string) before its
+ * process's command line, where list and top show it (clients mask what
+ * a peer's bytes hold, as they do a command line's).  0, or -1 once
+ * rejected. */
+static int show_name(struct session *s)
+{
+    char *shown;
+
+    if (asprintf(&shown, "[%.*s] %s", (int)s->hello[6],
+                 (const char *)s->hello + 7, s->cmdline) < 0) {
+        session_reject(s, "out of memory for a relayed stream's name");
+        return -1;
+    }
+    free(s->cmdline);
+    s->cmdline = shown;
+    return 0;
+}
+
+/* A relayed stream (ljmp_ingest.h): named by the process it says it is
+ * of, if the relay's user owns that process; 0, or -1 once rejected. */
+static int take_relay(struct session *s)
+{
+    const uint8_t *p = s->hello + 7 + s->hello[6];
+    uint32_t pid = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                   (uint32_t)p[3] << 24;
+    long owner;
+
+    if (s->hello[5] != LJMP_VM_RELAYED)
+        return 0;
+    if (s->hello[4] != LJMP_INGEST_ACK_VERSION) {
+        session_reject(s, "a relayed stream's hello of version %u, not %u",
+                       s->hello[4], LJMP_INGEST_ACK_VERSION);
+        return -1;
+    }
+    s->relayed = 1;
+    if (pid != 0 && pid != (uint32_t)s->pid &&
+        (pid > INT32_MAX || (owner = process_owner(pid)) < 0)) {
+        session_reject(s, "a relayed stream of pid %u: no such process", pid);
+        return -1;
+    }
+    if (pid != 0 && pid != (uint32_t)s->pid) {
+        if (s->uid != 0 && (uid_t)owner != s->uid) {
+            session_reject(s,
+                           "a relayed stream of pid %u: the process belongs "
+                           "to uid %ld, not to the relay's uid %u",
+                           pid, owner, (unsigned)s->uid);
+            return -1;
+        }
+        if (name_by_process(s, (pid_t)pid) != 0)
+            return -1;
+    }
+    return show_name(s);
+}
+
 /*
  * A notice from the process of n (ljmp_ingest.h): its session whose
  * stream ends where the notice says takes the reason, now if it ended
@@ -737,9 +837,7 @@ static void take_notice(struct session *n)
 
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
-    size_t want = is_notice(s)       ? LJMP_NOTICE_SIZE
-                  : s->hello_len < 7 ? 7
-                                     : 7 + (size_t)s->hello[6];
+    size_t want = hello_size(s);
     size_t take = want - s->hello_len < n ? want - s->hello_len : n;
 
     memcpy(s->hello + s->hello_len, p, take);
@@ -766,10 +864,10 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
                        s->srv->cfg.hello_timeout_ms);
         return -1;
     }
-    if (s->hello_len == 7 && s->hello[6] > 0)
-        return (ssize_t)take; /* the version string follows */
+    if (s->hello_len < hello_size(s))
+        return (ssize_t)take; /* the version string or a pid follows */
     if (s->hello_len == want) {
-        if (take_pipe(s, n - take) != 0)
+        if (take_pipe(s, n - take) != 0 || take_relay(s) != 0)
             return -1;
         s->vm_flavour = s->hello[5];
         memcpy(s->vm_version, s->hello + 7, s->hello[6]);
@@ -840,6 +938,13 @@ static void take_results(struct session *s, const struct feed_job *j)
                     "malformed stream at offset %llu: %s",
                     (unsigned long long)s->prof.dec.err_offset,
                     s->prof.dec.errmsg);
+        return;
+    }
+    if (j->st == LM_DONE && s->relayed) {
+        /* A relay sends no trailer: the end marker is the end. */
+        session_end(s, LJMP__SESSION_STATE__COMPLETE,
+                    "a relayed stream, ended by its end marker (no VM "
+                    "trailer)");
         return;
     }
     if (j->st == LM_DONE)

@@ -45,6 +45,7 @@ struct session {
     char *cgroup;
     int process_gone; /* seen exited (session_brief) */
     int attached;     /* started by an attach: never brief */
+    int relayed;      /* a stream relayed by `ljmpctl ingest` */
 
     int fd;           /* the ingest socket */
     int pipe_fd;      /* the read end of the VM's pipe (version 3), or -1 */

@@ -388,7 +388,9 @@ static void session_started(struct session *s, void *arg)
                            (suseconds_t)(cfg->symbols_wait_ms % 1000) * 1000};
 
     (void)arg;
-    if (l == NULL)
+    /* A relayed stream names its C functions itself (its symbol table);
+     * its process's files may be another program's entirely. */
+    if (l == NULL || s->relayed)
         return;
     j = calloc(1, sizeof(*j));
     if (j == NULL || lm_symtab_init(&j->symtab) != 0) {

@@ -93,7 +93,7 @@
 #define LJMP_WAKE_ASK_SIZE       (1 + 4)
 #define LJMP_WAKE                0x52 /* 'R' */
 #define LJMP_WAKE_LOOK_MS        250
-#define LJMP_HELLO_MAX           (4 + 3 + 255)
+#define LJMP_HELLO_MAX           (4 + 3 + 255 + LJMP_RELAY_PID_SIZE)
 #define LJMP_TRAILER_SIZE        (4 + 8 + 8)
 
 /*
@@ -122,7 +122,40 @@ enum ljmp_request {
 enum ljmp_vm_flavour {
     LJMP_VM_LUAJIT = 1,    /* upstream LuaJIT 2.1 (Debian's luajit) */
     LJMP_VM_OPENRESTY = 2, /* OpenResty's branch (Debian's luajit2) */
+    /* A stream ljmp's VM did not write (Tarantool's memprof, a file),
+     * relayed by `ljmpctl ingest` (see ljmp_relay_hello_encode). */
+    LJMP_VM_RELAYED = 3,
 };
+
+/*
+ * A relayed stream's hello is a version 2 hello of flavour
+ * LJMP_VM_RELAYED whose version string is the stream's name, followed by
+ *
+ *   pid(u32)      (little endian) the process the stream is of, 0: none
+ *
+ * ljmpd names the session by that process if the relay's user owns it
+ * (or is root), else by the relay; the stream may be of any memprof
+ * revision, and its end marker ends the session: a relay sends no
+ * trailer.
+ */
+#define LJMP_RELAY_PID_SIZE 4
+
+static inline size_t ljmp_relay_hello_encode(uint8_t *out, const char *name,
+                                             uint32_t pid)
+{
+    size_t n = strlen(name);
+
+    if (n > 255)
+        n = 255;
+    memcpy(out, LJMP_HELLO_MAGIC, 4);
+    out[4] = LJMP_INGEST_ACK_VERSION;
+    out[5] = LJMP_VM_RELAYED;
+    out[6] = (uint8_t)n;
+    memcpy(out + 7, name, n);
+    for (int i = 0; i < 4; i++)
+        out[7 + n + i] = (uint8_t)(pid >> (8 * i));
+    return 7 + n + LJMP_RELAY_PID_SIZE;
+}
 
 /* Writes a hello of a version (LJMP_INGEST_VERSION with a pipe, else
  * 2) into out (LJMP_HELLO_MAX bytes); returns its size. */

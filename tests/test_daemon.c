@@ -42,6 +42,15 @@ static pid_t daemon_pid = -1;
 #else
 #define SLOWER 1
 #endif
+/* ljmpd's --hello-timeout here: short, for the test of a silent peer, and
+ * long enough for a sanitized ljmpd that accepts 300 connections before
+ * it reads their hellos. */
+#ifdef LJMP_SANITIZED
+#define HELLO_TIMEOUT "2000"
+#else
+#define HELLO_TIMEOUT "500"
+#endif
+#define HELLO_TIMEOUT_MS atoi(HELLO_TIMEOUT)
 /* A FUSE test's mount (see fake_fuse.h), stopped before ljmpd is: a
  * request of ljmpd's that it leaves unanswered holds even ljmpd's exit. */
 static struct fake_fuse *fuse_mount;
@@ -1287,8 +1296,8 @@ static int own_session_state(uint64_t id)
 
 /*
  * A peer that says hello and then nothing holds a slot for nothing: it is
- * ended once --hello-timeout (300 ms here) has passed since the hello's
- * answer.  A stream that started and then goes quiet, as an idle VM's
+ * ended once --hello-timeout (HELLO_TIMEOUT_MS here) has passed since the
+ * hello's answer.  A stream that started and then goes quiet, as an idle VM's
  * does, is kept however long it says nothing.
  */
 static void test_silent_after_hello(void)
@@ -1306,13 +1315,16 @@ static void test_silent_after_hello(void)
     CU_ASSERT_FATAL(quiet_id > before);
 
     int silent = send_hello_with(2, NULL, 0, "");
-    expect_session_failed(quiet_id, "no stream within 300 ms of the hello's "
-                                    "answer");
+    char why[64];
+    snprintf(why, sizeof(why), "no stream within %d ms of the hello's answer",
+             HELLO_TIMEOUT_MS);
+    expect_session_failed(quiet_id, why);
     char byte;
     /* Its answer to the hello, then the end. */
     CU_ASSERT_EQUAL(read(silent, &byte, 1), 1);
     CU_ASSERT_EQUAL(read(silent, &byte, 1), 0);
-    sleep_ms(1500); /* the deadline and a tick past it, again */
+    /* The deadline and a tick past it, again. */
+    sleep_ms((unsigned)HELLO_TIMEOUT_MS + 1000);
     CU_ASSERT_EQUAL(own_session_state(quiet_id),
                     LJMP__SESSION_STATE__STREAMING);
     close(silent);
@@ -5617,7 +5629,7 @@ int main(int argc, char **argv)
     static const char *extra[] = {"--queue",
                                   "4096",
                                   "--hello-timeout",
-                                  "300",
+                                  HELLO_TIMEOUT,
                                   "--control-mode",
                                   "0666",
                                   "--client-idle",
