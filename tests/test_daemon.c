@@ -2906,6 +2906,34 @@ static int refused_within(int fd, int ms, const char *says)
     return 0;
 }
 
+/*
+ * A relay (ljmpctl ingest) may name its stream by a process only if its
+ * user owns the process: as nobody, a relayed hello naming pid 1 is
+ * refused, and the log says why.
+ */
+static void test_relay_names_own_process(void)
+{
+    if (getuid() != 0) {
+        test_skip("not root: no other user to be");
+        return;
+    }
+    pid_t child = fork_as_nobody();
+    if (child == 0) {
+        uint8_t hello[LJMP_HELLO_MAX];
+        size_t n = ljmp_relay_hello_encode(hello, "relay-test", 1);
+        int fd = connect_unix(ingest_path);
+        if (fd < 0 || write(fd, hello, n) != (ssize_t)n)
+            _exit(2);
+        _exit(refused_within(fd, 2000 * SLOWER, NULL) ? 0 : 3);
+    }
+    CU_ASSERT_EQUAL(exit_status_of(child), 0);
+    char *log = test_slurp("ljmpd.log");
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "a relayed stream of pid 1: the process "
+                                       "belongs to uid 0, not to the relay's "
+                                       "uid 65534"));
+    free(log);
+}
+
 /* The most an idle VM sends (idle_vm_start). */
 #define IDLE_VM_START_MAX (LJMP_HELLO_MAX + 64)
 
@@ -5728,6 +5756,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "eviction is per user", test_eviction_per_user);
     CU_add_test(s, "slots per user", test_slots_per_user);
     CU_add_test(s, "two users lock no one out", test_two_users_lock_no_one_out);
+    CU_add_test(s, "a relay names only its user's process",
+                test_relay_names_own_process);
     CU_add_test(s, "counters per user", test_counters_per_user);
     CU_add_test(s, "a user's long names stay within budget",
                 test_budget_long_names);

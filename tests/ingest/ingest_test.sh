@@ -67,16 +67,17 @@ $(diff "$tmp/live.txt" "$tmp/file.txt" | head -n 8)"
 relay_both_ways() {
   rm -f "$tmp/fifo" "$tmp/grow"
   mkfifo "$tmp/fifo"
-  "$ljmpctl" ingest --name "$2" "$tmp/fifo" &
+  # Named by this shell, as a writer's own process would be.
+  "$ljmpctl" ingest --pid $$ --name "$2" "$tmp/fifo" &
   relay=$!
   write_slowly "$1" "$tmp/fifo" 0.02
   wait "$relay" || fail "$2 through a FIFO: ingest exited $?"
   sleep 0.3
-  case $(session_line "$relay") in
-  *complete*"no VM trailer"*) ;;
-  *) fail "$2 through a FIFO: $(session_line "$relay")" ;;
+  case $(session_line $$) in
+  *complete*"[$2]"*"no VM trailer"*) ;;
+  *) fail "$2 through a FIFO: $(session_line $$)" ;;
   esac
-  same_report "$1" "$relay" "$2 through a FIFO"
+  same_report "$1" $$ "$2 through a FIFO"
 
   : >"$tmp/grow"
   "$ljmpctl" ingest --name "$2" "$tmp/grow" &
@@ -141,6 +142,11 @@ rc=0
 [ "$rc" -eq 3 ] || fail "garbage: ingest exited $rc, not 3"
 grep -q "malformed stream at offset" "$tmp/err" ||
   fail "garbage: ingest said $(cat "$tmp/err")"
+sleep 0.3
+case $("$ljmpctl" list | grep -A1 "\[$tmp/garbage.bin\]") in
+*failed*"malformed stream at offset"*) ;;
+*) fail "garbage: the session: $("$ljmpctl" list | grep -A1 garbage)" ;;
+esac
 
 # ljmpd stopped during a relay: the writer still writes everything.
 rm -f "$tmp/fifo"
