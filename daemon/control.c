@@ -205,7 +205,7 @@ static void do_list(struct peer *p, const Ljmp__Request *req)
         goto oom;
     TAILQ_FOREACH(s, &p->srv->sessions, link)
     {
-        if (!session_visible(s, p->uid))
+        if (!session_readable(s, p->uid))
             continue;
         int brief = session_brief(s);
         if (brief && !req->list->all) {
@@ -334,15 +334,18 @@ static void do_unsubscribe(struct peer *p, const Ljmp__Request *req)
     peer_send(p, &resp);
 }
 
-/* The session a selector names: one by id, else the newest of a pid (a
- * streaming one first), else the newest of all. */
-static struct session *select_session(struct peer *p, const Ljmp__Selector *sel)
+/* The session a selector names, of those p may read (to_read) or act on:
+ * one by id, else the newest of a pid (a streaming one first), else the
+ * newest of all. */
+static struct session *select_session(struct peer *p, const Ljmp__Selector *sel,
+                                      int to_read)
 {
     struct session *s, *best = NULL;
 
     TAILQ_FOREACH(s, &p->srv->sessions, link)
     {
-        if (!session_visible(s, p->uid))
+        if (to_read ? !session_readable(s, p->uid)
+                    : !session_visible(s, p->uid))
             continue;
         if (sel != NULL && sel->has_session_id && sel->session_id != 0) {
             if (s->id == sel->session_id)
@@ -443,7 +446,7 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
     if (report_opts_of(p, req, &opts) != 0)
         return;
     opts.by_process = 0; /* one process */
-    struct session *s = select_session(p, sel);
+    struct session *s = select_session(p, sel, 1);
     if (s == NULL) {
         no_session(p, req->id, r->session);
         return;
@@ -623,7 +626,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     p->passed_fd = -1; /* the writer's */
     sel.has_pid = 1;
     sel.pid = r->pid;
-    struct session *s = select_session(p, &sel);
+    struct session *s = select_session(p, &sel, 0);
     if (s != NULL &&
         (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM)) {
         if (recorder_attach(s, rec) != 0) {

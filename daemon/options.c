@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
@@ -26,6 +27,9 @@ static const char usage_text[] =
     "                           for root, $XDG_RUNTIME_DIR/ljmp/ otherwise)\n"
     "  -c, --control PATH       control socket (default control.sock there)\n"
     "      --ingest-mode MODE   permissions of the ingest socket (0666)\n"
+    "      --reader USER        a user (name or uid) who may read every\n"
+    "                           session: list, snapshots, reports, exports;\n"
+    "                           not attach, detach or record (ljmp-push's)\n"
     "      --control-mode MODE  permissions of the control socket (0660 for\n"
     "                           root, 0600 otherwise)\n"
     "      --retain SECONDS     keep finished sessions this long (600)\n"
@@ -151,6 +155,7 @@ static const struct option paths_and_flags[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
+    {"reader", required_argument, NULL, 'r'},
 };
 
 #define NPATHS_AND_FLAGS (sizeof(paths_and_flags) / sizeof(paths_and_flags[0]))
@@ -218,6 +223,27 @@ static void set_defaults(struct config *cfg)
     cfg->session_memory = (size_t)256 << 20;
     cfg->user_memory = (size_t)256 << 20;
     cfg->total_memory = (size_t)1 << 30;
+    cfg->reader_uid = (uid_t)-1; /* none */
+}
+
+/* --reader's user, by name or number; exits with a message for neither. */
+static void reader_arg(struct config *cfg, const char *arg)
+{
+    const struct passwd *pw = getpwnam(arg);
+    char *end;
+    unsigned long uid;
+
+    if (pw != NULL) {
+        cfg->reader_uid = pw->pw_uid;
+        return;
+    }
+    errno = 0;
+    uid = strtoul(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || uid >= (uid_t)-1) {
+        fprintf(stderr, "ljmpd: --reader: no user '%s'\n", arg);
+        exit(2);
+    }
+    cfg->reader_uid = (uid_t)uid;
 }
 
 /* The socket paths not given: the defaults for ljmpd's user. */
@@ -254,6 +280,9 @@ void options_parse(struct config *cfg, int argc, char **argv)
         case 'c':
             path_arg(cfg->control_path, sizeof(cfg->control_path), "control",
                      optarg);
+            break;
+        case 'r':
+            reader_arg(cfg, optarg);
             break;
         case 'v':
             level = level < LOG_DEBUG ? level + 1 : level;

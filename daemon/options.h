@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct config {
     char ingest_path[108];
@@ -28,6 +29,9 @@ struct config {
     /* Memory budgets, in bytes (budget.c): per session, per user with a
      * quota (quota.h), and for every session in all. */
     size_t session_memory, user_memory, total_memory;
+    /* A user who may read every session, not act on any (--reader;
+     * (uid_t)-1: none). */
+    uid_t reader_uid;
     int verbose;
 };
 

@@ -477,6 +477,12 @@ int session_visible(const struct session *s, uid_t uid)
     return uid == 0 || uid == getuid() || uid == s->uid;
 }
 
+int session_readable(const struct session *s, uid_t uid)
+{
+    return session_visible(s, uid) ||
+           (uid == s->srv->cfg.reader_uid && uid != (uid_t)-1);
+}
+
 int session_brief(struct session *s)
 {
     unsigned brief_ms = s->srv->cfg.brief_ms;

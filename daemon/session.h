@@ -161,7 +161,12 @@ void session_expire_silent(struct server *srv, uint64_t now);
  * out): 1 if it did. */
 int session_resume_reading(struct session *s);
 
+/* Whether uid may act on s (attach, detach, record) and read it: root,
+ * ljmpd's own user, or s's. */
 int session_visible(const struct session *s, uid_t uid);
+/* Whether uid may read s (list, snapshots, reports, exports): as above,
+ * or ljmpd's --reader. */
+int session_readable(const struct session *s, uid_t uid);
 
 /* What s's profile holds, in bytes, by what it holds it for (its read
  * buffers, at most FEED_JOBS of --read-budget, are the loop's). */

@@ -181,7 +181,7 @@ static void own_counters(Ljmp__DaemonCounters *d, const struct server *srv,
     d->of_uid = (uint32_t)caller;
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
-        if (!session_visible(s, caller))
+        if (!session_readable(s, caller))
             continue;
         /* A feed thread may be changing them. */
         session_lock(s);
@@ -245,7 +245,7 @@ static int in_tree(const struct session *s, const struct snapshot_opts *o)
 
 int snapshot_matches(const struct session *s, const struct snapshot_opts *o)
 {
-    if (!session_visible(s, o->uid))
+    if (!session_readable(s, o->uid))
         return 0;
     if (o->session_id != 0)
         return s->id == o->session_id;

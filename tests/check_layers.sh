@@ -6,7 +6,7 @@
 set -eu
 src=$1
 build=$2
-dirs="core export daemon client proto luajit-patch/src tests bench"
+dirs="core export daemon client push proto luajit-patch/src tests bench"
 pairs=$(mktemp)
 trap 'rm -f "$pairs"' EXIT
 
