@@ -752,8 +752,11 @@ static int write_speedscope(FILE *out, struct ex *x,
     uint32_t *frame;
 
     sort_samples(x);
+    /* version: the file format's, as of the members written (name and
+     * activeProfileIndex came in 0.6.0). */
     fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
-          "\"exporter\":\"ljmpctl export\",\"name\":",
+          "\"version\":\"0.6.0\",\"exporter\":\"ljmpctl export\","
+          "\"name\":",
           out);
     lm_json_string(out, what, strlen(what));
     fputc(',', out);

@@ -199,6 +199,7 @@ static void test_speedscope(void)
         text, "\"$schema\":\"https://www.speedscope.app/file-format-schema"));
     CU_ASSERT_PTR_NOT_NULL(strstr(
         text, "{\"name\":\"@a.lua:12\",\"file\":\"a.lua\",\"line\":12}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"version\":\"0.6.0\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"type\":\"sampled\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"unit\":\"bytes\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"weights\":[200,80,32,24]"));

@@ -98,6 +98,8 @@ check_folded() {
 check_speedscope() {
   jq -e '
     (."$schema" == "https://www.speedscope.app/file-format-schema.json") and
+    (.version | type == "string") and
+    ((.activeProfileIndex // 0) | type == "number") and
     (.shared.frames | type == "array" and length > 0 and
       all(.[]; (.name | type == "string") and
                 ((.file // "") | type == "string") and
@@ -108,7 +110,7 @@ check_speedscope() {
         .type == "sampled" and (.name | type == "string") and
         (.unit | IN("none", "nanoseconds", "microseconds", "milliseconds",
                     "seconds", "bytes")) and
-        (.startValue | type == "number") and
+        (.startValue | type == "number") and (.endValue >= .startValue) and
         (.samples | length) == (.weights | length) and
         all(.samples[]; type == "array" and all(.[]; . >= 0 and . < $nf)) and
         ([.weights[]] | add) == .endValue)' "$1" >/dev/null ||
