@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include "lm_export.h"
+#include "pprof_delta.h"
 #include "profile.pb-c.h"
 #include "test_util.h"
 
@@ -207,10 +208,90 @@ static void test_speedscope(void)
     free(text);
 }
 
+/* The pprof export of the known stream's first `events` events (all of
+ * them past its end), as a malloc'd buffer of *len bytes. */
+static char *pprof_of_prefix(size_t events, size_t *len)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_export_opts o = {.format = LM_EXPORT_PPROF,
+                               .value = LM_VALUE_INUSE_SPACE};
+    struct lm_loc_ref a12 = loc_lua(A_LUA, 12), b5 = loc_lua(B_LUA, 5);
+    char *out = NULL;
+    FILE *mem = open_memstream(&out, len);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, A_LUA, "@a.lua", 10);
+    lm_enc_sym_lfunc(&b, B_LUA, "@b.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (uint64_t i = 1; i <= events && i <= 4; i++)
+        lm_enc_alloc(&b, LM_REV_R3, &a12, 0x100 * i, 100);
+    if (events > 4)
+        lm_enc_alloc(&b, LM_REV_R3, &b5, 0x1000, 40);
+    lm_enc_epilogue(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    const struct lm_state *s = &p.state;
+    CU_ASSERT_EQUAL(lm_export_write(mem, &s, NULL, 1, &o), 0);
+    CU_ASSERT_EQUAL(fclose(mem), 0);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+    return out;
+}
+
+/* d's next interval profile of the export of the known stream's first
+ * `events` events, read back. */
+static Profile *delta_of(struct pprof_delta *d, size_t events)
+{
+    uint8_t *out = NULL, *raw;
+    size_t out_len = 0, raw_len, len;
+    char *gz = pprof_of_prefix(events, &len);
+
+    CU_ASSERT_EQUAL_FATAL(
+        pprof_delta_next(d, (const uint8_t *)gz, len, &out, &out_len), 0);
+    raw = gunzip((const char *)out, out_len, &raw_len);
+    Profile *p = perftools__profiles__profile__unpack(NULL, raw_len, raw);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    free(raw);
+    free(out);
+    free(gz);
+    return p;
+}
+
+/* ljmp-push's intervals: allocations since the previous profile, live
+ * values as they are; a place new in an interval has all of its own. */
+static void test_pprof_delta(void)
+{
+    struct pprof_delta *d = pprof_delta_new();
+    Profile *p;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    p = delta_of(d, 2);
+    expect_values(sample_at(p, "@a.lua:10", 12, 0), 2, 200, 2, 200);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    p = delta_of(d, 5);
+    expect_values(sample_at(p, "@a.lua:10", 12, 0), 2, 200, 4, 400);
+    expect_values(sample_at(p, "@b.lua:1", 5, 0), 1, 40, 1, 40);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    p = delta_of(d, 5);
+    expect_values(sample_at(p, "@a.lua:10", 12, 0), 0, 0, 4, 400);
+    expect_values(sample_at(p, "@b.lua:1", 5, 0), 0, 0, 1, 40);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    /* Not a profile: refused, d unchanged. */
+    uint8_t *out = NULL;
+    size_t out_len;
+    CU_ASSERT_EQUAL(
+        pprof_delta_next(d, (const uint8_t *)"nope", 4, &out, &out_len), -1);
+    CU_ASSERT(pprof_delta_memory(d) > 0);
+    pprof_delta_free(d);
+}
+
 void register_export_tests(void)
 {
     CU_pSuite s = CU_add_suite("export", NULL, NULL);
     CU_add_test(s, "pprof", test_pprof);
     CU_add_test(s, "folded stacks", test_folded);
     CU_add_test(s, "speedscope", test_speedscope);
+    CU_add_test(s, "pprof intervals (ljmp-push)", test_pprof_delta);
 }
