@@ -52,7 +52,11 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_NAME] = {"name", 0, VALUE_TEXT},
     [OPT_NO_FOLLOW] = {"no-follow", 0, VALUE_NONE},
     [OPT_INGEST] = {"ingest", 0, VALUE_TEXT},
+    [OPT_MAX_STALL] = {"max-stall", 0, VALUE_NUMBER},
 };
+
+/* Each option is a bit of ctl_args.given. */
+_Static_assert(NOPTS <= 32, "ctl_args.given holds a bit per option");
 
 /* getopt_long's value for an option: above every letter, so that a
  * letter getopt complains about is told apart from one of ours. */

@@ -38,6 +38,7 @@ enum ctl_opt {
     OPT_NAME,           /* --name NAME */
     OPT_NO_FOLLOW,      /* --no-follow */
     OPT_INGEST,         /* --ingest PATH */
+    OPT_MAX_STALL,      /* --max-stall MS */
     NOPTS
 };
 

@@ -33,9 +33,9 @@ static const char ingest_help[] =
     "(or, with --no-follow, reads what is there).  The stream's end marker\n"
     "ends the session complete; input that ends before it, truncated.\n"
     "\n"
-    "The writer is never left blocked: if ljmpd goes away or refuses the\n"
-    "stream, ingest says so and reads the rest of the input, dropping it,\n"
-    "until the stream ends.\n"
+    "The writer is never left blocked: if ljmpd refuses the stream, goes\n"
+    "away or takes nothing for --max-stall, ingest says so and reads the\n"
+    "rest of the input, dropping it, until the stream ends.\n"
     "\n"
     "Options:\n"
     "  --pid PID        the process the stream is of (yours, unless you are\n"
@@ -46,12 +46,15 @@ static const char ingest_help[] =
     "  --no-follow      a regular file: read what it holds, then stop\n"
     "  --ingest PATH    ljmpd's ingest socket (default: $LJMP_SOCKET, else\n"
     "                   ljmpd's default beside its control socket)\n"
+    "  --max-stall MS   give ljmpd up (and drain) once it took nothing for\n"
+    "                   MS (default 1000; 0: wait for ever, lossless)\n"
     "  -h, --help       this help\n"
     "\n"
     "Exit status: 0 the whole stream relayed, 1 usage or I/O error, 2 the\n"
     "input ended before the stream's end (relayed up to there), 3 the\n"
     "stream is malformed (ljmpd fails the session at the same offset), 4\n"
-    "ljmpd not reachable or gone during the stream (the input drained).\n";
+    "ljmpd not reachable, gone or stalled during the stream (the input\n"
+    "drained), 5 --pid names another user's process.\n";
 
 enum {
     RELAY_CHUNK = 1 << 16,
@@ -66,6 +69,7 @@ struct relay {
     int in;
     int follow; /* a regular file, followed as it grows */
     int sock;   /* -1 once ljmpd is gone: the input is drained */
+    unsigned max_stall_ms;
     struct lm_decoder dec;
     enum lm_status st;
     uint64_t relayed;
@@ -143,22 +147,35 @@ static int connect_ljmpd(const struct ctl_args *args, const char *name,
     return sock;
 }
 
-/* Sends p[0..n) to ljmpd; when it is gone, says so once and goes on
- * without it (the input is still read, so that its writer never waits
- * for good). */
+/* Gives ljmpd up: says why once, and goes on without it (the input is
+ * still read, so that its writer never waits for good). */
+static void give_up(struct relay *r, const char *why)
+{
+    fprintf(stderr,
+            "ljmpctl ingest: %s after %llu bytes; draining the rest of %s\n",
+            why, (unsigned long long)r->relayed, r->path);
+    close(r->sock);
+    r->sock = -1;
+}
+
+/* Sends p[0..n) to ljmpd, waiting for it at most r->max_stall_ms at a
+ * time (0: for ever), as a VM does: the writer waits behind the relay. */
 static void forward(struct relay *r, const uint8_t *p, size_t n)
 {
     while (r->sock >= 0 && n > 0) {
-        ssize_t k = send(r->sock, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
+        struct pollfd pw = {r->sock, POLLOUT, 0};
+        int ready = poll(&pw, 1, r->max_stall_ms ? (int)r->max_stall_ms : -1);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready == 0) {
+            give_up(r, "ljmpd stalled past --max-stall");
+            return;
+        }
+        ssize_t k = send(r->sock, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (k <= 0) {
-            fprintf(stderr,
-                    "ljmpctl ingest: ljmpd went away after %llu bytes (%s); "
-                    "draining the rest of %s\n",
-                    (unsigned long long)r->relayed, strerror(errno), r->path);
-            close(r->sock);
-            r->sock = -1;
+            give_up(r, strerror(errno));
             return;
         }
         p += k;
@@ -291,7 +308,11 @@ static int may_name(uint32_t pid)
 
 static int cmd_ingest(const struct ctl_args *args)
 {
-    struct relay r = {.path = args->operands[0], .st = LM_NEED_MORE};
+    struct relay r = {
+        .path = args->operands[0],
+        .st = LM_NEED_MORE,
+        .max_stall_ms = (unsigned)args_get(args, OPT_MAX_STALL, 1000),
+    };
     const char *name = args_has(args, OPT_NAME)   ? args->text[OPT_NAME]
                        : strcmp(r.path, "-") == 0 ? "stdin"
                                                   : r.path;
@@ -326,6 +347,7 @@ static const struct opt_use ingest_options[] = {
     {OPT_NAME, 0, 0, NULL},
     {OPT_NO_FOLLOW, 0, 0, NULL},
     {OPT_INGEST, 0, 0, NULL},
+    {OPT_MAX_STALL, 0, 3600000, "ms"},
     OPT_USE_END,
 };
 /* clang-format on */

@@ -12,6 +12,7 @@
 #include "census.h"
 #include "conn.h"
 #include "ljmpctl.h"
+#include "lm_export.h"
 #include "sortkey.h"
 #include "pbjson.h"
 #include "target.h"
@@ -563,6 +564,22 @@ static int report_rest(const char *cmd, struct conn *c, uint64_t id, FILE *out)
     }
 }
 
+/* Whether the first part of an answer is the export o asked for (an
+ * ljmpd that knows no exports sends the text report instead): pprof is
+ * gzip, speedscope JSON; folded lines cannot be told apart. */
+static int is_export_of(const Ljmp__ReportText *r,
+                        const struct lm_report_opts *o)
+{
+    const uint8_t *d = r->text.data;
+    size_t n = r->text.len;
+
+    if (o->export_format == 1 + LM_EXPORT_PPROF)
+        return n >= 2 && d[0] == 0x1f && d[1] == 0x8b;
+    if (o->export_format == 1 + LM_EXPORT_SPEEDSCOPE)
+        return n >= 2 && d[0] == '{';
+    return 1;
+}
+
 int live_report(const char *cmd, const struct view_target *t,
                 const struct lm_report_opts *o, FILE *out)
 {
@@ -591,6 +608,15 @@ int live_report(const char *cmd, const struct view_target *t,
                                     LJMP__RESPONSE__BODY_REPORT, &rc);
     if (resp != NULL) {
         const Ljmp__ReportText *r = resp->report;
+        if (!is_export_of(r, o)) {
+            fprintf(stderr,
+                    "ljmpctl %s: ljmpd sent a report, not the "
+                    "export: it is older than this ljmpctl\n",
+                    cmd);
+            ljmp__response__free_unpacked(resp, NULL);
+            conn_close(&c);
+            return EXIT_USAGE;
+        }
         fwrite(r->text.data, 1, r->text.len, out);
         if (r->more)
             rc = report_rest(cmd, &c, resp->id, out);

@@ -1681,7 +1681,11 @@ void lm_state_loc_parts(const struct lm_state *s, uint32_t loc,
     case LM_SRC_TRACE: {
         const struct lm_trace *t =
             l->sym != LM_NONE ? &s->sym.traces[l->sym] : NULL;
-        if (t != NULL && t->known)
+        /* R2 and R3-seed tell a trace by its machine code too: a number
+         * reused names another trace (as trace_name says). */
+        int legacy = s->revision == LM_REV_R2 || s->revision == LM_REV_R3_SEED;
+        if (t != NULL && t->known &&
+            (!legacy || t->trace_addr == l->trace_addr))
             lfunc_parts(s, t->start_proto, t->start_addr, t->start_line, p);
         p->kind = LM_PART_TRACE;
         p->trace = l->traceno;

@@ -321,8 +321,9 @@ struct session *attach_streaming_session(struct server *srv, pid_t pid)
 {
     struct session *s, *found = NULL;
 
+    /* A relay naming pid (ljmpctl ingest --pid) is not its VM's stream. */
     TAILQ_FOREACH(s, &srv->sessions, link)
-    if (s->pid == pid &&
+    if (s->pid == pid && !s->relayed &&
         (s->phase == SESSION_HELLO || s->phase == SESSION_STREAM))
         found = s;
     return found;
@@ -559,13 +560,6 @@ void attach_detach_request(struct peer *p, const Ljmp__Request *req)
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_NO_SESSION,
                         "pid %d is not attached: no session of it is "
                         "streaming to this ljmpd, and it is not armed",
-                        (int)pid);
-        return;
-    }
-    if (s->relayed) {
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_UNSUPPORTED,
-                        "pid %d streams through ljmpctl ingest, not its "
-                        "agent: stop the stream's writer (or the relay)",
                         (int)pid);
         return;
     }

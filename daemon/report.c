@@ -56,6 +56,7 @@ struct build {
     int started; /* handed to the thread, or built on the loop */
     int on_loop; /* small: built on the loop, under the sessions' locks */
     int sent;    /* a part went out: no request may join it now */
+    uint64_t time_ms, duration_ms; /* an export's span (stamp_time) */
     /* The loop's: the parts taken from the thread and not yet sent to
      * every reader, numbered from first; taken in all. */
     struct part *head, *tail;
@@ -163,9 +164,10 @@ static ssize_t part_write(void *cookie, const char *buf, size_t size)
     return (ssize_t)size;
 }
 
-/* The time an export covers: from its sessions' first start to now, or
- * to their last end if none streams any more (Unix ms). */
-static void export_time(const struct build *b, struct lm_export_opts *e)
+/* The time an export covers, read on the loop as it starts: from its
+ * sessions' first start to now, or to their last end if none streams any
+ * more (Unix ms). */
+static void stamp_time(struct build *b)
 {
     uint64_t from = UINT64_MAX, to = 0, now = clock_now_ms();
 
@@ -175,8 +177,8 @@ static void export_time(const struct build *b, struct lm_export_opts *e)
         from = s->start_ms < from ? s->start_ms : from;
         to = end > to ? end : to;
     }
-    e->time_ms = clock_wall_ms(from);
-    e->duration_ms = to > from ? to - from : 0;
+    b->time_ms = clock_wall_ms(from);
+    b->duration_ms = to > from ? to - from : 0;
 }
 
 /* The sessions' states written as one export (lm_export.h). */
@@ -189,7 +191,8 @@ static int write_export(FILE *f, const struct build *b,
         .value = (enum lm_export_value)b->opts.export_value,
     };
 
-    export_time(b, &e);
+    e.time_ms = b->time_ms;
+    e.duration_ms = b->duration_ms;
     return lm_export_write(f, states, members, b->n, &e);
 }
 
@@ -507,6 +510,7 @@ static void dispatch(struct reports *r)
             return; /* report_observer comes back */
     for (size_t i = 0; i < b->n; i++)
         b->opts.streaming |= b->m[i]->phase == SESSION_STREAM;
+    stamp_time(b);
     b->started = 1;
     r->running = b;
     pthread_mutex_lock(&r->mu);
@@ -671,6 +675,7 @@ static void build_on_loop(struct build *b)
     b->on_loop = b->started = 1;
     for (size_t i = 0; i < b->n; i++)
         b->opts.streaming |= b->m[i]->phase == SESSION_STREAM;
+    stamp_time(b);
     int failed = write_report(b) != 0;
     pthread_mutex_lock(&b->r->mu);
     b->finished = 1;

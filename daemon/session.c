@@ -1376,8 +1376,10 @@ static int stream_started(struct session *s)
  */
 static int silent_past_deadline(struct session *s, uint64_t now)
 {
+    /* A relay's writer sends when it will (Tarantool's buffers 8 MiB
+     * before its first write): its slot is its user's, under the caps. */
     return s->phase == SESSION_STREAM && s->acked && !s->started &&
-           now - s->acked_ms > s->srv->cfg.hello_timeout_ms &&
+           !s->relayed && now - s->acked_ms > s->srv->cfg.hello_timeout_ms &&
            !stream_started(s) && !ljmpd_behind(s);
 }
 

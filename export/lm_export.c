@@ -1,4 +1,5 @@
 /* Profile states written for other tools: pprof, folded stacks, speedscope. */
+#define _GNU_SOURCE /* qsort_r */
 #include "lm_export.h"
 
 #include <inttypes.h>
@@ -36,7 +37,7 @@ enum lm_export_value lm_export_value_named(const char *name)
 
 /* A function: pprof's, by string ids. */
 struct ex_function {
-    uint32_t name, file;
+    uint32_t name, sys, file;
     int64_t start_line;
 };
 
@@ -159,24 +160,34 @@ static uint32_t ex_stringf(struct ex *x, const char *fmt, ...)
     return id;
 }
 
-static uint32_t ex_function(struct ex *x, uint32_t name, uint32_t file,
-                            int64_t start_line)
+/* The function of that name, system name, file and start line, added if
+ * new (LM_NONE when out of memory). */
+static uint32_t ex_function_sys(struct ex *x, uint32_t name, uint32_t sys,
+                                uint32_t file, int64_t start_line)
 {
     uint64_t h =
-        lm_hash_combine(lm_hash_combine(name, file), (uint64_t)start_line);
+        lm_hash_combine(lm_hash_combine(lm_hash_combine(name, sys), file),
+                        (uint64_t)start_line);
     uint32_t id, slot;
 
     LM_HINDEX_FOREACH(&x->fn_idx, h, id, slot)
-    if (x->fn[id].name == name && x->fn[id].file == file &&
-        x->fn[id].start_line == start_line)
+    if (x->fn[id].name == name && x->fn[id].sys == sys &&
+        x->fn[id].file == file && x->fn[id].start_line == start_line)
         return id;
     if (LM_RESERVE(x->fn, x->fn_cap, x->nfn) != 0 ||
         lm_hindex_insert(&x->fn_idx, h, x->nfn) != 0) {
         x->oom = 1;
         return LM_NONE;
     }
-    x->fn[x->nfn] = (struct ex_function){name, file, start_line};
+    x->fn[x->nfn] = (struct ex_function){name, sys, file, start_line};
     return x->nfn++;
+}
+
+/* The function whose system name is its name. */
+static uint32_t ex_function(struct ex *x, uint32_t name, uint32_t file,
+                            int64_t start_line)
+{
+    return ex_function_sys(x, name, name, file, start_line);
 }
 
 static uint32_t ex_place(struct ex *x, const struct ex_place *p)
@@ -266,6 +277,13 @@ static void trace_place(struct ex *x, const struct lm_loc_parts *p,
     lua_place(x, p, pl);
     pl->display = ex_stringf(x, "TRACE [%" PRIu64 "] started at %s", p->trace,
                              x->str[pl->display]);
+    /* The start line's function, told apart from that line's own place
+     * by its system name (tools that key places by function keep both). */
+    if (pl->function != LM_NONE) {
+        struct ex_function f = x->fn[pl->function];
+        pl->function =
+            ex_function_sys(x, f.name, pl->display, f.file, f.start_line);
+    }
 }
 
 /* The place a location names (LM_NONE when out of memory). */
@@ -466,7 +484,8 @@ static void pp_functions(struct pp *p, const struct ex *x)
         Function *f = &p->fns[i];
         perftools__profiles__function__init(f);
         f->id = i + 1;
-        f->name = f->system_name = x->fn[i].name;
+        f->name = x->fn[i].name;
+        f->system_name = x->fn[i].sys;
         f->filename = x->fn[i].file;
         f->start_line = x->fn[i].start_line;
         p->fn_ptrs[i] = f;
@@ -615,15 +634,6 @@ out:
 
 /* -- Folded stacks and speedscope ------------------------------------------ */
 
-/* A process's root frame in a merged profile: "command (pid)". */
-static void put_member(FILE *out, const struct lm_report_member *m)
-{
-    const char *cmd = m->cmdline != NULL && m->cmdline[0] ? m->cmdline : "?";
-
-    /* The command's first word, which names the program. */
-    fprintf(out, "%.*s (%" PRIu32 ")", (int)strcspn(cmd, " "), cmd, m->pid);
-}
-
 /* A frame in a folded line: ';' separates frames, a line ends a stack. */
 static void put_folded_frame(FILE *out, const char *s)
 {
@@ -631,25 +641,36 @@ static void put_folded_frame(FILE *out, const char *s)
         fputc(*s == ';' ? ',' : *s == '\n' || *s == '\r' ? ' ' : *s, out);
 }
 
-/* Samples by process, then by display name, so that each stack is one
- * line. */
-static const struct ex *sort_ex;
+/* A process's root frame in a merged profile: "command (pid)". */
+static void put_member(FILE *out, const struct lm_report_member *m)
+{
+    const char *cmd = m->cmdline != NULL && m->cmdline[0] ? m->cmdline : "?";
 
-static int cmp_samples(const void *a, const void *b)
+    char word[256];
+
+    /* The command's first word, which names the program, cleaned as any
+     * frame is. */
+    snprintf(word, sizeof(word), "%.*s", (int)strcspn(cmd, " "), cmd);
+    put_folded_frame(out, word);
+    fprintf(out, " (%" PRIu32 ")", m->pid);
+}
+
+/* Samples by process, then by display name, so that each stack is one
+ * line (qsort_r: exports may be sorted on two threads at once). */
+static int cmp_samples(const void *a, const void *b, void *arg)
 {
     const struct ex_sample *x = a, *y = b;
+    const struct ex *e = arg;
 
     if (x->member != y->member)
         return x->member < y->member ? -1 : 1;
-    return strcmp(sort_ex->str[sort_ex->pl[x->place].display],
-                  sort_ex->str[sort_ex->pl[y->place].display]);
+    return strcmp(e->str[e->pl[x->place].display],
+                  e->str[e->pl[y->place].display]);
 }
 
 static void sort_samples(struct ex *x)
 {
-    sort_ex = x;
-    qsort(x->sm, x->nsm, sizeof(*x->sm), cmp_samples);
-    sort_ex = NULL;
+    qsort_r(x->sm, x->nsm, sizeof(*x->sm), cmp_samples, x);
 }
 
 /* Whether samples i and j are one stack (the same display and process). */

@@ -29,7 +29,8 @@ static const char usage_text[] =
     "Profiles wait in a bounded queue while the server is unreachable, and\n"
     "are retried with a backoff of 1 s doubling to 60 s; when the queue is\n"
     "full, the oldest is dropped and counted.  ljmpd serves the exports as\n"
-    "it serves reports: this never slows its streams.\n"
+    "it serves reports: a session's stream waits while its export is built\n"
+    "(milliseconds for thousands of sites, seconds for a million).\n"
     "\n"
     "Options:\n"
     "  -s, --socket PATH     ljmpd's control socket (default: $LJMP_CONTROL,\n"
@@ -47,7 +48,8 @@ static const char usage_text[] =
     "      --cacert F        trust F's certificates for https\n"
     "      --queue N         profiles kept while the server is down (64)\n"
     "      --timeout S       one push's time limit (10)\n"
-    "      --once            push once, wait for the queue, and exit\n"
+    "      --once            one round: push each session once, and exit\n"
+    "                        (1 if a push failed)\n"
     "  -h, --help            this help\n";
 
 struct push_opts {
@@ -64,9 +66,10 @@ struct pending {
     size_t len;
 };
 
-/* One session followed: its id, and its allocations at the last push. */
+/* One session followed: its id and start (ljmpd numbers sessions anew
+ * when it restarts), and its allocations at the last push. */
 struct followed {
-    uint64_t id;
+    uint64_t id, start_ms;
     uint64_t from_s; /* the interval's start (Unix seconds) */
     struct pprof_delta *delta;
     int seen; /* listed in this round */
@@ -338,7 +341,7 @@ static int post(struct pusher *ps, const struct pending *p)
     curl_mime *mime = curl_mime_init(c);
     curl_mimepart *part = curl_mime_addpart(mime);
     struct curl_slist *headers = NULL;
-    char header[512];
+    char *header;
     long status = 0;
     CURLcode rc;
 
@@ -357,14 +360,16 @@ static int post(struct pusher *ps, const struct pending *p)
                    "\"inuse_space\":{\"units\":\"bytes\","
                    "\"aggregation\":\"average\"}}",
                    CURL_ZERO_TERMINATED);
-    if (ps->o.token != NULL) {
-        snprintf(header, sizeof(header), "Authorization: Bearer %s",
-                 ps->o.token);
+    /* A token is as long as its issuer makes it (a JWT: kilobytes). */
+    if (ps->o.token != NULL &&
+        asprintf(&header, "Authorization: Bearer %s", ps->o.token) >= 0) {
         headers = curl_slist_append(headers, header);
+        free(header);
     }
-    if (ps->o.tenant != NULL) {
-        snprintf(header, sizeof(header), "X-Scope-OrgID: %s", ps->o.tenant);
+    if (ps->o.tenant != NULL &&
+        asprintf(&header, "X-Scope-OrgID: %s", ps->o.tenant) >= 0) {
         headers = curl_slist_append(headers, header);
+        free(header);
     }
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, p->url);
@@ -419,10 +424,11 @@ static void push_queue(struct pusher *ps)
     }
 }
 
-static struct followed *follow(struct pusher *ps, uint64_t id, uint64_t now)
+static struct followed *follow(struct pusher *ps, uint64_t id,
+                               uint64_t start_ms)
 {
     for (size_t i = 0; i < ps->nfol; i++)
-        if (ps->fol[i].id == id)
+        if (ps->fol[i].id == id && ps->fol[i].start_ms == start_ms)
             return &ps->fol[i];
     if (ps->nfol == ps->folcap) {
         size_t cap = ps->folcap ? ps->folcap * 2 : 16;
@@ -435,7 +441,7 @@ static struct followed *follow(struct pusher *ps, uint64_t id, uint64_t now)
     struct pprof_delta *d = pprof_delta_new();
     if (d == NULL)
         return NULL;
-    ps->fol[ps->nfol] = (struct followed){id, now, d, 0};
+    ps->fol[ps->nfol] = (struct followed){id, start_ms, start_ms / 1000, d, 0};
     return &ps->fol[ps->nfol++];
 }
 
@@ -459,7 +465,7 @@ static void forget_unseen(struct pusher *ps)
 static void take_session(struct pusher *ps, const Ljmp__SessionInfo *s,
                          uint64_t now)
 {
-    struct followed *f = follow(ps, s->id, s->session_start_ms / 1000);
+    struct followed *f = follow(ps, s->id, s->session_start_ms);
     size_t len, dlen;
     uint8_t *gz, *delta = NULL;
     char *url;
@@ -506,12 +512,14 @@ static void round_of(struct pusher *ps)
         int streaming = s->state == LJMP__SESSION_STATE__STREAMING;
         int followed = 0;
         for (size_t k = 0; k < ps->nfol && !followed; k++)
-            followed = ps->fol[k].id == s->id;
+            followed = ps->fol[k].id == s->id &&
+                       ps->fol[k].start_ms == s->session_start_ms;
         if (streaming || followed)
             take_session(ps, s, now);
         /* An ended session's last profile is taken: forget it next. */
         for (size_t k = 0; !streaming && k < ps->nfol; k++)
-            if (ps->fol[k].id == s->id)
+            if (ps->fol[k].id == s->id &&
+                ps->fol[k].start_ms == s->session_start_ms)
                 ps->fol[k].seen = 0;
     }
     ljmp__response__free_unpacked(resp, NULL);

@@ -209,8 +209,15 @@ static char *sample_key(const Profile *p, const struct by_id *b,
             uint64_t fid = l->line[n]->function_id;
             const Perftools__Profiles__Function *fn =
                 fid <= p->n_function ? b->fn[fid] : NULL;
-            fprintf(f, "|%s:%" PRId64, fn ? str_at(p, fn->name) : "?",
-                    l->line[n]->line);
+            /* Everything that names the function: two places may share
+             * a name and line (a trace's start and that line's own). */
+            if (fn != NULL)
+                fprintf(f, "|%s|%s|%s:%" PRId64 ":%" PRId64,
+                        str_at(p, fn->name), str_at(p, fn->system_name),
+                        str_at(p, fn->filename), fn->start_line,
+                        l->line[n]->line);
+            else
+                fprintf(f, "|?:%" PRId64, l->line[n]->line);
         }
         fputc(';', f);
     }

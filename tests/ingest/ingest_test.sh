@@ -27,6 +27,7 @@ fail() {
 start_ljmpd() {
   rm -f "$tmp/ingest.sock" "$tmp/control.sock"
   "$ljmpd" -i "$tmp/ingest.sock" -c "$tmp/control.sock" -v \
+    --hello-timeout 500 \
     2>>"$tmp/ljmpd.log" &
   daemon_pid=$!
   for _ in $(seq 50); do [ -S "$tmp/control.sock" ] && return; sleep 0.1; done
@@ -119,6 +120,23 @@ size=$(stat -c %s "$tmp/vm.bin")
 wait "$relay" || fail "the VM's stream: ingest exited $?"
 grep -q '"state":"STREAMING"' "$tmp/mid.json" ||
   fail "no live session in the middle of the write: $(head -c 300 "$tmp/mid.json")"
+
+# A writer whose first byte comes late (Tarantool's buffers 8 MiB before
+# its first write): well past ljmpd's --hello-timeout, the session waits.
+rm -f "$tmp/fifo"
+mkfifo "$tmp/fifo"
+"$ljmpctl" ingest "$tmp/fifo" --name late &
+relay=$!
+{
+  sleep 2
+  cat "$tmp/vm.bin"
+} >"$tmp/fifo"
+wait "$relay" || fail "a late writer: ingest exited $?"
+sleep 0.3
+case $(session_line "$relay") in
+*complete*) ;;
+*) fail "a late writer: $(session_line "$relay")" ;;
+esac
 
 # A writer that stops in the middle: truncated.
 rm -f "$tmp/fifo"
