@@ -11,6 +11,7 @@
 
 #include "attach.h"
 #include "follow.h"
+#include "history.h"
 #include "clock.h"
 #include "control.h"
 #include "peer.h"
@@ -424,6 +425,149 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
     report_request(p, req->id, &s, 1, 0, &opts);
 }
 
+/* -- Leak suspects -------------------------------------------------------- */
+
+#define LEAKS_MIN_WINDOW_S 10
+#define LEAKS_MAX_LIMIT    1000
+/* Longer site names are cut: a thousand suspects stay within a frame. */
+#define LEAKS_NAME_MAX (16u << 10)
+
+/* loc's name in s's state (under its lock), in a's memory. */
+static char *site_name(struct arena *a, const struct session *s, uint32_t loc)
+{
+    char small[256];
+    int n = lm_state_loc_name(&s->prof.state, loc, small, sizeof(small));
+
+    if (n < 0)
+        return arena_strdup(a, "?");
+    if ((size_t)n < sizeof(small))
+        return arena_strdup(a, small);
+    size_t len = (size_t)n < LEAKS_NAME_MAX ? (size_t)n + 1 : LEAKS_NAME_MAX;
+    char *name = arena_alloc(a, len);
+    if (name != NULL)
+        lm_state_loc_name(&s->prof.state, loc, name, len);
+    return name;
+}
+
+/* One suspect's message, its site named from s's state (under its lock). */
+static Ljmp__LeakSuspect *suspect_msg(struct arena *a, const struct session *s,
+                                      const struct history_suspect *x)
+{
+    Ljmp__LeakSuspect *m = arena_alloc(a, sizeof(*m));
+    Ljmp__Location *l = arena_alloc(a, sizeof(*l));
+
+    if (m == NULL || l == NULL)
+        return NULL;
+    ljmp__leak_suspect__init(m);
+    ljmp__location__init(l);
+    if ((l->name = site_name(a, s, x->loc)) == NULL)
+        return NULL;
+    l->has_live_bytes = l->has_live_blocks = 1;
+    l->has_alloc_events = l->has_free_events = 1;
+    l->live_bytes = x->now.live_bytes;
+    l->live_blocks = x->now.live_blocks;
+    l->alloc_events = x->now.alloc_events;
+    l->free_events = x->now.free_events;
+    m->site = l;
+    m->has_growth_per_min = m->has_fit_r2 = m->has_rising = 1;
+    m->has_window_allocs = m->has_window_frees = m->has_points = 1;
+    m->has_span_s = 1;
+    m->growth_per_min = x->fit.slope_per_s * 60;
+    m->fit_r2 = x->fit.r2;
+    m->rising = x->fit.rising;
+    m->window_allocs = x->window_allocs;
+    m->window_frees = x->window_frees;
+    m->points = x->fit.points;
+    m->span_s = (double)(x->last_ms - x->first_ms) / 1000.0;
+    return m;
+}
+
+/* The suspects of s's history into out (in a's memory): -1 out of memory.
+ * Costs the fit of each tracked site over the window's samples: bounded
+ * by the history's bound, done on the loop. */
+static int fill_leaks(struct arena *a, struct session *s,
+                      const struct history *h, uint32_t window_s,
+                      uint32_t limit, Ljmp__LeakSuspects *out)
+{
+    struct history_suspect *v = arena_alloc(a, limit * sizeof(*v));
+    uint32_t samples = 0;
+    long n;
+
+    if (v == NULL ||
+        (n = history_leaks(h, clock_now_ms(), (uint64_t)window_s * 1000, v,
+                           limit, &samples)) < 0)
+        return -1;
+    out->has_window_s = out->has_samples = out->has_sites_tracked = 1;
+    out->has_min_points = out->has_peak_live_bytes = out->has_peak_ms = 1;
+    out->has_history_bytes = 1;
+    out->window_s = window_s;
+    out->samples = samples;
+    out->sites_tracked = h->ntracked;
+    out->min_points = HISTORY_MIN_POINTS;
+    out->peak_live_bytes = h->peak_totals.live_bytes;
+    out->peak_ms = clock_wall_ms(h->peak.t_ms);
+    out->history_bytes = history_memory(h);
+    out->suspects =
+        arena_alloc(a, (size_t)(n ? n : 1) * sizeof(*out->suspects));
+    if (out->suspects == NULL)
+        return -1;
+    session_lock(s); /* names: a feed thread may be adding symbols */
+    for (long i = 0; i < n; i++)
+        if ((out->suspects[out->n_suspects++] = suspect_msg(a, s, &v[i])) ==
+            NULL)
+            break;
+    session_unlock(s);
+    return out->n_suspects == (size_t)n ? 0 : -1;
+}
+
+static void do_leaks(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__LeaksRequest *r = req->leaks;
+    const Ljmp__Selector *sel = r->session;
+    uint32_t span_s = p->srv->cfg.history_span_s;
+
+    if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "leaks are of one session: a pid or a session id");
+        return;
+    }
+    if (r->window_s < LEAKS_MIN_WINDOW_S || r->window_s > span_s ||
+        r->limit < 1 || r->limit > LEAKS_MAX_LIMIT) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a window of %u to %u seconds (ljmpd's "
+                        "--history-span) and a limit of 1 to %u",
+                        LEAKS_MIN_WINDOW_S, span_s, LEAKS_MAX_LIMIT);
+        return;
+    }
+    struct session *s = select_session(p, sel);
+    if (s == NULL) {
+        no_session(p, req->id, sel);
+        return;
+    }
+    const struct history *h = history_of(s);
+    if (h == NULL) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "session %llu has no history (out of memory)",
+                        (unsigned long long)s->id);
+        return;
+    }
+    struct arena a = {0};
+    Ljmp__LeakSuspects out = LJMP__LEAK_SUSPECTS__INIT;
+    Ljmp__Response resp;
+    if ((out.session = snapshot_info(&a, s)) == NULL ||
+        fill_leaks(&a, s, h, r->window_s, r->limit, &out) != 0) {
+        arena_free(&a);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory finding leak suspects");
+        return;
+    }
+    peer_response_init(&resp, req->id);
+    resp.body_case = LJMP__RESPONSE__BODY_LEAKS;
+    resp.leaks = &out;
+    peer_send(p, &resp);
+    arena_free(&a);
+}
+
 /* Whether uid may record a process not yet seen: its owner, or root. */
 static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
 {
@@ -730,6 +874,9 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
         break;
     case LJMP__REQUEST__BODY_RECORD:
         do_record(p, req);
+        break;
+    case LJMP__REQUEST__BODY_LEAKS:
+        do_leaks(p, req);
         break;
     case LJMP__REQUEST__BODY_ATTACH:
         if (req->attach->tree || req->attach->unit != NULL)

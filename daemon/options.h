@@ -28,6 +28,11 @@ struct config {
     /* Memory budgets, in bytes (budget.c): per session, per user with a
      * quota (quota.h), and for every session in all. */
     size_t session_memory, user_memory, total_memory;
+    /* Each session's history (history.c): how far back, in how many
+     * bytes at most, and how many sites it tracks. */
+    unsigned history_span_s;
+    size_t history_memory;
+    unsigned history_sites;
     int verbose;
 };
 
