@@ -46,6 +46,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_CENSUS_WAIT] = {"census-wait", 0, VALUE_NUMBER},
     [OPT_NO_CENSUS] = {"no-census", 0, VALUE_NONE},
     [OPT_BY_TRACE] = {"by-trace", 0, VALUE_NONE},
+    [OPT_WINDOW] = {"window", 0, VALUE_NUMBER},
 };
 
 /* getopt_long's value for an option: above every letter, so that a

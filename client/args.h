@@ -32,6 +32,7 @@ enum ctl_opt {
     OPT_CENSUS_WAIT,    /* --census-wait SECONDS */
     OPT_NO_CENSUS,      /* --no-census */
     OPT_BY_TRACE,       /* --by-trace */
+    OPT_WINDOW,         /* --window SECONDS */
     NOPTS
 };
 

@@ -19,6 +19,7 @@ extern const struct cmd_entry cmd_record_entry;
 extern const struct cmd_entry cmd_attach_entry;
 extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
+extern const struct cmd_entry cmd_leaks_entry;
 
 /* `report PID` (or --tree, --unit): the report of a live (or kept)
  * session, or of a whole server's merged, from ljmpd. */
