@@ -23,8 +23,8 @@ static uint32_t kept_half(const struct history *h)
 /* Frames the array holds at most: the bytes bound counts them too. */
 #define HISTORY_FRAMES_CAP 512
 
-/* What a history holds whatever its points: itself, its peak, its tracked
- * sites and the choice's candidates, and its arrays at their most. */
+/* What a history holds at its most but for the frames' sites: itself, its
+ * peak, its tracked sites, the choice's candidates, its arrays. */
 static uint64_t fixed_bytes(const struct history_limits *lim,
                             uint32_t totals_cap)
 {
@@ -81,11 +81,18 @@ void history_free(struct history *h)
     free(h);
 }
 
-/* Counted at the arrays' whole capacity, allocated or not: what the
- * history may grow to between two charges stays within its bound. */
+/* What the arrays hold as allocated: the totals grow to their cap, the
+ * frames' sites as they come. */
 uint64_t history_memory(const struct history *h)
 {
-    return fixed_bytes(&h->lim, h->totals_cap) + h->frame_bytes;
+    return sizeof(*h) + (uint64_t)h->totals_alloc * sizeof(*h->totals) +
+           (h->frames != NULL
+                ? (uint64_t)HISTORY_FRAMES_CAP * sizeof(struct history_frame)
+                : 0) +
+           h->frame_bytes +
+           (uint64_t)h->lim.max_sites *
+               (sizeof(struct history_site) + sizeof(uint32_t) +
+                sizeof(struct history_cand));
 }
 
 /*
@@ -115,6 +122,21 @@ static uint64_t span_start(const struct history *h, uint64_t now)
     return now > h->lim.span_ms ? now - h->lim.span_ms : 0;
 }
 
+/* Room for more totals: doubled, up to the cap.  -1 out of memory. */
+static int grow_totals(struct history *h)
+{
+    uint32_t n = h->totals_alloc ? 2 * h->totals_alloc : 64;
+
+    if (n > h->totals_cap)
+        n = h->totals_cap;
+    struct history_totals *t = realloc(h->totals, n * sizeof(*t));
+    if (t == NULL)
+        return -1;
+    h->totals = t;
+    h->totals_alloc = n;
+    return 0;
+}
+
 void history_add_totals(struct history *h, const struct history_totals *t)
 {
     uint64_t start = span_start(h, t->t_ms);
@@ -131,8 +153,7 @@ void history_add_totals(struct history *h, const struct history_totals *t)
         h->ntotals = thin_older_half(h->totals, h->ntotals, sizeof(*h->totals));
         h->thinnings++;
     }
-    if (h->totals == NULL &&
-        (h->totals = malloc(h->totals_cap * sizeof(*h->totals))) == NULL)
+    if (h->ntotals == h->totals_alloc && grow_totals(h) != 0)
         return; /* no point this time */
     h->totals[h->ntotals++] = *t;
 }
@@ -498,7 +519,7 @@ static struct history_limits limits_of(const struct session *s)
     uint64_t eighth = s->mem_budget / 8;
 
     if (s->mem_budget > 0 && eighth < lim.max_bytes)
-        lim.max_bytes = eighth > HISTORY_MIN_BYTES ? eighth : HISTORY_MIN_BYTES;
+        lim.max_bytes = eighth;
     return lim;
 }
 
@@ -527,8 +548,10 @@ const struct session_observer history_observer = {
     .freed = history_freed,
 };
 
-/* Samples s unless a feed thread holds it now; an ended session once more,
- * when its state stands still, and then no longer. */
+/* Samples s unless a feed thread holds it now (then at the next tick, when
+ * the loop waits for the job: a few milliseconds, and a busy session still
+ * gets a point every other second); an ended session once more, when its
+ * state stands still, and then no longer. */
 static void tick_session(struct session *s, struct history *h, uint64_t now)
 {
     if (s->phase == SESSION_HELLO || h->final_taken)
@@ -538,13 +561,20 @@ static void tick_session(struct session *s, struct history *h, uint64_t now)
             return;
         history_sample(h, &s->prof.state, now);
         h->final_taken = 1;
-    } else if (session_trylock(s) != 0) {
-        h->skipped++;
+        charge(s, h);
         return;
-    } else {
-        history_sample(h, &s->prof.state, now);
-        session_unlock(s);
     }
+    if (session_trylock(s) != 0) {
+        if (!h->skipped_last) {
+            h->skipped++;
+            h->skipped_last = 1;
+            return;
+        }
+        session_lock(s);
+    }
+    h->skipped_last = 0;
+    history_sample(h, &s->prof.state, now);
+    session_unlock(s);
     charge(s, h);
 }
 

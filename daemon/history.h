@@ -57,7 +57,7 @@ struct history_cand {
 struct history {
     struct history_limits lim;
     struct history_totals *totals; /* oldest first */
-    uint32_t ntotals, totals_cap;
+    uint32_t ntotals, totals_alloc, totals_cap;
     struct history_frame *frames; /* oldest first */
     uint32_t nframes, frames_cap;
     uint64_t frame_bytes; /* the frames' sites */
@@ -65,6 +65,7 @@ struct history {
     uint64_t step_ms, next_frame_ms;
     uint64_t thinnings; /* times older points were thinned */
     uint64_t skipped;   /* ticks a feed thread held the session */
+    int skipped_last;   /* ... the last one: the next waits for it */
     /* The sample of highest live bytes, with the tracked sites then. */
     struct history_totals peak_totals;
     struct history_frame peak;
