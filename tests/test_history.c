@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "history.h"
+#include "session.h"
 #include "lm_state.h"
 #include "test_units.h"
 
@@ -259,6 +260,37 @@ static void test_tick_cost(void)
     history_free(h);
 }
 
+/* A session's memory, as `list` shows it and its budgets count it,
+ * includes its history, and names it when it is the biggest part. */
+static void test_session_memory_counts_history(void)
+{
+    struct server srv;
+    struct session s;
+    struct session_memory m;
+    uint64_t biggest;
+
+    memset(&srv, 0, sizeof(srv));
+    memset(&s, 0, sizeof(s));
+    s.srv = &srv;
+    s.mem_fed = 1000;
+    s.mem_views = 200;
+    uint64_t without = session_memory(&s);
+    struct history_limits lim = {3600 * SECOND, 1u << 20, 256};
+    struct history *h = history_new(&lim);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    add_frame_at(h, SECOND, 256);
+    s.mem_history = history_memory(h);
+    CU_ASSERT(s.mem_history >= 256 * sizeof(struct history_site));
+    CU_ASSERT_EQUAL(session_memory(&s), without + s.mem_history);
+    session_memory_parts(&s, &m);
+    CU_ASSERT_EQUAL(m.history, s.mem_history);
+    /* A session over budget because of its history says so. */
+    s.mem_history = m.history = 1u << 30;
+    CU_ASSERT_STRING_EQUAL(session_memory_biggest(&m, &biggest), "history");
+    CU_ASSERT_EQUAL(biggest, s.mem_history);
+    history_free(h);
+}
+
 void register_history_tests(void)
 {
     CU_pSuite s = CU_add_suite("history", NULL, NULL);
@@ -267,4 +299,6 @@ void register_history_tests(void)
     CU_add_test(s, "leak rule", test_leak_rule);
     CU_add_test(s, "tracked sites and peak", test_tracked_sites_and_peak);
     CU_add_test(s, "history tick cost", test_tick_cost);
+    CU_add_test(s, "session memory counts its history",
+                test_session_memory_counts_history);
 }
