@@ -27,13 +27,19 @@ static const char leaks_help[] =
     "  - on a least-squares line of live bytes over time that rises\n"
     "    (slope above 0) and fits them (R^2 at least 0.8),\n"
     "  - not decreasing in at least 80% of the steps between samples,\n"
-    "  - and the last above the first.\n"
+    "  - the last above the first,\n"
+    "  - and gaining live blocks for at least a quarter of its allocations\n"
+    "    from the first to the last (a site that allocated nothing there,\n"
+    "    growing by reallocs, passes).\n"
     "A site whose live bytes rise and fall with the collector's cycles\n"
-    "fails these; one that only grows is a suspect however small.\n"
+    "fails these, even while its uncollected garbage grows with the heap;\n"
+    "one that only grows is a suspect however small.  The locations of one\n"
+    "name (a line in and out of compiled code) are summed as one site.\n"
     "\n"
     "Columns: GROWTH/MIN the slope in bytes a minute; LIVE NOW its live\n"
     "bytes at the newest sample; FIT the R^2; RISING the steps not\n"
-    "decreasing; ALLOCS and FREES the allocation and free events at the\n"
+    "decreasing; KEPT the live blocks gained per allocation; ALLOCS and\n"
+    "FREES the allocation and free events at the\n"
     "site between the first and last samples used (the collector's frees\n"
     "are counted where it runs, not at the site that allocated).\n"
     "\n"
@@ -73,16 +79,16 @@ static void print_leaks(const Ljmp__LeakSuspects *l)
                l->sites_tracked, l->min_points);
     if (l->n_suspects == 0)
         return;
-    printf("%4s %12s %12s %5s %6s %10s %10s  %s\n", "RANK", "GROWTH/MIN",
-           "LIVE NOW", "FIT", "RISING", "ALLOCS", "FREES", "SITE");
+    printf("%4s %12s %12s %5s %6s %5s %10s %10s  %s\n", "RANK", "GROWTH/MIN",
+           "LIVE NOW", "FIT", "RISING", "KEPT", "ALLOCS", "FREES", "SITE");
     for (size_t i = 0; i < l->n_suspects; i++) {
         const Ljmp__LeakSuspect *x = l->suspects[i];
         const Ljmp__Location *site = x->site;
         char growth[32], live[32];
         put_size(growth, sizeof(growth), x->growth_per_min);
         put_size(live, sizeof(live), site ? (double)site->live_bytes : 0);
-        printf("%4zu %12s %12s %5.2f %5.0f%% %10llu %10llu  %s\n", i + 1,
-               growth, live, x->fit_r2, x->rising * 100,
+        printf("%4zu %12s %12s %5.2f %5.0f%% %4.0f%% %10llu %10llu  %s\n",
+               i + 1, growth, live, x->fit_r2, x->rising * 100, x->kept * 100,
                (unsigned long long)x->window_allocs,
                (unsigned long long)x->window_frees,
                site && site->name ? site->name : "?");

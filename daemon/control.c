@@ -449,8 +449,8 @@ static char *site_name(struct arena *a, const struct session *s, uint32_t loc)
     return name;
 }
 
-/* One suspect's message, its site named from s's state (under its lock). */
-static Ljmp__LeakSuspect *suspect_msg(struct arena *a, const struct session *s,
+/* One suspect's message, its site named name. */
+static Ljmp__LeakSuspect *suspect_msg(struct arena *a, char *name,
                                       const struct history_suspect *x)
 {
     Ljmp__LeakSuspect *m = arena_alloc(a, sizeof(*m));
@@ -460,14 +460,14 @@ static Ljmp__LeakSuspect *suspect_msg(struct arena *a, const struct session *s,
         return NULL;
     ljmp__leak_suspect__init(m);
     ljmp__location__init(l);
-    if ((l->name = site_name(a, s, x->loc)) == NULL)
-        return NULL;
+    l->name = name;
     l->has_live_bytes = l->has_live_blocks = 1;
-    l->has_alloc_events = l->has_free_events = 1;
+    l->has_alloc_events = l->has_free_events = l->has_sites = 1;
     l->live_bytes = x->now.live_bytes;
     l->live_blocks = x->now.live_blocks;
     l->alloc_events = x->now.alloc_events;
     l->free_events = x->now.free_events;
+    l->sites = x->sites;
     m->site = l;
     m->has_growth_per_min = m->has_fit_r2 = m->has_rising = 1;
     m->has_window_allocs = m->has_window_frees = m->has_points = 1;
@@ -479,23 +479,84 @@ static Ljmp__LeakSuspect *suspect_msg(struct arena *a, const struct session *s,
     m->window_frees = x->window_frees;
     m->points = x->fit.points;
     m->span_s = (double)(x->last_ms - x->first_ms) / 1000.0;
+    m->has_kept = 1;
+    m->kept = x->kept;
     return m;
 }
 
+/* The newest frame's sites named, and grouped by name (one group for a
+ * line's locations in and out of compiled code). */
+struct named_sites {
+    char **names;    /* by the frame's index */
+    uint32_t *group; /* by the frame's index */
+};
+
+static const char *const *sort_names; /* for by_name, on the loop only */
+
+static int by_name(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return strcmp(sort_names[x], sort_names[y]);
+}
+
+/* Names f's sites from s's state (under its lock) and groups them; -1 out
+ * of memory. */
+static int name_sites(struct arena *a, struct session *s,
+                      const struct history_frame *f, struct named_sites *out)
+{
+    uint32_t *order = arena_alloc(a, (f->n + 1) * sizeof(*order));
+
+    out->names = arena_alloc(a, (f->n + 1) * sizeof(*out->names));
+    out->group = arena_alloc(a, (f->n + 1) * sizeof(*out->group));
+    if (order == NULL || out->names == NULL || out->group == NULL)
+        return -1;
+    session_lock(s); /* a feed thread may be adding symbols */
+    for (uint32_t i = 0; i < f->n; i++)
+        if ((out->names[i] = site_name(a, s, f->sites[i].loc)) == NULL)
+            break;
+    session_unlock(s);
+    for (uint32_t i = 0; i < f->n; i++) {
+        if (out->names[i] == NULL)
+            return -1;
+        order[i] = i;
+    }
+    sort_names = (const char *const *)out->names;
+    qsort(order, f->n, sizeof(*order), by_name);
+    for (uint32_t i = 0, g = 0; i < f->n; i++) {
+        if (i > 0 && strcmp(out->names[order[i]], out->names[order[i - 1]]))
+            g++;
+        out->group[order[i]] = g;
+    }
+    return 0;
+}
+
+/* The name of loc, one of f's sites. */
+static char *name_of(const struct history_frame *f,
+                     const struct named_sites *ns, uint32_t loc)
+{
+    for (uint32_t i = 0; i < f->n; i++)
+        if (f->sites[i].loc == loc)
+            return ns->names[i];
+    return (char *)"?";
+}
+
 /* The suspects of s's history into out (in a's memory): -1 out of memory.
- * Costs the fit of each tracked site over the window's samples: bounded
- * by the history's bound, done on the loop. */
+ * Costs a name for each tracked site and the fit of each over the
+ * window's samples: bounded by the history's bound, done on the loop. */
 static int fill_leaks(struct arena *a, struct session *s,
                       const struct history *h, uint32_t window_s,
                       uint32_t limit, Ljmp__LeakSuspects *out)
 {
     struct history_suspect *v = arena_alloc(a, limit * sizeof(*v));
+    const struct history_frame *newest = history_newest(h);
+    struct named_sites ns = {0};
     uint32_t samples = 0;
-    long n;
+    long n = 0;
 
-    if (v == NULL ||
-        (n = history_leaks(h, clock_now_ms(), (uint64_t)window_s * 1000, v,
-                           limit, &samples)) < 0)
+    if (v == NULL || (newest != NULL && name_sites(a, s, newest, &ns) != 0) ||
+        (n = history_leaks(h, clock_now_ms(), (uint64_t)window_s * 1000,
+                           ns.group, v, limit, &samples)) < 0)
         return -1;
     out->has_window_s = out->has_samples = out->has_sites_tracked = 1;
     out->has_min_points = out->has_peak_live_bytes = out->has_peak_ms = 1;
@@ -511,13 +572,11 @@ static int fill_leaks(struct arena *a, struct session *s,
         arena_alloc(a, (size_t)(n ? n : 1) * sizeof(*out->suspects));
     if (out->suspects == NULL)
         return -1;
-    session_lock(s); /* names: a feed thread may be adding symbols */
     for (long i = 0; i < n; i++)
-        if ((out->suspects[out->n_suspects++] = suspect_msg(a, s, &v[i])) ==
-            NULL)
-            break;
-    session_unlock(s);
-    return out->n_suspects == (size_t)n ? 0 : -1;
+        if ((out->suspects[out->n_suspects++] =
+                 suspect_msg(a, name_of(newest, &ns, v[i].loc), &v[i])) == NULL)
+            return -1;
+    return 0;
 }
 
 static void do_leaks(struct peer *p, const Ljmp__Request *req)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "clock.h"
 #include "history.h"
 #include "session.h"
 
@@ -225,7 +226,8 @@ int history_add_frame(struct history *h, uint64_t t_ms,
     f->n = n;
     h->frame_bytes += bytes;
     h->nframes++;
-    h->next_frame_ms = t_ms + h->step_ms;
+    /* A tick may come a little early: a quarter step early is on time. */
+    h->next_frame_ms = t_ms + h->step_ms - h->step_ms / 4;
     return 0;
 }
 
@@ -261,11 +263,11 @@ void history_fit(const double *t_s, const double *bytes, uint32_t n,
 }
 
 int history_is_suspect(const struct history_fit *f, double first_bytes,
-                       double last_bytes)
+                       double last_bytes, double kept)
 {
     return f->points >= HISTORY_MIN_POINTS && f->slope_per_s > 0 &&
            f->r2 >= HISTORY_MIN_R2 && f->rising >= HISTORY_MIN_RISING &&
-           last_bytes > first_bytes;
+           last_bytes > first_bytes && kept >= HISTORY_MIN_KEPT;
 }
 
 static const struct history_site *find_site(const struct history_frame *f,
@@ -283,34 +285,63 @@ static const struct history_site *find_site(const struct history_frame *f,
     return lo < f->n && f->sites[lo].loc == loc ? &f->sites[lo] : NULL;
 }
 
-/* The fit of loc's live bytes over frames [from, nframes) into *s; 1 if it
- * is a suspect.  t and y: room for the frames. */
-static int judge_site(const struct history *h, uint32_t from, uint32_t loc,
-                      double *t, double *y, struct history_suspect *s)
+/* The sum of the members' counters in frame f, into *sum: 0 if none of
+ * them is in it. */
+static int sum_members(const struct history_frame *f, const uint32_t *locs,
+                       uint32_t n, struct history_site *sum)
 {
-    const struct history_site *first = NULL, *last = NULL;
+    int found = 0;
+
+    memset(sum, 0, sizeof(*sum));
+    for (uint32_t i = 0; i < n; i++) {
+        const struct history_site *x = find_site(f, locs[i]);
+        if (x == NULL)
+            continue;
+        found = 1;
+        sum->live_bytes += x->live_bytes;
+        sum->live_blocks += x->live_blocks;
+        sum->alloc_events += x->alloc_events;
+        sum->free_events += x->free_events;
+    }
+    return found;
+}
+
+/* The fit of the members' live bytes (one site: the locations of one
+ * name) over frames [from, nframes) into *s; 1 if it is a suspect.  t
+ * and y: room for the frames. */
+static int judge_site(const struct history *h, uint32_t from,
+                      const uint32_t *locs, uint32_t nlocs, double *t,
+                      double *y, struct history_suspect *s)
+{
+    struct history_site first = {0}, x;
     uint32_t n = 0;
 
     for (uint32_t i = from; i < h->nframes; i++) {
-        const struct history_site *x = find_site(&h->frames[i], loc);
-        if (x == NULL)
+        if (!sum_members(&h->frames[i], locs, nlocs, &x))
             continue;
-        if (first == NULL)
+        if (n == 0) {
             s->first_ms = h->frames[i].t_ms;
+            first = x;
+        }
         s->last_ms = h->frames[i].t_ms;
-        first = first ? first : x;
-        last = x;
+        s->now = x;
         t[n] = (double)h->frames[i].t_ms / 1000.0;
-        y[n++] = (double)x->live_bytes;
+        y[n++] = (double)x.live_bytes;
     }
-    if (last == NULL)
+    if (n == 0)
         return 0;
     history_fit(t, y, n, &s->fit);
-    s->loc = loc;
-    s->now = *last;
-    s->window_allocs = last->alloc_events - first->alloc_events;
-    s->window_frees = last->free_events - first->free_events;
-    return history_is_suspect(&s->fit, y[0], y[n - 1]);
+    s->loc = s->now.loc = locs[0];
+    s->sites = nlocs;
+    s->window_allocs = s->now.alloc_events - first.alloc_events;
+    s->window_frees = s->now.free_events - first.free_events;
+    /* Blocks it gained for each allocation: all of them for a cache, a
+     * few for a site whose garbage is swept (growing with the heap). */
+    int64_t gained = (int64_t)(s->now.live_blocks - first.live_blocks);
+    s->kept = s->window_allocs == 0 ? 1
+              : gained <= 0         ? 0
+                                    : (double)gained / (double)s->window_allocs;
+    return history_is_suspect(&s->fit, y[0], y[n - 1], s->kept);
 }
 
 static int by_growth(const void *a, const void *b)
@@ -322,8 +353,37 @@ static int by_growth(const void *a, const void *b)
     return x->loc < y->loc ? -1 : x->loc > y->loc;
 }
 
+/* For sorting the newest frame's sites by their group. */
+struct grouped {
+    uint32_t group, loc;
+};
+
+static int by_group(const void *a, const void *b)
+{
+    const struct grouped *x = a, *y = b;
+
+    if (x->group != y->group)
+        return x->group < y->group ? -1 : 1;
+    return x->loc < y->loc ? -1 : x->loc > y->loc;
+}
+
+/* The newest frame's sites as runs of one group each (locs in *locs). */
+static struct grouped *group_sites(const struct history_frame *f,
+                                   const uint32_t *group)
+{
+    struct grouped *g = malloc((f->n + 1) * sizeof(*g));
+
+    if (g == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < f->n; i++)
+        g[i] = (struct grouped){group != NULL ? group[i] : i, f->sites[i].loc};
+    qsort(g, f->n, sizeof(*g), by_group);
+    return g;
+}
+
 long history_leaks(const struct history *h, uint64_t now_ms, uint64_t window_ms,
-                   struct history_suspect *out, size_t max, uint32_t *points)
+                   const uint32_t *group, struct history_suspect *out,
+                   size_t max, uint32_t *points)
 {
     uint64_t start = now_ms > window_ms ? now_ms - window_ms : 0;
     uint32_t from = 0;
@@ -336,13 +396,19 @@ long history_leaks(const struct history *h, uint64_t now_ms, uint64_t window_ms,
     const struct history_frame *newest = &h->frames[h->nframes - 1];
     double *t = malloc(*points * sizeof(*t)), *y = malloc(*points * sizeof(*y));
     struct history_suspect *all = malloc((newest->n + 1) * sizeof(*all));
+    struct grouped *g = group_sites(newest, group);
+    uint32_t *locs = malloc((newest->n + 1) * sizeof(*locs));
     long n = 0;
-    if (t == NULL || y == NULL || all == NULL) {
+    if (t == NULL || y == NULL || all == NULL || g == NULL || locs == NULL) {
         n = -1;
         goto out;
     }
-    for (uint32_t i = 0; i < newest->n; i++)
-        n += judge_site(h, from, newest->sites[i].loc, t, y, &all[n]);
+    for (uint32_t i = 0, run; i < newest->n; i += run) {
+        for (run = 0; i + run < newest->n && g[i + run].group == g[i].group;
+             run++)
+            locs[run] = g[i + run].loc;
+        n += judge_site(h, from, locs, run, t, y, &all[n]);
+    }
     qsort(all, (size_t)n, sizeof(*all), by_growth);
     if ((size_t)n > max)
         n = (long)max;
@@ -351,6 +417,8 @@ out:
     free(t);
     free(y);
     free(all);
+    free(g);
+    free(locs);
     return n;
 }
 
@@ -548,44 +616,76 @@ const struct session_observer history_observer = {
     .freed = history_freed,
 };
 
-/* Samples s unless a feed thread holds it now (then at the next tick, when
- * the loop waits for the job: a few milliseconds, and a busy session still
- * gets a point every other second); an ended session once more, when its
- * state stands still, and then no longer. */
-static void tick_session(struct session *s, struct history *h, uint64_t now)
+/* Samples s under its lock and charges what its history grew by. */
+static void sample_locked(struct session *s, struct history *h, uint64_t now)
 {
-    if (s->phase == SESSION_HELLO || h->final_taken)
-        return;
-    if (s->phase == SESSION_ENDED) {
-        if (!session_still(s))
-            return;
-        history_sample(h, &s->prof.state, now);
-        h->final_taken = 1;
-        charge(s, h);
-        return;
-    }
-    if (session_trylock(s) != 0) {
-        if (!h->skipped_last) {
-            h->skipped++;
-            h->skipped_last = 1;
-            return;
-        }
-        session_lock(s);
-    }
-    h->skipped_last = 0;
     history_sample(h, &s->prof.state, now);
     session_unlock(s);
     charge(s, h);
 }
 
+/* The sessions a feed thread held at the tick, 20 ms later: by then their
+ * job (a few milliseconds) is usually done; if not, the loop waits for
+ * it, so that a busy session still gets its point. */
+static void retry_busy(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *srv = arg;
+    uint64_t now = clock_now_ms();
+    struct session *s;
+
+    (void)fd;
+    (void)what;
+    TAILQ_FOREACH(s, &srv->sessions, link)
+    {
+        struct history *h = history_of(s);
+        if (h == NULL || !h->retry)
+            continue;
+        h->retry = 0;
+        if (s->phase == SESSION_ENDED)
+            continue; /* the tick takes its last sample */
+        if (session_trylock(s) != 0)
+            session_lock(s);
+        sample_locked(s, h, now);
+    }
+}
+
+/* Samples s unless a feed thread holds it now (then retry_busy does); an
+ * ended session once more, when its state stands still, and then no
+ * longer.  1 if s is to be retried. */
+static int tick_session(struct session *s, struct history *h, uint64_t now)
+{
+    if (s->phase == SESSION_HELLO || h->final_taken)
+        return 0;
+    if (s->phase == SESSION_ENDED) {
+        if (!session_still(s))
+            return 0;
+        history_sample(h, &s->prof.state, now);
+        h->final_taken = 1;
+        charge(s, h);
+        return 0;
+    }
+    if (session_trylock(s) != 0) {
+        h->skipped++;
+        h->retry = 1;
+        return 1;
+    }
+    sample_locked(s, h, now);
+    return 0;
+}
+
 void history_tick(struct server *srv, uint64_t now)
 {
+    static const struct timeval soon = {0, 20000};
     struct session *s;
+    int busy = 0;
 
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         struct history *h = history_of(s);
         if (h != NULL)
-            tick_session(s, h, now);
+            busy |= tick_session(s, h, now);
     }
+    if (busy && srv->base != NULL &&
+        event_base_once(srv->base, -1, EV_TIMEOUT, retry_busy, srv, &soon) != 0)
+        retry_busy(-1, 0, srv); /* out of memory: wait now */
 }

@@ -65,7 +65,7 @@ struct history {
     uint64_t step_ms, next_frame_ms;
     uint64_t thinnings; /* times older points were thinned */
     uint64_t skipped;   /* ticks a feed thread held the session */
-    int skipped_last;   /* ... the last one: the next waits for it */
+    int retry;          /* held at the last tick: sampled soon after */
     /* The sample of highest live bytes, with the tracked sites then. */
     struct history_totals peak_totals;
     struct history_frame peak;
@@ -98,6 +98,7 @@ int history_add_frame(struct history *h, uint64_t t_ms,
 #define HISTORY_MIN_POINTS 5
 #define HISTORY_MIN_R2     0.8
 #define HISTORY_MIN_RISING 0.8
+#define HISTORY_MIN_KEPT   0.25
 
 /* A least-squares line through a site's live bytes over time. */
 struct history_fit {
@@ -109,32 +110,48 @@ struct history_fit {
 
 void history_fit(const double *t_s, const double *bytes, uint32_t n,
                  struct history_fit *f);
-/* The rule: enough points, a positive slope, a fit of R^2 >= 0.8, and at
- * least 80% of the steps not decreasing (and the last point above the
- * first). */
+/* The rule: enough points, a positive slope, a fit of R^2 >= 0.8, at
+ * least 80% of the steps not decreasing, the last point above the first,
+ * and kept (live blocks gained per allocation over the points; 1 for a
+ * site that allocated nothing, growing by reallocs) at least a quarter. */
 int history_is_suspect(const struct history_fit *f, double first_bytes,
-                       double last_bytes);
+                       double last_bytes, double kept);
 
 struct history_suspect {
-    uint32_t loc;
+    uint32_t loc;   /* its first location */
+    uint32_t sites; /* locations summed (those of one name) */
     struct history_fit fit;
     struct history_site now; /* its counters in the newest frame */
     uint64_t window_allocs, window_frees;
+    double kept;                /* live blocks gained per allocation */
     uint64_t first_ms, last_ms; /* the points used */
 };
 
-/* The suspects among the sites of the newest frame, over the frames of the
+/*
+ * The suspects among the sites of the newest frame, over the frames of the
  * last window_ms before now_ms, biggest growth first: at most max in out.
- * Returns how many, or -1 out of memory.  *points: frames in the window. */
+ * group (NULL: each location its own) gives each of the newest frame's
+ * sites a group, whose locations are summed as one site (a line's
+ * locations in and out of compiled code, of several symbol epochs).
+ * Returns how many, or -1 out of memory.  *points: frames in the window.
+ */
 long history_leaks(const struct history *h, uint64_t now_ms, uint64_t window_ms,
-                   struct history_suspect *out, size_t max, uint32_t *points);
+                   const uint32_t *group, struct history_suspect *out,
+                   size_t max, uint32_t *points);
+
+/* The newest frame, or NULL. */
+static inline const struct history_frame *
+history_newest(const struct history *h)
+{
+    return h->nframes > 0 ? &h->frames[h->nframes - 1] : NULL;
+}
 
 /* -- Sessions ------------------------------------------------------------ */
 
 /* Samples one session's state (under its lock, or still) at now. */
 void history_sample(struct history *h, const struct lm_state *st, uint64_t now);
 /* Samples every session on the server's tick; a session a feed thread
- * holds is skipped until the next tick. */
+ * holds is sampled 20 ms later (then waiting for the job if need be). */
 void history_tick(struct server *srv, uint64_t now);
 /* s's history, or NULL (not started, or out of memory). */
 struct history *history_of(const struct session *s);
