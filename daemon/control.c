@@ -579,17 +579,37 @@ static int fill_leaks(struct arena *a, struct session *s,
     return 0;
 }
 
+/* The session a history request names, with its history; NULL (and the
+ * peer told) if there is none. */
+static struct session *history_target(struct peer *p, uint64_t id,
+                                      const Ljmp__Selector *sel,
+                                      const struct history **h)
+{
+    if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a history is of one session: a pid or a session id");
+        return NULL;
+    }
+    struct session *s = select_session(p, sel);
+    if (s == NULL) {
+        no_session(p, id, sel);
+        return NULL;
+    }
+    if ((*h = history_of(s)) == NULL) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "session %llu has no history (out of memory)",
+                        (unsigned long long)s->id);
+        return NULL;
+    }
+    return s;
+}
+
 static void do_leaks(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__LeaksRequest *r = req->leaks;
-    const Ljmp__Selector *sel = r->session;
     uint32_t span_s = p->srv->cfg.history_span_s;
+    const struct history *h;
 
-    if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
-                        "leaks are of one session: a pid or a session id");
-        return;
-    }
     if (r->window_s < LEAKS_MIN_WINDOW_S || r->window_s > span_s ||
         r->limit < 1 || r->limit > LEAKS_MAX_LIMIT) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
@@ -598,18 +618,9 @@ static void do_leaks(struct peer *p, const Ljmp__Request *req)
                         LEAKS_MIN_WINDOW_S, span_s, LEAKS_MAX_LIMIT);
         return;
     }
-    struct session *s = select_session(p, sel);
-    if (s == NULL) {
-        no_session(p, req->id, sel);
+    struct session *s = history_target(p, req->id, r->session, &h);
+    if (s == NULL)
         return;
-    }
-    const struct history *h = history_of(s);
-    if (h == NULL) {
-        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                        "session %llu has no history (out of memory)",
-                        (unsigned long long)s->id);
-        return;
-    }
     struct arena a = {0};
     Ljmp__LeakSuspects out = LJMP__LEAK_SUSPECTS__INIT;
     Ljmp__Response resp;
@@ -623,6 +634,142 @@ static void do_leaks(struct peer *p, const Ljmp__Request *req)
     peer_response_init(&resp, req->id);
     resp.body_case = LJMP__RESPONSE__BODY_LEAKS;
     resp.leaks = &out;
+    peer_send(p, &resp);
+    arena_free(&a);
+}
+
+static Ljmp__HistoryPoint *point_msg(struct arena *a,
+                                     const struct history_totals *t)
+{
+    Ljmp__HistoryPoint *m = arena_alloc(a, sizeof(*m));
+
+    if (m == NULL)
+        return NULL;
+    ljmp__history_point__init(m);
+    m->has_time_ms = m->has_live_bytes = m->has_live_blocks = 1;
+    m->has_alloc_bytes = m->has_alloc_events = 1;
+    m->has_freed_bytes = m->has_free_events = 1;
+    m->time_ms = clock_wall_ms(t->t_ms);
+    m->live_bytes = t->live_bytes;
+    m->live_blocks = t->live_blocks;
+    m->alloc_bytes = t->alloc_bytes;
+    m->alloc_events = t->alloc_events;
+    m->freed_bytes = t->freed_bytes;
+    m->free_events = t->free_events;
+    return m;
+}
+
+static int by_live_bytes(const void *a, const void *b)
+{
+    const Ljmp__Location *x = *(Ljmp__Location *const *)a,
+                         *y = *(Ljmp__Location *const *)b;
+
+    if (x->live_bytes != y->live_bytes)
+        return x->live_bytes > y->live_bytes ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* The peak's sites, the locations of one name summed, most live bytes
+ * first, at most most of them. */
+static int fill_peak_sites(struct arena *a, struct session *s,
+                           const struct history_frame *f, uint32_t most,
+                           Ljmp__History *out)
+{
+    struct named_sites ns;
+    Ljmp__Location **rows = arena_alloc(a, (f->n + 1) * sizeof(*rows));
+    uint32_t nrows = 0;
+
+    if (rows == NULL || name_sites(a, s, f, &ns) != 0)
+        return -1;
+    for (uint32_t i = 0; i < f->n; i++) {
+        uint32_t g = ns.group[i];
+        const struct history_site *x = &f->sites[i];
+        if (g >= nrows) { /* groups are numbered from 0 without gaps */
+            while (nrows <= g) {
+                if ((rows[nrows] = arena_alloc(a, sizeof(**rows))) == NULL)
+                    return -1;
+                ljmp__location__init(rows[nrows]);
+                rows[nrows]->has_live_bytes = rows[nrows]->has_live_blocks = 1;
+                rows[nrows]->has_alloc_events = 1;
+                rows[nrows]->has_free_events = rows[nrows]->has_sites = 1;
+                nrows++;
+            }
+        }
+        Ljmp__Location *l = rows[g];
+        l->name = ns.names[i];
+        l->live_bytes += x->live_bytes;
+        l->live_blocks += x->live_blocks;
+        l->alloc_events += x->alloc_events;
+        l->free_events += x->free_events;
+        l->sites++;
+    }
+    qsort(rows, nrows, sizeof(*rows), by_live_bytes);
+    out->peak_sites = rows;
+    out->n_peak_sites = nrows < most ? nrows : most;
+    return 0;
+}
+
+/* s's history into out (in a's memory): -1 out of memory.  Costs its
+ * totals in the window and a name for each site at the peak. */
+static int fill_history(struct arena *a, struct session *s,
+                        const struct history *h, const Ljmp__HistoryRequest *r,
+                        Ljmp__History *out)
+{
+    uint64_t now = clock_now_ms(), window = (uint64_t)r->window_s * 1000;
+    uint32_t from = 0;
+
+    while (r->window_s > 0 && from < h->ntotals &&
+           h->totals[from].t_ms + window < now)
+        from++;
+    out->totals =
+        arena_alloc(a, (h->ntotals - from + 1) * sizeof(*out->totals));
+    if (out->totals == NULL)
+        return -1;
+    for (uint32_t i = from; i < h->ntotals; i++)
+        if ((out->totals[out->n_totals++] = point_msg(a, &h->totals[i])) ==
+            NULL)
+            return -1;
+    out->has_site_step_ms = out->has_sites_tracked = 1;
+    out->has_history_bytes = out->has_thinnings = 1;
+    out->site_step_ms = (uint32_t)h->step_ms;
+    out->sites_tracked = h->ntracked;
+    out->history_bytes = history_memory(h);
+    out->thinnings = h->thinnings;
+    if (h->peak.t_ms == 0)
+        return 0;
+    if ((out->peak = point_msg(a, &h->peak_totals)) == NULL)
+        return -1;
+    return r->peak_sites > 0
+               ? fill_peak_sites(a, s, &h->peak, r->peak_sites, out)
+               : 0;
+}
+
+static void do_history(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__HistoryRequest *r = req->history;
+    const struct history *h;
+
+    if (r->peak_sites > LEAKS_MAX_LIMIT) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "at most %u sites at the peak", LEAKS_MAX_LIMIT);
+        return;
+    }
+    struct session *s = history_target(p, req->id, r->session, &h);
+    if (s == NULL)
+        return;
+    struct arena a = {0};
+    Ljmp__History out = LJMP__HISTORY__INIT;
+    Ljmp__Response resp;
+    if ((out.session = snapshot_info(&a, s)) == NULL ||
+        fill_history(&a, s, h, r, &out) != 0) {
+        arena_free(&a);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory sending a history");
+        return;
+    }
+    peer_response_init(&resp, req->id);
+    resp.body_case = LJMP__RESPONSE__BODY_HISTORY;
+    resp.history = &out;
     peer_send(p, &resp);
     arena_free(&a);
 }
@@ -936,6 +1083,9 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
         break;
     case LJMP__REQUEST__BODY_LEAKS:
         do_leaks(p, req);
+        break;
+    case LJMP__REQUEST__BODY_HISTORY:
+        do_history(p, req);
         break;
     case LJMP__REQUEST__BODY_ATTACH:
         if (req->attach->tree || req->attach->unit != NULL)

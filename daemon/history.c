@@ -164,9 +164,11 @@ static uint64_t frame_size(uint32_t n)
     return (uint64_t)n * sizeof(struct history_site);
 }
 
-/* Drops frames [0, n) but those kept by keep (NULL: none). */
+/* Drops frames [0, n). */
 static void drop_frames(struct history *h, uint32_t n)
 {
+    if (n == 0)
+        return;
     for (uint32_t i = 0; i < n; i++) {
         h->frame_bytes -= frame_size(h->frames[i].n);
         free(h->frames[i].sites);

@@ -552,6 +552,60 @@ static Ljmp__Response *leaks_of(pid_t pid, uint32_t window_s, uint32_t limit)
     return call(&req);
 }
 
+/* pid's history: its totals over the last window_s seconds (0: all), and
+ * at most peak_sites sites at its peak. */
+static Ljmp__Response *history_of_pid(pid_t pid, uint32_t window_s,
+                                      uint32_t peak_sites)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__HistoryRequest hr = LJMP__HISTORY_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)pid;
+    hr.session = &sel;
+    hr.has_window_s = hr.has_peak_sites = 1;
+    hr.window_s = window_s;
+    hr.peak_sites = peak_sites;
+    req.body_case = LJMP__REQUEST__BODY_HISTORY;
+    req.history = &hr;
+    return call(&req);
+}
+
+/* The history of a session that grows: a point a second, oldest first,
+ * the peak the highest of them, with the cache's line among its sites. */
+static void check_history(pid_t pid, const char *cache)
+{
+    Ljmp__Response *r = history_of_pid(pid, 0, 50);
+
+    CU_ASSERT_FATAL(r != NULL && r->body_case == LJMP__RESPONSE__BODY_HISTORY);
+    const Ljmp__History *h = r->history;
+    uint64_t most = 0;
+    CU_ASSERT(h->n_totals >= 3);
+    for (size_t i = 0; i < h->n_totals; i++) {
+        if (i > 0)
+            CU_ASSERT(h->totals[i]->time_ms > h->totals[i - 1]->time_ms);
+        if (h->totals[i]->live_bytes > most)
+            most = h->totals[i]->live_bytes;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h->peak);
+    CU_ASSERT_EQUAL(h->peak->live_bytes, most);
+    int cached = 0;
+    for (size_t i = 0; i < h->n_peak_sites; i++)
+        cached |= strcmp(h->peak_sites[i]->name, cache) == 0 &&
+                  h->peak_sites[i]->live_bytes > 0;
+    CU_ASSERT(cached);
+    CU_ASSERT(h->history_bytes > 0);
+    ljmp__response__free_unpacked(r, NULL);
+    /* The last 2 s alone: fewer points. */
+    r = history_of_pid(pid, 2, 0);
+    CU_ASSERT(r != NULL && r->body_case == LJMP__RESPONSE__BODY_HISTORY &&
+              r->history->n_totals >= 1 && r->history->n_totals <= 3 &&
+              r->history->n_peak_sites == 0);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+}
+
 /* How many of l's suspects are named name. */
 static int suspects_named(const Ljmp__LeakSuspects *l, const char *name)
 {
@@ -567,8 +621,8 @@ static int suspects_named(const Ljmp__LeakSuspects *l, const char *name)
  * A cache that only grows beside transient garbage several times larger
  * (leak.lua): within 10 s of the VM's start, `leaks` ranks the cache's
  * line first and lists neither transient line, over the protocol and
- * through `ljmpctl leaks --json`; `list` counts the history in the
- * session's memory.
+ * through `ljmpctl leaks --json`; its history holds its totals and its
+ * peak; `list` counts the history in the session's memory.
  */
 static void test_leaks_of_a_growing_cache(void)
 {
@@ -608,6 +662,7 @@ static void test_leaks_of_a_growing_cache(void)
            (double)(ms_now() - start) / 1000);
     CU_ASSERT(first);
     CU_ASSERT_EQUAL(transients, 0);
+    check_history(vm.pid, cache);
     /* The same through ljmpctl, as JSON. */
     snprintf(args, sizeof(args), "leaks %d --window 60 --json", (int)vm.pid);
     CU_ASSERT_EQUAL(ljmpctl(args, "leaks.json"), 0);
