@@ -6,8 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server.h"
-
+struct server;
 struct session;
 struct lm_state;
 
@@ -18,8 +17,6 @@ struct history_limits {
     uint32_t max_sites; /* sites tracked (and kept at the peak) */
 };
 
-#define HISTORY_MIN_BYTES (256u << 10)
-#define HISTORY_MAX_SITES 1000
 /* The site step starts here and doubles each time the frames are thinned,
  * up to the coarse step: a young session has points at once. */
 #define HISTORY_FIRST_STEP_MS  1000

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "history.h"
 #include "ljmp_wire.h"
 #include "lm_state.h"
 #include "log.h"
@@ -128,8 +127,8 @@ static const struct number_opt number_opts[] = {
     NUMBER("user-memory", user_memory, 10, 1u << 20, 1ull << 46),
     NUMBER("memory", total_memory, 10, 1u << 20, 1ull << 46),
     NUMBER("history-span", history_span_s, 10, 10, 86400 * 7),
-    NUMBER("history-memory", history_memory, 10, HISTORY_MIN_BYTES, 1u << 30),
-    NUMBER("history-sites", history_sites, 10, 2, HISTORY_MAX_SITES),
+    NUMBER("history-memory", history_memory, 10, 256u << 10, 1u << 30),
+    NUMBER("history-sites", history_sites, 10, 2, 1000),
 };
 
 #define NNUMBERS (sizeof(number_opts) / sizeof(number_opts[0]))
