@@ -626,34 +626,59 @@ static void sample_locked(struct session *s, struct history *h, uint64_t now)
     charge(s, h);
 }
 
-/* The sessions a feed thread held at the tick, 20 ms later: by then their
- * job (a few milliseconds) is usually done; if not, the loop waits for
- * it, so that a busy session still gets its point. */
-static void retry_busy(evutil_socket_t fd, short what, void *arg)
+/* Tries to sample each session a feed thread held at the tick, 20 ms
+ * later, a few times: its job (a few milliseconds) is usually done by
+ * then.  The loop never waits for a job; a session still held after the
+ * last try has no point this tick.  1 if some are to be tried again. */
+static int retry_held(struct server *srv, uint64_t now)
 {
-    struct server *srv = arg;
-    uint64_t now = clock_now_ms();
     struct session *s;
+    int again = 0;
 
-    (void)fd;
-    (void)what;
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         struct history *h = history_of(s);
-        if (h == NULL || !h->retry)
+        if (h == NULL || h->retry == 0)
             continue;
-        h->retry = 0;
-        if (s->phase == SESSION_ENDED)
-            continue; /* the tick takes its last sample */
-        if (session_trylock(s) != 0)
-            session_lock(s);
-        sample_locked(s, h, now);
+        if (s->phase == SESSION_ENDED) {
+            h->retry = 0; /* the tick takes its last sample */
+        } else if (session_trylock(s) == 0) {
+            h->retry = 0;
+            sample_locked(s, h, now);
+        } else if (++h->retry > HISTORY_TRIES) {
+            h->retry = 0;
+            h->skipped++;
+        } else {
+            again = 1;
+        }
     }
+    return again;
 }
 
-/* Samples s unless a feed thread holds it now (then retry_busy does); an
+static void schedule_retry(struct server *srv);
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *srv = arg;
+
+    (void)fd;
+    (void)what;
+    if (retry_held(srv, clock_now_ms()))
+        schedule_retry(srv);
+}
+
+/* The next try in 20 ms; none if out of memory (the next tick samples). */
+static void schedule_retry(struct server *srv)
+{
+    static const struct timeval soon = {0, 20000};
+
+    if (srv->base != NULL)
+        (void)event_base_once(srv->base, -1, EV_TIMEOUT, on_retry, srv, &soon);
+}
+
+/* Samples s unless a feed thread holds it now (then retry_held does); an
  * ended session once more, when its state stands still, and then no
- * longer.  1 if s is to be retried. */
+ * longer.  1 if s is to be tried again. */
 static int tick_session(struct session *s, struct history *h, uint64_t now)
 {
     if (s->phase == SESSION_HELLO || h->final_taken)
@@ -667,7 +692,6 @@ static int tick_session(struct session *s, struct history *h, uint64_t now)
         return 0;
     }
     if (session_trylock(s) != 0) {
-        h->skipped++;
         h->retry = 1;
         return 1;
     }
@@ -677,17 +701,15 @@ static int tick_session(struct session *s, struct history *h, uint64_t now)
 
 void history_tick(struct server *srv, uint64_t now)
 {
-    static const struct timeval soon = {0, 20000};
     struct session *s;
-    int busy = 0;
+    int held = 0;
 
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         struct history *h = history_of(s);
         if (h != NULL)
-            busy |= tick_session(s, h, now);
+            held |= tick_session(s, h, now);
     }
-    if (busy && srv->base != NULL &&
-        event_base_once(srv->base, -1, EV_TIMEOUT, retry_busy, srv, &soon) != 0)
-        retry_busy(-1, 0, srv); /* out of memory: wait now */
+    if (held)
+        schedule_retry(srv);
 }

@@ -24,6 +24,7 @@ struct history_limits {
 /* Locations scored per tick when choosing the tracked sites, so that a
  * session with a million of them costs the loop a slice per tick. */
 #define HISTORY_SCAN_PER_TICK (32u << 10)
+#define HISTORY_TRIES         5
 
 /* A session's totals at one instant (monotonic ms). */
 struct history_totals {
@@ -62,7 +63,7 @@ struct history {
     uint64_t step_ms, next_frame_ms;
     uint64_t thinnings; /* times older points were thinned */
     uint64_t skipped;   /* ticks a feed thread held the session */
-    int retry;          /* held at the last tick: sampled soon after */
+    unsigned retry;     /* held at the tick: tries so far to sample it since */
     /* The sample of highest live bytes, with the tracked sites then. */
     struct history_totals peak_totals;
     struct history_frame peak;
@@ -148,7 +149,8 @@ history_newest(const struct history *h)
 /* Samples one session's state (under its lock, or still) at now. */
 void history_sample(struct history *h, const struct lm_state *st, uint64_t now);
 /* Samples every session on the server's tick; a session a feed thread
- * holds is sampled 20 ms later (then waiting for the job if need be). */
+ * holds is tried again every 20 ms, HISTORY_TRIES times at most (the loop
+ * never waits for a job). */
 void history_tick(struct server *srv, uint64_t now);
 /* s's history, or NULL (not started, or out of memory). */
 struct history *history_of(const struct session *s);
