@@ -24,7 +24,8 @@ struct history_limits {
 /* Locations scored per tick when choosing the tracked sites, so that a
  * session with a million of them costs the loop a slice per tick. */
 #define HISTORY_SCAN_PER_TICK (32u << 10)
-#define HISTORY_TRIES         5
+/* Tries, 20 ms apart, to sample a session a feed thread held at the tick. */
+#define HISTORY_TRIES 5
 
 /* A session's totals at one instant (monotonic ms). */
 struct history_totals {
@@ -57,7 +58,7 @@ struct history {
     struct history_totals *totals; /* oldest first */
     uint32_t ntotals, totals_alloc, totals_cap;
     struct history_frame *frames; /* oldest first */
-    uint32_t nframes, frames_cap;
+    uint32_t nframes;
     uint64_t frame_bytes; /* the frames' sites */
     uint64_t frames_bytes_max;
     uint64_t step_ms, next_frame_ms;
