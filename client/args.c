@@ -53,6 +53,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_NO_FOLLOW] = {"no-follow", 0, VALUE_NONE},
     [OPT_INGEST] = {"ingest", 0, VALUE_TEXT},
     [OPT_MAX_STALL] = {"max-stall", 0, VALUE_NUMBER},
+    [OPT_WINDOW] = {"window", 0, VALUE_NUMBER},
 };
 
 /* Each option is a bit of ctl_args.given. */

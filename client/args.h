@@ -39,6 +39,7 @@ enum ctl_opt {
     OPT_NO_FOLLOW,      /* --no-follow */
     OPT_INGEST,         /* --ingest PATH */
     OPT_MAX_STALL,      /* --max-stall MS */
+    OPT_WINDOW,         /* --window SECONDS */
     NOPTS
 };
 

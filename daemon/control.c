@@ -11,6 +11,7 @@
 
 #include "attach.h"
 #include "follow.h"
+#include "history.h"
 #include "clock.h"
 #include "control.h"
 #include "peer.h"
@@ -454,6 +455,355 @@ static void do_report(struct peer *p, const Ljmp__Request *req)
     report_request(p, req->id, &s, 1, 0, &opts);
 }
 
+/* -- Leak suspects -------------------------------------------------------- */
+
+#define LEAKS_MIN_WINDOW_S 10
+#define LEAKS_MAX_LIMIT    1000
+/* Longer site names are cut: a thousand suspects stay within a frame. */
+#define LEAKS_NAME_MAX (16u << 10)
+
+/* loc's name in s's state (under its lock), in a's memory. */
+static char *site_name(struct arena *a, const struct session *s, uint32_t loc)
+{
+    char small[256];
+    int n = lm_state_loc_name(&s->prof.state, loc, small, sizeof(small));
+
+    if (n < 0)
+        return arena_strdup(a, "?");
+    if ((size_t)n < sizeof(small))
+        return arena_strdup(a, small);
+    size_t len = (size_t)n < LEAKS_NAME_MAX ? (size_t)n + 1 : LEAKS_NAME_MAX;
+    char *name = arena_alloc(a, len);
+    if (name != NULL)
+        lm_state_loc_name(&s->prof.state, loc, name, len);
+    return name;
+}
+
+/* One suspect's message, its site named name. */
+static Ljmp__LeakSuspect *suspect_msg(struct arena *a, char *name,
+                                      const struct history_suspect *x)
+{
+    Ljmp__LeakSuspect *m = arena_alloc(a, sizeof(*m));
+    Ljmp__Location *l = arena_alloc(a, sizeof(*l));
+
+    if (m == NULL || l == NULL)
+        return NULL;
+    ljmp__leak_suspect__init(m);
+    ljmp__location__init(l);
+    l->name = name;
+    l->has_live_bytes = l->has_live_blocks = 1;
+    l->has_alloc_events = l->has_free_events = l->has_sites = 1;
+    l->live_bytes = x->now.live_bytes;
+    l->live_blocks = x->now.live_blocks;
+    l->alloc_events = x->now.alloc_events;
+    l->free_events = x->now.free_events;
+    l->sites = x->sites;
+    m->site = l;
+    m->has_growth_per_min = m->has_fit_r2 = m->has_rising = 1;
+    m->has_window_allocs = m->has_window_frees = m->has_points = 1;
+    m->has_span_s = 1;
+    m->growth_per_min = x->fit.slope_per_s * 60;
+    m->fit_r2 = x->fit.r2;
+    m->rising = x->fit.rising;
+    m->window_allocs = x->window_allocs;
+    m->window_frees = x->window_frees;
+    m->points = x->fit.points;
+    m->span_s = (double)(x->last_ms - x->first_ms) / 1000.0;
+    m->has_kept = 1;
+    m->kept = x->kept;
+    return m;
+}
+
+/* The newest frame's sites named, and grouped by name (one group for a
+ * line's locations in and out of compiled code). */
+struct named_sites {
+    char **names;    /* by the frame's index */
+    uint32_t *group; /* by the frame's index */
+};
+
+static const char *const *sort_names; /* for by_name, on the loop only */
+
+static int by_name(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return strcmp(sort_names[x], sort_names[y]);
+}
+
+/* Names f's sites from s's state (under its lock) and groups them; -1 out
+ * of memory. */
+static int name_sites(struct arena *a, struct session *s,
+                      const struct history_frame *f, struct named_sites *out)
+{
+    uint32_t *order = arena_alloc(a, (f->n + 1) * sizeof(*order));
+
+    out->names = arena_alloc(a, (f->n + 1) * sizeof(*out->names));
+    out->group = arena_alloc(a, (f->n + 1) * sizeof(*out->group));
+    if (order == NULL || out->names == NULL || out->group == NULL)
+        return -1;
+    session_lock(s); /* a feed thread may be adding symbols */
+    for (uint32_t i = 0; i < f->n; i++)
+        if ((out->names[i] = site_name(a, s, f->sites[i].loc)) == NULL)
+            break;
+    session_unlock(s);
+    for (uint32_t i = 0; i < f->n; i++) {
+        if (out->names[i] == NULL)
+            return -1;
+        order[i] = i;
+    }
+    sort_names = (const char *const *)out->names;
+    qsort(order, f->n, sizeof(*order), by_name);
+    for (uint32_t i = 0, g = 0; i < f->n; i++) {
+        if (i > 0 && strcmp(out->names[order[i]], out->names[order[i - 1]]))
+            g++;
+        out->group[order[i]] = g;
+    }
+    return 0;
+}
+
+/* The name of loc, one of f's sites. */
+static char *name_of(const struct history_frame *f,
+                     const struct named_sites *ns, uint32_t loc)
+{
+    for (uint32_t i = 0; i < f->n; i++)
+        if (f->sites[i].loc == loc)
+            return ns->names[i];
+    return (char *)"?";
+}
+
+/* The suspects of s's history into out (in a's memory): -1 out of memory.
+ * Costs a name for each tracked site and the fit of each over the
+ * window's samples: bounded by the history's bound, done on the loop. */
+static int fill_leaks(struct arena *a, struct session *s,
+                      const struct history *h, uint32_t window_s,
+                      uint32_t limit, Ljmp__LeakSuspects *out)
+{
+    struct history_suspect *v = arena_alloc(a, limit * sizeof(*v));
+    const struct history_frame *newest = history_newest(h);
+    struct named_sites ns = {0};
+    uint32_t samples = 0;
+    long n = 0;
+
+    if (v == NULL || (newest != NULL && name_sites(a, s, newest, &ns) != 0) ||
+        (n = history_leaks(h, clock_now_ms(), (uint64_t)window_s * 1000,
+                           ns.group, v, limit, &samples)) < 0)
+        return -1;
+    out->has_window_s = out->has_samples = out->has_sites_tracked = 1;
+    out->has_min_points = out->has_peak_live_bytes = out->has_peak_ms = 1;
+    out->has_history_bytes = 1;
+    out->window_s = window_s;
+    out->samples = samples;
+    out->sites_tracked = h->ntracked;
+    out->min_points = HISTORY_MIN_POINTS;
+    out->peak_live_bytes = h->peak_totals.live_bytes;
+    out->peak_ms = clock_wall_ms(h->peak.t_ms);
+    out->history_bytes = history_memory(h);
+    out->suspects =
+        arena_alloc(a, (size_t)(n ? n : 1) * sizeof(*out->suspects));
+    if (out->suspects == NULL)
+        return -1;
+    for (long i = 0; i < n; i++)
+        if ((out->suspects[out->n_suspects++] =
+                 suspect_msg(a, name_of(newest, &ns, v[i].loc), &v[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* The session a history request names, with its history; NULL (and the
+ * peer told) if there is none. */
+static struct session *history_target(struct peer *p, uint64_t id,
+                                      const Ljmp__Selector *sel,
+                                      const struct history **h)
+{
+    if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a history is of one session: a pid or a session id");
+        return NULL;
+    }
+    struct session *s = select_session(p, sel, 1);
+    if (s == NULL) {
+        no_session(p, id, sel);
+        return NULL;
+    }
+    if ((*h = history_of(s)) == NULL) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "session %llu has no history (out of memory)",
+                        (unsigned long long)s->id);
+        return NULL;
+    }
+    return s;
+}
+
+static void do_leaks(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__LeaksRequest *r = req->leaks;
+    uint32_t span_s = p->srv->cfg.history_span_s;
+    const struct history *h;
+
+    if (r->window_s < LEAKS_MIN_WINDOW_S || r->window_s > span_s ||
+        r->limit < 1 || r->limit > LEAKS_MAX_LIMIT) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a window of %u to %u seconds (ljmpd's "
+                        "--history-span) and a limit of 1 to %u",
+                        LEAKS_MIN_WINDOW_S, span_s, LEAKS_MAX_LIMIT);
+        return;
+    }
+    struct session *s = history_target(p, req->id, r->session, &h);
+    if (s == NULL)
+        return;
+    struct arena a = {0};
+    Ljmp__LeakSuspects out = LJMP__LEAK_SUSPECTS__INIT;
+    Ljmp__Response resp;
+    if ((out.session = snapshot_info(&a, s)) == NULL ||
+        fill_leaks(&a, s, h, r->window_s, r->limit, &out) != 0) {
+        arena_free(&a);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory finding leak suspects");
+        return;
+    }
+    peer_response_init(&resp, req->id);
+    resp.body_case = LJMP__RESPONSE__BODY_LEAKS;
+    resp.leaks = &out;
+    peer_send(p, &resp);
+    arena_free(&a);
+}
+
+static Ljmp__HistoryPoint *point_msg(struct arena *a,
+                                     const struct history_totals *t)
+{
+    Ljmp__HistoryPoint *m = arena_alloc(a, sizeof(*m));
+
+    if (m == NULL)
+        return NULL;
+    ljmp__history_point__init(m);
+    m->has_time_ms = m->has_live_bytes = m->has_live_blocks = 1;
+    m->has_alloc_bytes = m->has_alloc_events = 1;
+    m->has_freed_bytes = m->has_free_events = 1;
+    m->time_ms = clock_wall_ms(t->t_ms);
+    m->live_bytes = t->live_bytes;
+    m->live_blocks = t->live_blocks;
+    m->alloc_bytes = t->alloc_bytes;
+    m->alloc_events = t->alloc_events;
+    m->freed_bytes = t->freed_bytes;
+    m->free_events = t->free_events;
+    return m;
+}
+
+static int by_live_bytes(const void *a, const void *b)
+{
+    const Ljmp__Location *x = *(Ljmp__Location *const *)a,
+                         *y = *(Ljmp__Location *const *)b;
+
+    if (x->live_bytes != y->live_bytes)
+        return x->live_bytes > y->live_bytes ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* The peak's sites, the locations of one name summed, most live bytes
+ * first, at most most of them. */
+static int fill_peak_sites(struct arena *a, struct session *s,
+                           const struct history_frame *f, uint32_t most,
+                           Ljmp__History *out)
+{
+    struct named_sites ns;
+    Ljmp__Location **rows = arena_alloc(a, (f->n + 1) * sizeof(*rows));
+    uint32_t nrows = 0;
+
+    if (rows == NULL || name_sites(a, s, f, &ns) != 0)
+        return -1;
+    for (uint32_t i = 0; i < f->n; i++) {
+        uint32_t g = ns.group[i];
+        const struct history_site *x = &f->sites[i];
+        if (g >= nrows) { /* groups are numbered from 0 without gaps */
+            while (nrows <= g) {
+                if ((rows[nrows] = arena_alloc(a, sizeof(**rows))) == NULL)
+                    return -1;
+                ljmp__location__init(rows[nrows]);
+                rows[nrows]->has_live_bytes = rows[nrows]->has_live_blocks = 1;
+                rows[nrows]->has_alloc_events = 1;
+                rows[nrows]->has_free_events = rows[nrows]->has_sites = 1;
+                nrows++;
+            }
+        }
+        Ljmp__Location *l = rows[g];
+        l->name = ns.names[i];
+        l->live_bytes += x->live_bytes;
+        l->live_blocks += x->live_blocks;
+        l->alloc_events += x->alloc_events;
+        l->free_events += x->free_events;
+        l->sites++;
+    }
+    qsort(rows, nrows, sizeof(*rows), by_live_bytes);
+    out->peak_sites = rows;
+    out->n_peak_sites = nrows < most ? nrows : most;
+    return 0;
+}
+
+/* s's history into out (in a's memory): -1 out of memory.  Costs its
+ * totals in the window and a name for each site at the peak. */
+static int fill_history(struct arena *a, struct session *s,
+                        const struct history *h, const Ljmp__HistoryRequest *r,
+                        Ljmp__History *out)
+{
+    uint64_t now = clock_now_ms(), window = (uint64_t)r->window_s * 1000;
+    uint32_t from = 0;
+
+    while (r->window_s > 0 && from < h->ntotals &&
+           h->totals[from].t_ms + window < now)
+        from++;
+    out->totals =
+        arena_alloc(a, (h->ntotals - from + 1) * sizeof(*out->totals));
+    if (out->totals == NULL)
+        return -1;
+    for (uint32_t i = from; i < h->ntotals; i++)
+        if ((out->totals[out->n_totals++] = point_msg(a, &h->totals[i])) ==
+            NULL)
+            return -1;
+    out->has_site_step_ms = out->has_sites_tracked = 1;
+    out->has_history_bytes = out->has_thinnings = 1;
+    out->site_step_ms = (uint32_t)h->step_ms;
+    out->sites_tracked = h->ntracked;
+    out->history_bytes = history_memory(h);
+    out->thinnings = h->thinnings;
+    if (h->peak.t_ms == 0)
+        return 0;
+    if ((out->peak = point_msg(a, &h->peak_totals)) == NULL)
+        return -1;
+    return r->peak_sites > 0
+               ? fill_peak_sites(a, s, &h->peak, r->peak_sites, out)
+               : 0;
+}
+
+static void do_history(struct peer *p, const Ljmp__Request *req)
+{
+    const Ljmp__HistoryRequest *r = req->history;
+    const struct history *h;
+
+    if (r->peak_sites > LEAKS_MAX_LIMIT) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "at most %u sites at the peak", LEAKS_MAX_LIMIT);
+        return;
+    }
+    struct session *s = history_target(p, req->id, r->session, &h);
+    if (s == NULL)
+        return;
+    struct arena a = {0};
+    Ljmp__History out = LJMP__HISTORY__INIT;
+    Ljmp__Response resp;
+    if ((out.session = snapshot_info(&a, s)) == NULL ||
+        fill_history(&a, s, h, r, &out) != 0) {
+        arena_free(&a);
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory sending a history");
+        return;
+    }
+    peer_response_init(&resp, req->id);
+    resp.body_case = LJMP__RESPONSE__BODY_HISTORY;
+    resp.history = &out;
+    peer_send(p, &resp);
+    arena_free(&a);
+}
+
 /* Whether uid may record a process not yet seen: its owner, or root. */
 static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
 {
@@ -760,6 +1110,12 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
         break;
     case LJMP__REQUEST__BODY_RECORD:
         do_record(p, req);
+        break;
+    case LJMP__REQUEST__BODY_LEAKS:
+        do_leaks(p, req);
+        break;
+    case LJMP__REQUEST__BODY_HISTORY:
+        do_history(p, req);
         break;
     case LJMP__REQUEST__BODY_ATTACH:
         if (req->attach->tree || req->attach->unit != NULL)

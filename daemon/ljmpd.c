@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "control.h"
 #include "feed.h"
+#include "history.h"
 #include "options.h"
 #include "peer.h"
 #include "recorder.h"
@@ -157,6 +158,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     feed_collect(srv->feed);
+    history_tick(srv, now);
     session_expire_silent(srv, now);
     retention_evict(srv, now);
     control_expire_records(srv, now);

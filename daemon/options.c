@@ -77,6 +77,16 @@ static const char usage_text[] =
     "      --memory BYTES       the most it holds for all sessions\n"
     "                           (1073741824, 1 GiB); kept sessions are\n"
     "                           forgotten first to make room\n"
+    "      --history-span SECONDS  how far back each session's history\n"
+    "                           goes (3600): its totals every second, its\n"
+    "                           tracked sites' every 1 to 10 s\n"
+    "      --history-memory BYTES  the most a session's history holds\n"
+    "                           (1048576, 1 MiB; no more than an eighth of\n"
+    "                           --session-memory); past it older points are\n"
+    "                           thinned, every other one dropped\n"
+    "      --history-sites N    sites a session's history tracks (256):\n"
+    "                           half by live bytes, half by live bytes of\n"
+    "                           those that keep half of what they allocate\n"
     "  -v, --verbose            debug log\n"
     "  -q, --quiet              errors and warnings only\n"
     "  -h, --help               this text\n"
@@ -120,6 +130,9 @@ static const struct number_opt number_opts[] = {
     NUMBER("session-memory", session_memory, 10, 1u << 20, 1ull << 46),
     NUMBER("user-memory", user_memory, 10, 1u << 20, 1ull << 46),
     NUMBER("memory", total_memory, 10, 1u << 20, 1ull << 46),
+    NUMBER("history-span", history_span_s, 10, 10, 86400 * 7),
+    NUMBER("history-memory", history_memory, 10, 256u << 10, 1u << 30),
+    NUMBER("history-sites", history_sites, 10, 2, 1000),
 };
 
 #define NNUMBERS (sizeof(number_opts) / sizeof(number_opts[0]))
@@ -224,6 +237,9 @@ static void set_defaults(struct config *cfg)
     cfg->user_memory = (size_t)256 << 20;
     cfg->total_memory = (size_t)1 << 30;
     cfg->reader_uid = (uid_t)-1; /* none */
+    cfg->history_span_s = 3600;
+    cfg->history_memory = (size_t)1 << 20;
+    cfg->history_sites = 256;
 }
 
 /* --reader's user, by name or number; exits with a message for neither. */

@@ -32,6 +32,11 @@ struct config {
     /* A user who may read every session, not act on any (--reader;
      * (uid_t)-1: none). */
     uid_t reader_uid;
+    /* Each session's history (history.c): how far back, in how many
+     * bytes at most, and how many sites it tracks. */
+    unsigned history_span_s;
+    size_t history_memory;
+    unsigned history_sites;
     int verbose;
 };
 

@@ -126,6 +126,8 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
     i->has_memory_bytes = i->has_memory_budget = 1;
     i->memory_bytes = s->mem_charged;
     i->memory_budget = budget_of_session(s->srv, s->uid);
+    i->has_history_bytes = 1;
+    i->history_bytes = s->mem_history;
     return i;
 }
 

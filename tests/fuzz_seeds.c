@@ -190,6 +190,9 @@ static int control_seeds(const char *dir)
     Ljmp__RecordRequest rec = LJMP__RECORD_REQUEST__INIT;
     Ljmp__AttachRequest att = LJMP__ATTACH_REQUEST__INIT;
     Ljmp__DetachRequest det = LJMP__DETACH_REQUEST__INIT;
+    Ljmp__LeaksRequest leaks = LJMP__LEAKS_REQUEST__INIT;
+    Ljmp__HistoryRequest hist = LJMP__HISTORY_REQUEST__INIT;
+    Ljmp__Selector one = LJMP__SELECTOR__INIT;
     Ljmp__SnapshotOptions o = LJMP__SNAPSHOT_OPTIONS__INIT;
     Ljmp__Selector tree = LJMP__SELECTOR__INIT;
     int rc = 0;
@@ -238,6 +241,22 @@ static int control_seeds(const char *dir)
     req.body_case = LJMP__REQUEST__BODY_DETACH;
     req.detach = &det;
     rc |= write_request(dir, "detach-tree", &req);
+    one.has_pid = 1;
+    one.pid = 1;
+    leaks.session = &one;
+    leaks.has_window_s = leaks.has_limit = 1;
+    leaks.window_s = 60;
+    leaks.limit = 5;
+    req.body_case = LJMP__REQUEST__BODY_LEAKS;
+    req.leaks = &leaks;
+    rc |= write_request(dir, "leaks", &req);
+    hist.session = &one;
+    hist.has_window_s = hist.has_peak_sites = 1;
+    hist.window_s = 30;
+    hist.peak_sites = 3;
+    req.body_case = LJMP__REQUEST__BODY_HISTORY;
+    req.history = &hist;
+    rc |= write_request(dir, "history", &req);
     return rc;
 }
 

@@ -223,6 +223,12 @@ static void test_options_miswritten(void)
                                      "no operand (see ljmpctl help list)\n"));
     CU_ASSERT(refused_with("attach", "ljmpctl attach: expected one PID (see "
                                      "ljmpctl help attach)\n"));
+    CU_ASSERT(refused_with("leaks --window 5",
+                           "ljmpctl leaks: --window wants a number of seconds "
+                           "from 10 to 604800, not '5'\n"));
+    CU_ASSERT(refused_with("leaks --tree 1",
+                           "ljmpctl leaks: option --tree is not an option of "
+                           "leaks (see ljmpctl help leaks)\n"));
 }
 
 /* Every option each command takes, as its help gives them, still gets
@@ -243,6 +249,7 @@ static void test_own_options_accepted(void)
         "top 1 --once --count 1 -n 5000 --interval 50 --sort free-bytes "
         "--session 2",
         "report --leak-only --human-readable --json 1",
+        "leaks 1 --window 60 -n 5 --session 2 --json",
     };
     char *out, *err, args[512];
 
@@ -273,7 +280,7 @@ static void test_help_of_each_command(void)
 {
     static const char *const names[] = {
         "list", "snapshot", "watch",  "subscribe", "record",
-        "top",  "attach",   "detach", "report",
+        "top",  "attach",   "detach", "report",    "leaks",
     };
     char *out, *err, args[64], usage[64];
 

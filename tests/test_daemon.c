@@ -543,6 +543,170 @@ static void test_sites_report_and_record(void)
     CU_ASSERT_TRUE(daemon_up());
 }
 
+/* pid's leak suspects over the last window_s seconds, at most limit. */
+static Ljmp__Response *leaks_of(pid_t pid, uint32_t window_s, uint32_t limit)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__LeaksRequest lr = LJMP__LEAKS_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)pid;
+    lr.session = &sel;
+    lr.has_window_s = lr.has_limit = 1;
+    lr.window_s = window_s;
+    lr.limit = limit;
+    req.body_case = LJMP__REQUEST__BODY_LEAKS;
+    req.leaks = &lr;
+    return call(&req);
+}
+
+/* pid's history: its totals over the last window_s seconds (0: all), and
+ * at most peak_sites sites at its peak. */
+static Ljmp__Response *history_of_pid(pid_t pid, uint32_t window_s,
+                                      uint32_t peak_sites)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__HistoryRequest hr = LJMP__HISTORY_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)pid;
+    hr.session = &sel;
+    hr.has_window_s = hr.has_peak_sites = 1;
+    hr.window_s = window_s;
+    hr.peak_sites = peak_sites;
+    req.body_case = LJMP__REQUEST__BODY_HISTORY;
+    req.history = &hr;
+    return call(&req);
+}
+
+/* The history of a session that grows: a point a second, oldest first,
+ * the peak the highest of them, with the cache's line among its sites. */
+static void check_history(pid_t pid, const char *cache)
+{
+    Ljmp__Response *r = history_of_pid(pid, 0, 50);
+
+    CU_ASSERT_FATAL(r != NULL && r->body_case == LJMP__RESPONSE__BODY_HISTORY);
+    const Ljmp__History *h = r->history;
+    uint64_t most = 0;
+    CU_ASSERT(h->n_totals >= 3);
+    for (size_t i = 0; i < h->n_totals; i++) {
+        if (i > 0)
+            CU_ASSERT(h->totals[i]->time_ms > h->totals[i - 1]->time_ms);
+        if (h->totals[i]->live_bytes > most)
+            most = h->totals[i]->live_bytes;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h->peak);
+    CU_ASSERT_EQUAL(h->peak->live_bytes, most);
+    int cached = 0;
+    for (size_t i = 0; i < h->n_peak_sites; i++)
+        cached |= strcmp(h->peak_sites[i]->name, cache) == 0 &&
+                  h->peak_sites[i]->live_bytes > 0;
+    CU_ASSERT(cached);
+    CU_ASSERT(h->history_bytes > 0);
+    ljmp__response__free_unpacked(r, NULL);
+    /* The last 2 s alone: fewer points. */
+    r = history_of_pid(pid, 2, 0);
+    CU_ASSERT(r != NULL && r->body_case == LJMP__RESPONSE__BODY_HISTORY &&
+              r->history->n_totals >= 1 && r->history->n_totals <= 3 &&
+              r->history->n_peak_sites == 0);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+}
+
+/* How many of l's suspects are named name. */
+static int suspects_named(const Ljmp__LeakSuspects *l, const char *name)
+{
+    int n = 0;
+
+    for (size_t i = 0; i < l->n_suspects; i++)
+        n += l->suspects[i]->site != NULL &&
+             strcmp(l->suspects[i]->site->name, name) == 0;
+    return n;
+}
+
+/*
+ * A cache that only grows beside transient garbage several times larger
+ * (leak.lua): within 10 s of the VM's start, `leaks` ranks the cache's
+ * line first and lists neither transient line, over the protocol and
+ * through `ljmpctl leaks --json`; its history holds its totals and its
+ * peak; `list` counts the history in the session's memory.
+ */
+static void test_leaks_of_a_growing_cache(void)
+{
+    char stop[200], cache[300], table[300], string[300], args[200];
+    int first = 0, transients = 0;
+
+    site_name(cache, sizeof(cache), "leak.lua", "SITE cache");
+    site_name(table, sizeof(table), "leak.lua", "SITE transient table");
+    site_name(string, sizeof(string), "leak.lua", "SITE transient string");
+    snprintf(stop, sizeof(stop), "%s/leak.stop", test_dir);
+    unlink(stop);
+    uint64_t start = ms_now();
+    struct vm vm = vm_start("leak.lua", stop, "30", 1, 0);
+    while (!first && ms_now() - start < 10000) {
+        sleep_ms(500);
+        Ljmp__Response *r = leaks_of(vm.pid, 60, 20);
+        if (r == NULL || r->body_case != LJMP__RESPONSE__BODY_LEAKS) {
+            if (r != NULL)
+                ljmp__response__free_unpacked(r, NULL);
+            continue;
+        }
+        const Ljmp__LeakSuspects *l = r->leaks;
+        first =
+            l->n_suspects > 0 && strcmp(l->suspects[0]->site->name, cache) == 0;
+        transients += suspects_named(l, table) + suspects_named(l, string);
+        if (first) {
+            CU_ASSERT(l->suspects[0]->growth_per_min > 0);
+            CU_ASSERT(l->suspects[0]->fit_r2 >= 0.8);
+            CU_ASSERT(l->suspects[0]->points >= l->min_points);
+            CU_ASSERT(l->suspects[0]->window_allocs > 0);
+            CU_ASSERT(l->history_bytes > 0);
+            CU_ASSERT(l->peak_live_bytes > 0);
+        }
+        ljmp__response__free_unpacked(r, NULL);
+    }
+    printf("\n    the cache's line first after %.1f s ",
+           (double)(ms_now() - start) / 1000);
+    CU_ASSERT(first);
+    CU_ASSERT_EQUAL(transients, 0);
+    check_history(vm.pid, cache);
+    /* The same through ljmpctl, as JSON. */
+    snprintf(args, sizeof(args), "leaks %d --window 60 --json", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "leaks.json"), 0);
+    char *json = test_slurp("leaks.json");
+    char *at = strstr(json, "\"suspects\"");
+    CU_ASSERT_PTR_NOT_NULL(at);
+    CU_ASSERT_PTR_NOT_NULL(at ? strstr(at, cache) : NULL);
+    CU_ASSERT_PTR_NULL(strstr(json, table));
+    CU_ASSERT_PTR_NULL(strstr(json, string));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"growth_per_min\""));
+    free(json);
+    /* The session's memory in `list` holds its history. */
+    Ljmp__Response *r = list_sessions();
+    const Ljmp__SessionSnapshot *ss = session_in(r, vm.pid);
+    CU_ASSERT_PTR_NOT_NULL(ss);
+    if (ss != NULL) {
+        CU_ASSERT(ss->info->has_history_bytes && ss->info->history_bytes > 0);
+        CU_ASSERT(ss->info->memory_bytes > ss->info->history_bytes);
+    }
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    /* A finished session keeps its history: still answered. */
+    r = wait_session(vm.pid, 1, 0, 5000);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    r = leaks_of(vm.pid, 60, 20);
+    CU_ASSERT(r != NULL && r->body_case == LJMP__RESPONSE__BODY_LEAKS &&
+              r->leaks->n_suspects > 0 &&
+              strcmp(r->leaks->suspects[0]->site->name, cache) == 0);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+}
+
 /* Two VMs streaming at once: two complete sessions, each with its own
  * counts. */
 static void test_two_vms(void)
@@ -5733,6 +5897,7 @@ int main(int argc, char **argv)
     }
     CU_add_test(s, "sites, report and record", test_sites_report_and_record);
     CU_add_test(s, "two VMs at once", test_two_vms);
+    CU_add_test(s, "leaks of a growing cache", test_leaks_of_a_growing_cache);
     CU_add_test(s, "50 subscribers and a stalled one",
                 test_many_subscribers_and_a_stalled_one);
     CU_add_test(s, "subscribers ticking together: deltas add up",

@@ -12,5 +12,6 @@ int main(void)
     register_subscription_tests();
     register_snapshot_tests();
     register_session_tests();
+    register_history_tests();
     return test_run_all();
 }

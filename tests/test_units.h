@@ -6,5 +6,6 @@ void register_feed_tests(void);
 void register_subscription_tests(void);
 void register_snapshot_tests(void);
 void register_session_tests(void);
+void register_history_tests(void);
 
 #endif
