@@ -1458,6 +1458,27 @@ static int own_session_state(uint64_t id)
     return state;
 }
 
+/* The most an idle VM sends (idle_vm_start). */
+#define IDLE_VM_START_MAX (LJMP_HELLO_MAX + 64)
+
+/* What a VM that then idles sends, into out: its hello and the start of
+ * a stream without events (a peer that sends only a hello is ended after
+ * --hello-timeout); its length. */
+static size_t idle_vm_start(uint8_t *out)
+{
+    struct lm_buf b = {0};
+    size_t n = ljmp_hello_encode(out, 2, LJMP_VM_LUAJIT, "test");
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    CU_ASSERT_FATAL(!b.oom && n + b.len <= IDLE_VM_START_MAX);
+    memcpy(out + n, b.data, b.len);
+    n += b.len;
+    lm_buf_free(&b);
+    return n;
+}
+
 /*
  * A peer that says hello and then nothing holds a slot for nothing: it is
  * ended once --hello-timeout (HELLO_TIMEOUT_MS here) has passed since the
@@ -1467,13 +1488,14 @@ static int own_session_state(uint64_t id)
 static void test_silent_after_hello(void)
 {
     uint64_t before = newest_session_id(getpid()), quiet_id = 0;
-    struct lm_buf b = {0};
-    int quiet = send_hello_with(2, NULL, 0, "");
+    uint8_t start[IDLE_VM_START_MAX];
+    size_t n = idle_vm_start(start);
+    int quiet = connect_unix(ingest_path);
 
-    lm_enc_begin(&b, LM_REV_R3);
-    lm_enc_symtab_end(&b);
-    lm_enc_begin_events(&b, LM_REV_R3);
-    CU_ASSERT_EQUAL(write(quiet, b.data, b.len), (ssize_t)b.len);
+    /* In one write: a loaded host may not run this test again before the
+     * deadline. */
+    CU_ASSERT_FATAL(quiet >= 0);
+    CU_ASSERT_EQUAL(write(quiet, start, n), (ssize_t)n);
     for (int i = 0; i < 500 && quiet_id <= before; i++, sleep_ms(10))
         quiet_id = newest_session_id(getpid());
     CU_ASSERT_FATAL(quiet_id > before);
@@ -1493,7 +1515,6 @@ static void test_silent_after_hello(void)
                     LJMP__SESSION_STATE__STREAMING);
     close(silent);
     close(quiet);
-    lm_buf_free(&b);
 }
 
 /* The reader's side of wake-asks (ljmp_ingest.h): asks in pieces, one
@@ -3096,27 +3117,6 @@ static void test_relay_names_own_process(void)
                                        "belongs to uid 0, not to the relay's "
                                        "uid 65534"));
     free(log);
-}
-
-/* The most an idle VM sends (idle_vm_start). */
-#define IDLE_VM_START_MAX (LJMP_HELLO_MAX + 64)
-
-/* What a VM that then idles sends, into out: its hello and the start of
- * a stream without events (a peer that sends only a hello is ended after
- * --hello-timeout); its length. */
-static size_t idle_vm_start(uint8_t *out)
-{
-    struct lm_buf b = {0};
-    size_t n = ljmp_hello_encode(out, 2, LJMP_VM_LUAJIT, "test");
-
-    lm_enc_begin(&b, LM_REV_R3);
-    lm_enc_symtab_end(&b);
-    lm_enc_begin_events(&b, LM_REV_R3);
-    CU_ASSERT_FATAL(!b.oom && n + b.len <= IDLE_VM_START_MAX);
-    memcpy(out + n, b.data, b.len);
-    n += b.len;
-    lm_buf_free(&b);
-    return n;
 }
 
 /* As nobody: n connections to path kept open; 0 if the last one alone
