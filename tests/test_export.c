@@ -43,27 +43,35 @@ static void known_stream(struct lm_buf *b)
     lm_enc_epilogue(b);
 }
 
-/* The export of the known stream in format f with value v, as a malloc'd
- * buffer of *len bytes. */
-static char *export_known(enum lm_export_format f, enum lm_export_value v,
-                          size_t *len)
+/* The export of the stream in b (freed here) in format f with value v, as
+ * a malloc'd buffer of *len bytes. */
+static char *export_of(struct lm_buf *b, enum lm_export_format f,
+                       enum lm_export_value v, size_t *len)
 {
-    struct lm_buf b = {0};
     struct lm_profile p;
     struct lm_export_opts o = {.format = f, .value = v, .time_ms = 1000};
     char *out = NULL;
     FILE *mem = open_memstream(&out, len);
 
-    known_stream(&b);
-    CU_ASSERT_FATAL(!b.oom && mem != NULL);
+    CU_ASSERT_FATAL(!b->oom && mem != NULL);
     lm_profile_init(&p, NULL, NULL);
-    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b->data, b->len, 0), LM_DONE);
     const struct lm_state *s = &p.state;
     CU_ASSERT_EQUAL(lm_export_write(mem, &s, NULL, 1, &o), 0);
     CU_ASSERT_EQUAL(fclose(mem), 0);
     lm_profile_free(&p);
-    lm_buf_free(&b);
+    lm_buf_free(b);
     return out;
+}
+
+/* The export of the known stream in format f with value v. */
+static char *export_known(enum lm_export_format f, enum lm_export_value v,
+                          size_t *len)
+{
+    struct lm_buf b = {0};
+
+    known_stream(&b);
+    return export_of(&b, f, v, len);
 }
 
 /* gunzip of data[0..len), as a malloc'd buffer of *out_len bytes. */
@@ -213,12 +221,7 @@ static void test_speedscope(void)
 static char *pprof_of_prefix(size_t events, size_t *len)
 {
     struct lm_buf b = {0};
-    struct lm_profile p;
-    struct lm_export_opts o = {.format = LM_EXPORT_PPROF,
-                               .value = LM_VALUE_INUSE_SPACE};
     struct lm_loc_ref a12 = loc_lua(A_LUA, 12), b5 = loc_lua(B_LUA, 5);
-    char *out = NULL;
-    FILE *mem = open_memstream(&out, len);
 
     lm_enc_begin(&b, LM_REV_R3);
     lm_enc_sym_lfunc(&b, A_LUA, "@a.lua", 10);
@@ -230,14 +233,7 @@ static char *pprof_of_prefix(size_t events, size_t *len)
     if (events > 4)
         lm_enc_alloc(&b, LM_REV_R3, &b5, 0x1000, 40);
     lm_enc_epilogue(&b);
-    lm_profile_init(&p, NULL, NULL);
-    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
-    const struct lm_state *s = &p.state;
-    CU_ASSERT_EQUAL(lm_export_write(mem, &s, NULL, 1, &o), 0);
-    CU_ASSERT_EQUAL(fclose(mem), 0);
-    lm_profile_free(&p);
-    lm_buf_free(&b);
-    return out;
+    return export_of(&b, LM_EXPORT_PPROF, LM_VALUE_INUSE_SPACE, len);
 }
 
 /* d's next interval profile of the export of the known stream's first
