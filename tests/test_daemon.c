@@ -3228,7 +3228,9 @@ static pid_t slots_held_as(uid_t uid, const char *path, const uint8_t *hello,
     if (hello != NULL) {
         taken = acked(fds, n);
     } else {
-        sleep_ms(500 * SLOWER);
+        /* Well before the test ljmpd's --client-idle (2 s) closes the
+         * clients it took, which would count as turned away. */
+        sleep_ms(500 * SLOWER < 1200 ? 500 * SLOWER : 1200);
         for (int i = 0; i < n; i++)
             taken += !turned_away(fds[i], 0);
     }
@@ -3275,6 +3277,29 @@ static void wait_users_gone(void)
     }
 }
 
+/* Says what each user took, and why ljmpd turned peers away (its log),
+ * when the counts are not as they should be. */
+static void explain_slots(int k, const int *taken)
+{
+    static const char *const why[] = {
+        "streams its share", "sessions streaming already",
+        "no hello within",   "no whole hello",
+        "no stream within",  "over its",
+        "connection closed", "rejected"};
+    char *log = test_slurp("ljmpd.log");
+
+    fprintf(stderr, "\n%s: taken %d, %d, %d;", k ? "ingest" : "control",
+            taken[0], taken[1], taken[2]);
+    for (size_t i = 0; log != NULL && i < sizeof(why) / sizeof(why[0]); i++) {
+        int n = 0;
+        for (const char *p = log; (p = strstr(p, why[i])) != NULL; p++)
+            n++;
+        fprintf(stderr, " \"%s\" %d", why[i], n);
+    }
+    fputc('\n', stderr);
+    free(log);
+}
+
 static void test_two_users_lock_no_one_out(void)
 {
     uint8_t hello[IDLE_VM_START_MAX];
@@ -3301,6 +3326,10 @@ static void test_two_users_lock_no_one_out(void)
                   taken[0] <= USERS_SLOTS / 2);
         CU_ASSERT(taken[1] >= 1 && taken[1] <= (USERS_SLOTS - taken[0]) / 2);
         CU_ASSERT(taken[2] >= 1); /* the next user still finds some */
+        if (!(taken[0] >= USERS_SLOTS / 2 - 8 && taken[0] <= USERS_SLOTS / 2 &&
+              taken[1] >= 1 && taken[1] <= (USERS_SLOTS - taken[0]) / 2 &&
+              taken[2] >= 1))
+            explain_slots(k, taken);
         /* Root streams and asks. */
         int fd = connect_unix(paths[k]);
         CU_ASSERT(fd >= 0 && (h == NULL || write(fd, h, hl) == (ssize_t)hl));
