@@ -807,17 +807,15 @@ static void do_history(struct peer *p, const Ljmp__Request *req)
 /* Whether uid may record a process not yet seen: its owner, or root. */
 static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
 {
-    char path[32];
-    struct stat st;
+    long owner = pid <= INT32_MAX ? procinfo_owner((pid_t)pid) : -1;
 
-    snprintf(path, sizeof(path), "/proc/%u", pid);
-    if (stat(path, &st) != 0) {
+    if (owner < 0) {
         snprintf(why, len, "no process %u", pid);
         return LJMP__ERROR_CODE__ERR_NO_SESSION;
     }
-    if (uid != 0 && uid != getuid() && uid != st.st_uid) {
+    if (uid != 0 && uid != getuid() && uid != (uid_t)owner) {
         snprintf(why, len, "process %u belongs to uid %u, not to you", pid,
-                 (unsigned)st.st_uid);
+                 (unsigned)owner);
         return LJMP__ERROR_CODE__ERR_PERMISSION;
     }
     return 0;

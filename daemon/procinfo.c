@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -130,4 +131,13 @@ int procinfo_cgroup_names(const char *path, const char *name)
         if (p > path && p[-1] == '/' && (p[len] == '/' || p[len] == '\0'))
             return 1;
     return 0;
+}
+
+long procinfo_owner(pid_t pid)
+{
+    char path[32];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    return stat(path, &st) == 0 ? (long)st.st_uid : -1;
 }

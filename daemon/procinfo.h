@@ -15,6 +15,9 @@ char *procinfo_cmdline(pid_t pid);
  * reused by another process. */
 uint64_t procinfo_start_ms(pid_t pid);
 
+/* The uid owning process pid, or -1 if there is no such process. */
+long procinfo_owner(pid_t pid);
+
 /* The parent of pid, or -1 if /proc does not say (the process is gone). */
 pid_t procinfo_ppid(pid_t pid);
 

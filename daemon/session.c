@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -718,16 +717,6 @@ static size_t hello_size(const struct session *s)
            (s->hello[5] == LJMP_VM_RELAYED ? LJMP_RELAY_PID_SIZE : 0);
 }
 
-/* The uid owning process pid, or -1 with errno if there is none. */
-static long process_owner(uint32_t pid)
-{
-    char path[32];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "/proc/%u", pid);
-    return stat(path, &st) == 0 ? (long)st.st_uid : -1;
-}
-
 /* Names s by process pid rather than by its peer: its command line, its
  * start and where it runs.  0, or -1 once rejected. */
 static int name_by_process(struct session *s, pid_t pid)
@@ -788,7 +777,7 @@ static int take_relay(struct session *s)
     }
     s->relayed = 1;
     if (pid != 0 && pid != (uint32_t)s->pid &&
-        (pid > INT32_MAX || (owner = process_owner(pid)) < 0)) {
+        (pid > INT32_MAX || (owner = procinfo_owner((pid_t)pid)) < 0)) {
         session_reject(s, "a relayed stream of pid %u: no such process", pid);
         return -1;
     }

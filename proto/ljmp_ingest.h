@@ -140,23 +140,6 @@ enum ljmp_vm_flavour {
  */
 #define LJMP_RELAY_PID_SIZE 4
 
-static inline size_t ljmp_relay_hello_encode(uint8_t *out, const char *name,
-                                             uint32_t pid)
-{
-    size_t n = strlen(name);
-
-    if (n > 255)
-        n = 255;
-    memcpy(out, LJMP_HELLO_MAGIC, 4);
-    out[4] = LJMP_INGEST_ACK_VERSION;
-    out[5] = LJMP_VM_RELAYED;
-    out[6] = (uint8_t)n;
-    memcpy(out + 7, name, n);
-    for (int i = 0; i < 4; i++)
-        out[7 + n + i] = (uint8_t)(pid >> (8 * i));
-    return 7 + n + LJMP_RELAY_PID_SIZE;
-}
-
 /* Writes a hello of a version (LJMP_INGEST_VERSION with a pipe, else
  * 2) into out (LJMP_HELLO_MAX bytes); returns its size. */
 static inline size_t ljmp_hello_encode(uint8_t *out, uint8_t version,
@@ -172,6 +155,19 @@ static inline size_t ljmp_hello_encode(uint8_t *out, uint8_t version,
     out[6] = (uint8_t)n;
     memcpy(out + 7, vm_version, n);
     return 7 + n;
+}
+
+/* Writes a relayed stream's hello (above) into out (LJMP_HELLO_MAX
+ * bytes); returns its size. */
+static inline size_t ljmp_relay_hello_encode(uint8_t *out, const char *name,
+                                             uint32_t pid)
+{
+    size_t n =
+        ljmp_hello_encode(out, LJMP_INGEST_ACK_VERSION, LJMP_VM_RELAYED, name);
+
+    for (int i = 0; i < LJMP_RELAY_PID_SIZE; i++)
+        out[n + i] = (uint8_t)(pid >> (8 * i));
+    return n + LJMP_RELAY_PID_SIZE;
 }
 
 /* recvmsg of up to len bytes from an ingest connection and, if fd is not
