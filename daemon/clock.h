@@ -12,4 +12,11 @@ uint64_t clock_now_ms(void);
  * offset between the two clocks is fixed by the first call. */
 uint64_t clock_wall_ms(uint64_t mono);
 
+/* Milliseconds from then to now, 0 if then is later: a loop's turn takes
+ * `now` once, and what it ends or touches meanwhile is stamped later. */
+static inline uint64_t clock_elapsed_ms(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
+
 #endif

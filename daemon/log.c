@@ -77,7 +77,9 @@ static void limit_window_over(struct log_limit *l, uint64_t now)
 {
     if (l->held_back > 0)
         log_msg(LOG_WARN, "%u more %s in %llu s were not logged", l->held_back,
-                l->cause, (unsigned long long)(now - l->since_ms + 999) / 1000);
+                l->cause,
+                (unsigned long long)(clock_elapsed_ms(now, l->since_ms) + 999) /
+                    1000);
     l->lines = l->held_back = 0;
     l->since_ms = now;
 }
@@ -113,7 +115,7 @@ void log_limits_flush(uint64_t now)
 
     while (*at != NULL) {
         struct log_limit *l = *at;
-        if (now - l->since_ms < LOG_WINDOW_MS) {
+        if (clock_elapsed_ms(now, l->since_ms) < LOG_WINDOW_MS) {
             at = &l->next;
             continue;
         }

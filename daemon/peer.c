@@ -597,7 +597,7 @@ void peer_close_idle(struct server *srv, uint64_t now)
             continue;
         }
         if (p->closing) {
-            if (now - p->closing_ms >= close_grace_ms(srv)) {
+            if (clock_elapsed_ms(now, p->closing_ms) >= close_grace_ms(srv)) {
                 log_info("control %llu: pid %d left its last answers "
                          "unread for %llu ms; dropped",
                          (unsigned long long)p->id, (int)p->pid,
@@ -606,8 +606,8 @@ void peer_close_idle(struct server *srv, uint64_t now)
             }
             continue;
         }
-        if (peer_waits(p) ||
-            now - p->active_ms < (uint64_t)srv->cfg.client_idle_s * 1000)
+        if (peer_waits(p) || clock_elapsed_ms(now, p->active_ms) <
+                                 (uint64_t)srv->cfg.client_idle_s * 1000)
             continue;
         log_info("control %llu: pid %d idle for %u s; closed",
                  (unsigned long long)p->id, (int)p->pid,

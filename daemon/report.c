@@ -564,7 +564,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         for (size_t i = 0; i < b->nrd; i++) {
             struct reader *rd = &b->rd[i];
             if (rd->p == NULL || rd->next == b->taken ||
-                now - rd->since_ms < idle)
+                clock_elapsed_ms(now, rd->since_ms) < idle)
                 continue;
             peer_send_error(rd->p, rd->id, LJMP__ERROR_CODE__ERR_INTERNAL,
                             "the report was not read for %u s",

@@ -83,8 +83,8 @@ void retention_evict(struct server *srv, uint64_t now)
 
     for (s = TAILQ_FIRST(&srv->sessions); s != NULL; s = next) {
         next = TAILQ_NEXT(s, link);
-        if (evictable(s) &&
-            now - s->end_ms >= (uint64_t)srv->cfg.retain_s * 1000)
+        if (evictable(s) && clock_elapsed_ms(now, s->end_ms) >=
+                                (uint64_t)srv->cfg.retain_s * 1000)
             forget_session(srv, s);
     }
     while (srv->nended > srv->cfg.retain_count &&

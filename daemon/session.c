@@ -1369,7 +1369,8 @@ static int silent_past_deadline(struct session *s, uint64_t now)
     /* A relay's writer sends when it will (Tarantool's buffers 8 MiB
      * before its first write): its slot is its user's, under the caps. */
     return s->phase == SESSION_STREAM && s->acked && !s->started &&
-           !s->relayed && now - s->acked_ms > s->srv->cfg.hello_timeout_ms &&
+           !s->relayed &&
+           clock_elapsed_ms(now, s->acked_ms) > s->srv->cfg.hello_timeout_ms &&
            !stream_started(s) && !ljmpd_behind(s);
 }
 

@@ -1044,6 +1044,21 @@ static uint64_t newest_session_id(pid_t pid)
     return id;
 }
 
+/* Prints this process's sessions newer than `before` in r, for a test
+ * that did not find what it waited for. */
+static void explain_own_sessions(const Ljmp__Response *r, uint64_t before)
+{
+    fprintf(stderr, "\nthis process's sessions after %llu:\n",
+            (unsigned long long)before);
+    for (size_t k = 0; r != NULL && k < r->list->n_sessions; k++) {
+        const Ljmp__SessionInfo *in = r->list->sessions[k]->info;
+        if (in->pid == (uint32_t)getpid() && in->id > before)
+            fprintf(stderr, "  %llu: state %d: %s\n",
+                    (unsigned long long)in->id, (int)in->state,
+                    in->reason ? in->reason : "");
+    }
+}
+
 /* The list once `want` sessions of this process newer than `before` have
  * ended; NULL if they do not within 5 s. */
 static Ljmp__Response *wait_own_sessions_end(uint64_t before, size_t want)
@@ -1058,6 +1073,8 @@ static Ljmp__Response *wait_own_sessions_end(uint64_t before, size_t want)
         }
         if (ended == want)
             return r;
+        if (i == 499)
+            explain_own_sessions(r, before);
         if (r != NULL)
             ljmp__response__free_unpacked(r, NULL);
         sleep_ms(10);
