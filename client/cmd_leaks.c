@@ -38,10 +38,11 @@ static const char leaks_help[] =
     "\n"
     "Columns: GROWTH/MIN the slope in bytes a minute; LIVE NOW its live\n"
     "bytes at the newest sample; FIT the R^2; RISING the steps not\n"
-    "decreasing; KEPT the live blocks gained per allocation; ALLOCS and\n"
-    "FREES the allocation and free events at the\n"
-    "site between the first and last samples used (the collector's frees\n"
-    "are counted where it runs, not at the site that allocated).\n"
+    "decreasing; KEPT the live blocks gained per allocation; ALLOCS the\n"
+    "allocations at the site and FREED the blocks made there that were\n"
+    "freed (wherever that happened: the collector's frees are events at\n"
+    "the place it runs, but they count here for the site that allocated),\n"
+    "between the first and last samples used.\n"
     "\n"
     "Options:\n"
     "      --window SECONDS  how far back (300)\n"
@@ -80,7 +81,7 @@ static void print_leaks(const Ljmp__LeakSuspects *l)
     if (l->n_suspects == 0)
         return;
     printf("%4s %12s %12s %5s %6s %5s %10s %10s  %s\n", "RANK", "GROWTH/MIN",
-           "LIVE NOW", "FIT", "RISING", "KEPT", "ALLOCS", "FREES", "SITE");
+           "LIVE NOW", "FIT", "RISING", "KEPT", "ALLOCS", "FREED", "SITE");
     for (size_t i = 0; i < l->n_suspects; i++) {
         const Ljmp__LeakSuspect *x = l->suspects[i];
         const Ljmp__Location *site = x->site;

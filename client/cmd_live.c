@@ -247,7 +247,7 @@ static void print_locations(Ljmp__Location *const *top, size_t n)
     if (n == 0)
         return;
     printf("  %14s %10s %14s %10s %12s %10s %10s  %s\n", "LIVE BYTES", "BLOCKS",
-           "ALLOC BYTES", "ALLOCS", "ALLOC B/S", "EVENTS/S", "FREES",
+           "ALLOC BYTES", "ALLOCS", "ALLOC B/S", "EVENTS/S", "FREED",
            "LOCATION");
     for (size_t i = 0; i < n; i++) {
         const Ljmp__Location *l = top[i];
@@ -256,16 +256,16 @@ static void print_locations(Ljmp__Location *const *top, size_t n)
                (unsigned long long)l->live_blocks,
                (unsigned long long)(l->alloc_bytes + l->realloc_new_bytes),
                (unsigned long long)l->alloc_events, l->alloc_bytes_per_s,
-               l->events_per_s, (unsigned long long)l->free_events, l->name);
+               l->events_per_s, (unsigned long long)l->freed_blocks, l->name);
         for (size_t k = 0; k < l->n_by_process; k++) {
             const Ljmp__ProcessShare *sh = l->by_process[k];
-            printf("  %14llu %10llu %14llu %10llu %12.0f %10s %10llu    pid "
+            printf("  %14llu %10llu %14llu %10llu %12.0f %10s %10s    pid "
                    "%u\n",
                    (unsigned long long)sh->live_bytes,
                    (unsigned long long)sh->live_blocks,
                    (unsigned long long)sh->alloc_bytes,
                    (unsigned long long)sh->alloc_events, sh->alloc_bytes_per_s,
-                   "", (unsigned long long)sh->free_events, sh->pid);
+                   "", "", sh->pid);
         }
     }
 }
@@ -346,7 +346,8 @@ static const char snapshot_help[] =
     "Options:\n"
     "  -n, --top N        sites per session (20; at most 1000)\n"
     "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
-    "                     alloc-rate, event-rate, free-bytes\n"
+    "                     alloc-rate, event-rate, free-bytes, growth,\n"
+    "                     free-events (see `ljmpctl top --help`)\n"
     "      --session ID   one session, by the id `ljmpctl list` shows\n"
     "      --tree         PID and its descendants, merged\n"
     "      --unit NAME    a systemd unit's processes, merged\n"

@@ -3,10 +3,13 @@
 #define _GNU_SOURCE
 #include <curses.h>
 #include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,7 +26,15 @@ static const char top_help[] =
     "Shows, live, where programs allocate and hold memory: for each session\n"
     "(or PID's newest), its totals and rates, then its allocation sites by\n"
     "the sort key: live bytes and blocks held now, bytes allocated per\n"
-    "second and events per second over the last interval, frees.\n"
+    "second and events per second over the last interval, frees, growth.\n"
+    "\n"
+    "Columns: LIVE and BLOCKS held now; ALLOCATED in all; ALLOC/S and\n"
+    "EVENTS/S over the last interval; FREED the blocks made at the site\n"
+    "that are gone since, wherever they were freed (the report's \"frees\");\n"
+    "GROWTH/MIN the slope of the site's live bytes over the --window, in\n"
+    "bytes a minute, for the sites ljmpd's history tracks (`ljmpctl leaks\n"
+    "--help` says which), \"-\" for the others; on a terminal of 150 columns\n"
+    "or more, HISTORY, a sparkline of those live bytes over the window.\n"
     "\n"
     "With --tree (PID and its descendants, e.g. nginx's master and workers)\n"
     "or --unit (the processes of a systemd unit), one merged view: the\n"
@@ -33,7 +44,8 @@ static const char top_help[] =
     "\n"
     "On a terminal, a full-screen table refreshed every interval.  Keys:\n"
     "  l live bytes   b live blocks   a allocated bytes   r alloc rate\n"
-    "  e event rate   f freed bytes   s next key          q quit\n"
+    "  e event rate   f freed bytes   g growth            F free events\n"
+    "  s next key     q quit\n"
     "Otherwise (or with --once), one plain block per snapshot.\n"
     "\n"
     "Options:\n"
@@ -42,7 +54,15 @@ static const char top_help[] =
     "  -n, --top N        sites per session (default: what fits, or 20)\n"
     "      --interval MS  refresh interval (1000; 50 to 3600000)\n"
     "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
-    "                     alloc-rate, event-rate, free-bytes\n"
+    "                     alloc-rate, event-rate, free-bytes, growth (live\n"
+    "                     bytes gained a minute, times the R^2 of the line\n"
+    "                     through them and the share of allocations kept:\n"
+    "                     a steady rise of kept blocks before garbage that\n"
+    "                     saws; untracked sites last),\n"
+    "                     free-events (free events at the location: where\n"
+    "                     frees happen, the collector's at INTERNAL)\n"
+    "      --window SECONDS  GROWTH/MIN's and HISTORY's window (300; 10 to\n"
+    "                     86400)\n"
     "      --session ID   one session, by the id `ljmpctl list` shows\n"
     "      --tree         PID and its descendants, merged\n"
     "      --unit NAME    a systemd unit's processes (NAME.service when NAME\n"
@@ -51,11 +71,17 @@ static const char top_help[] =
     "      --by-trace     what compiled code allocated as its trace's rows\n"
     "                     (TRACE [N] started at CHUNK:LINE), not its lines'\n";
 
+/* A row's HISTORY column: its points, and the width it needs. */
+#define SPARK_POINTS 16
+#define SPARK_WIDTH  150
+
 struct top_args {
     struct view_target target;
-    uint32_t top, interval_ms;
+    uint32_t top, interval_ms, window_s;
     size_t sort; /* index in sortkey_table */
     int once;
+    int spark;      /* the HISTORY column: on a terminal wide enough */
+    int utf8;       /* the locale draws block characters */
     uint64_t count; /* snapshots to show, 0: until q or the end */
 };
 
@@ -70,6 +96,7 @@ static int top_args_of(const struct ctl_args *args, struct top_args *a)
     a->top = top > 1000 ? 1000 : (uint32_t)top;
     a->interval_ms = (uint32_t)args_get(args, OPT_INTERVAL, 1000);
     a->sort = (size_t)args_get(args, OPT_SORT, 0);
+    a->window_s = (uint32_t)args_get(args, OPT_WINDOW, 300);
     return view_target_of("top", args, &a->target) != 0 ? -1 : 0;
 }
 
@@ -85,6 +112,9 @@ static uint64_t subscribe(struct conn *c, const struct top_args *a,
     o.has_top = o.has_sort = 1;
     o.top = top;
     o.sort = sortkey_table[a->sort].value;
+    o.has_growth_window_s = o.has_history_points = 1;
+    o.growth_window_s = a->window_s;
+    o.history_points = a->spark ? SPARK_POINTS : 0;
     sr.options = &o;
     sr.has_interval_ms = 1;
     sr.interval_ms = a->interval_ms;
@@ -204,42 +234,124 @@ static void daemon_line(char *out, size_t len, const Ljmp__Snapshot *snap)
              (unsigned long long)d->sessions_malformed);
 }
 
-#define ROW_FORMAT "%10s %9s %10s %10s %9s %9s  %s"
+#define ROW_FORMAT "%10s %9s %10s %10s %9s %9s %11s %s %s"
 
-static void row_text(char *out, size_t len, const Ljmp__Location *l)
+/* A signed rate of bytes for GROWTH/MIN: "+1.5 MiB", "-300 B", or "-"
+ * for a site without a trend. */
+static const char *growth_text(char *buf, size_t len, const Ljmp__Location *l)
 {
-    char lb[16], ab[16], rate[16], blocks[24], ev[24], frees[24];
+    char h[16];
+
+    if (!l->has_growth_bytes_per_min) {
+        snprintf(buf, len, "-");
+        return buf;
+    }
+    double g = l->growth_bytes_per_min;
+    if (g > -0.5 && g < 0.5)
+        snprintf(buf, len, "0 B");
+    else
+        snprintf(buf, len, "%c%s", g < 0 ? '-' : '+',
+                 human(h, sizeof(h), g < 0 ? -g : g));
+    return buf;
+}
+
+/*
+ * A row's live bytes over the window as a sparkline of SPARK_POINTS
+ * cells, scaled from its lowest to its highest point (a flat line sits on
+ * the floor); blank cells stand for the points not sampled yet.  Block
+ * characters in a UTF-8 locale, ASCII otherwise.
+ */
+static const char *spark_text(char *buf, size_t len, const Ljmp__Location *l,
+                              int utf8)
+{
+    static const char *const blocks[] = {"\u2581", "\u2582", "\u2583",
+                                         "\u2584", "\u2585", "\u2586",
+                                         "\u2587", "\u2588"};
+    static const char ascii[] = "_.-:=+*#";
+    size_t n = l->n_live_history, at = 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        lo = l->live_history[i] < lo ? l->live_history[i] : lo;
+        hi = l->live_history[i] > hi ? l->live_history[i] : hi;
+    }
+    buf[0] = '\0';
+    for (size_t i = 0; i < SPARK_POINTS && at + 4 < len; i++) {
+        size_t k = i + n >= SPARK_POINTS ? i + n - SPARK_POINTS : SIZE_MAX;
+        if (k == SIZE_MAX) {
+            buf[at++] = ' ';
+            continue;
+        }
+        unsigned level =
+            hi > lo ? (unsigned)((l->live_history[k] - lo) * 7 / (hi - lo)) : 0;
+        if (utf8) {
+            memcpy(buf + at, blocks[level], 3);
+            at += 3;
+        } else {
+            buf[at++] = ascii[level];
+        }
+    }
+    buf[at] = '\0';
+    return buf;
+}
+
+/* The HISTORY cell of a row, or the blank it takes under a share. */
+static const char *history_cell(char *buf, size_t len, const Ljmp__Location *l,
+                                const struct top_args *a)
+{
+    if (!a->spark)
+        return "";
+    if (l == NULL)
+        snprintf(buf, len, "%*s", SPARK_POINTS, "");
+    else
+        spark_text(buf, len, l, a->utf8);
+    return buf;
+}
+
+static void row_text(char *out, size_t len, const Ljmp__Location *l,
+                     const struct top_args *a)
+{
+    char lb[16], ab[16], rate[16], blocks[24], ev[24], freed[24], grow[24];
+    char spark[SPARK_POINTS * 3 + 1];
 
     snprintf(blocks, sizeof(blocks), "%llu",
              (unsigned long long)l->live_blocks);
     snprintf(ev, sizeof(ev), "%.0f", l->events_per_s);
-    snprintf(frees, sizeof(frees), "%llu", (unsigned long long)l->free_events);
+    snprintf(freed, sizeof(freed), "%llu", (unsigned long long)l->freed_blocks);
     snprintf(
         out, len, ROW_FORMAT, human(lb, sizeof(lb), (double)l->live_bytes),
         blocks,
         human(ab, sizeof(ab), (double)(l->alloc_bytes + l->realloc_new_bytes)),
-        human(rate, sizeof(rate), l->alloc_bytes_per_s), ev, frees, l->name);
+        human(rate, sizeof(rate), l->alloc_bytes_per_s), ev, freed,
+        growth_text(grow, sizeof(grow), l),
+        history_cell(spark, sizeof(spark), l, a), l->name);
 }
 
 /* What one process holds and did of the row above it. */
-static void share_text(char *out, size_t len, const Ljmp__ProcessShare *sh)
+static void share_text(char *out, size_t len, const Ljmp__ProcessShare *sh,
+                       const struct top_args *a)
 {
-    char lb[16], ab[16], rate[16], blocks[24], frees[24], who[48];
+    char lb[16], ab[16], rate[16], blocks[24], who[48];
+    char spark[SPARK_POINTS * 3 + 1];
 
     snprintf(blocks, sizeof(blocks), "%llu",
              (unsigned long long)sh->live_blocks);
-    snprintf(frees, sizeof(frees), "%llu", (unsigned long long)sh->free_events);
     snprintf(who, sizeof(who), "  pid %u", sh->pid);
     snprintf(out, len, ROW_FORMAT,
              human(lb, sizeof(lb), (double)sh->live_bytes), blocks,
              human(ab, sizeof(ab), (double)sh->alloc_bytes),
-             human(rate, sizeof(rate), sh->alloc_bytes_per_s), "", frees, who);
+             human(rate, sizeof(rate), sh->alloc_bytes_per_s), "", "", "",
+             history_cell(spark, sizeof(spark), NULL, a), who);
 }
 
-static void row_title(char *out, size_t len)
+static void row_title(char *out, size_t len, const struct top_args *a)
 {
+    char history[SPARK_POINTS + 1];
+
+    snprintf(history, sizeof(history), "%-*s", SPARK_POINTS, "HISTORY");
     snprintf(out, len, ROW_FORMAT, "LIVE", "BLOCKS", "ALLOCATED", "ALLOC/S",
-             "EVENTS/S", "FREES", "LOCATION");
+             "EVENTS/S", "FREED", "GROWTH/MIN", a->spark ? history : "",
+             "LOCATION");
 }
 
 /* Why a view shows no session yet. */
@@ -258,13 +370,13 @@ static void print_merged(const Ljmp__Snapshot *snap, const struct top_args *a)
 
     merged_header(l1, l2, sizeof(l1), snap, a);
     printf("\n%s\n%s\n", l1, l2);
-    row_title(l1, sizeof(l1));
+    row_title(l1, sizeof(l1), a);
     printf("%s\n", l1);
     for (size_t j = 0; j < m->n_top; j++) {
-        row_text(l1, sizeof(l1), m->top[j]);
+        row_text(l1, sizeof(l1), m->top[j], a);
         printf("%s\n", l1);
         for (size_t k = 0; k < m->top[j]->n_by_process; k++) {
-            share_text(l1, sizeof(l1), m->top[j]->by_process[k]);
+            share_text(l1, sizeof(l1), m->top[j]->by_process[k], a);
             printf("%s\n", l1);
         }
     }
@@ -290,10 +402,10 @@ static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
                 continue;
             session_header(l1, l2, sizeof(l1), ss);
             printf("\n%s\n%s\n", l1, l2);
-            row_title(l1, sizeof(l1));
+            row_title(l1, sizeof(l1), a);
             printf("%s\n", l1);
             for (size_t j = 0; j < ss->n_top; j++) {
-                row_text(l1, sizeof(l1), ss->top[j]);
+                row_text(l1, sizeof(l1), ss->top[j], a);
                 printf("%s\n", l1);
             }
         }
@@ -307,7 +419,8 @@ static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
 
 /* A header's two lines (l1 bold) and the rows' titles on the screen,
  * after a blank line, from line y; returns the line after them. */
-static int draw_header(int y, const char *l1, const char *l2)
+static int draw_header(int y, const char *l1, const char *l2,
+                       const struct top_args *a)
 {
     char title[1024];
 
@@ -316,7 +429,7 @@ static int draw_header(int y, const char *l1, const char *l2)
     mvaddnstr(y++, 0, l1, COLS);
     attroff(A_BOLD);
     mvaddnstr(y++, 0, l2, COLS);
-    row_title(title, sizeof(title));
+    row_title(title, sizeof(title), a);
     attron(A_REVERSE);
     mvaddnstr(y++, 0, title, COLS);
     attroff(A_REVERSE);
@@ -332,12 +445,12 @@ static void draw_merged(const Ljmp__Snapshot *snap, const struct top_args *a,
     char line[1024], l2[1024];
 
     merged_header(line, l2, sizeof(line), snap, a);
-    y = draw_header(y, line, l2);
+    y = draw_header(y, line, l2, a);
     for (size_t j = 0; j < m->n_top && y < LINES; j++) {
-        row_text(line, sizeof(line), m->top[j]);
+        row_text(line, sizeof(line), m->top[j], a);
         mvaddnstr(y++, 0, line, COLS);
         for (size_t k = 0; k < m->top[j]->n_by_process && y < LINES; k++) {
-            share_text(line, sizeof(line), m->top[j]->by_process[k]);
+            share_text(line, sizeof(line), m->top[j]->by_process[k], a);
             mvaddnstr(y++, 0, line, COLS);
         }
     }
@@ -358,8 +471,8 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
     strftime(when, sizeof(when), "%H:%M:%S", &tm);
     attron(A_BOLD);
     mvprintw(y++, 0,
-             "ljmpctl top  %s  sort: %-16s keys: l b a r e f s, q quits", when,
-             sortkey_table[a->sort].title);
+             "ljmpctl top  %s  sort: %-16s keys: l b a r e f g F s, q quits",
+             when, sortkey_table[a->sort].title);
     attroff(A_BOLD);
     daemon_line(line, sizeof(line), snap);
     mvaddnstr(y++, 0, line, COLS);
@@ -376,11 +489,11 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
         if (ss->info == NULL || ss->totals == NULL)
             continue;
         session_header(line, l2, sizeof(line), ss);
-        y = draw_header(y, line, l2);
+        y = draw_header(y, line, l2, a);
         /* Share what is left of the screen among the sessions left. */
         int room = (rows - y) / (int)left - (left > 1 ? 4 : 0);
         for (size_t j = 0; j < ss->n_top && room-- > 0 && y < rows; j++) {
-            row_text(line, sizeof(line), ss->top[j]);
+            row_text(line, sizeof(line), ss->top[j], a);
             mvaddnstr(y++, 0, line, COLS);
         }
     }
@@ -413,6 +526,7 @@ static int run_screen(struct conn *c, struct top_args *a)
                 getenv("TERM") ? getenv("TERM") : "");
         return run_plain(c, a);
     }
+    a->spark = COLS >= SPARK_WIDTH && !view_target_merged(&a->target);
     if (subscribe(c, a, top) == 0) {
         endwin();
         delscreen(screen);
@@ -492,6 +606,7 @@ static int run_screen(struct conn *c, struct top_args *a)
 
 static int run_plain(struct conn *c, struct top_args *a)
 {
+    a->spark = a->spark && !view_target_merged(&a->target);
     if (subscribe(c, a, a->top ? a->top : 20) == 0)
         return EXIT_NO_DAEMON;
     for (;;) {
@@ -512,6 +627,18 @@ static int run_plain(struct conn *c, struct top_args *a)
     }
 }
 
+/* The width plain blocks are printed for: the terminal's, else $COLUMNS
+ * (as other tools take it), else 0. */
+static int plain_width(void)
+{
+    struct winsize ws;
+    const char *columns = getenv("COLUMNS");
+
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+        return ws.ws_col;
+    return columns != NULL ? atoi(columns) : 0;
+}
+
 static int cmd_top(const struct ctl_args *args)
 {
     struct top_args a;
@@ -520,12 +647,17 @@ static int cmd_top(const struct ctl_args *args)
 
     if (top_args_of(args, &a) != 0)
         return EXIT_USAGE;
+    /* Only the characters' class: numbers keep the C locale's point. */
+    setlocale(LC_CTYPE, "");
+    a.utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
     if (conn_open(&c) != 0)
         return EXIT_NO_DAEMON;
-    if (!a.once && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO))
+    if (!a.once && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO)) {
         rc = run_screen(&c, &a);
-    else
+    } else {
+        a.spark = plain_width() >= SPARK_WIDTH;
         rc = run_plain(&c, &a);
+    }
     conn_close(&c);
     return rc;
 }
@@ -538,6 +670,7 @@ static const struct opt_use top_options[] = {
     {OPT_TOP, 0, UINT64_MAX, NULL},
     {OPT_INTERVAL, 50, 3600000, "ms"},
     {OPT_SORT, 0, 0, NULL},
+    {OPT_WINDOW, 10, 86400, "s"},
     {OPT_SESSION, 0, UINT64_MAX, NULL},
     {OPT_TREE, 0, 0, NULL},
     {OPT_UNIT, 0, 0, NULL},

@@ -11,6 +11,8 @@ const struct sort_key sortkey_table[SORTKEY_COUNT] = {
     {"alloc-rate", "alloc rate", 'r', LJMP__SORT_KEY__SORT_ALLOC_RATE},
     {"event-rate", "event rate", 'e', LJMP__SORT_KEY__SORT_EVENT_RATE},
     {"free-bytes", "freed bytes", 'f', LJMP__SORT_KEY__SORT_FREE_BYTES},
+    {"growth", "growth", 'g', LJMP__SORT_KEY__SORT_GROWTH},
+    {"free-events", "free events here", 'F', LJMP__SORT_KEY__SORT_FREE_EVENTS},
 };
 
 int sortkey_named(const char *cmd, const char *name)
@@ -20,7 +22,8 @@ int sortkey_named(const char *cmd, const char *name)
             return i;
     fprintf(stderr,
             "ljmpctl %s: unknown sort key '%s' (live-bytes, live-blocks, "
-            "alloc-bytes, alloc-rate, event-rate, free-bytes)\n",
+            "alloc-bytes, alloc-rate, event-rate, free-bytes, growth, "
+            "free-events)\n",
             cmd, name);
     return -1;
 }

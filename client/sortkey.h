@@ -10,7 +10,7 @@ struct sort_key {
     Ljmp__SortKey value;
 };
 
-#define SORTKEY_COUNT 6
+#define SORTKEY_COUNT 8
 extern const struct sort_key sortkey_table[SORTKEY_COUNT];
 
 /* Index of the sort key called name, or -1 after a message on stderr. */

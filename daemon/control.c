@@ -91,6 +91,7 @@ static int read_opts(struct peer *p, uint64_t id,
     memset(o, 0, sizeof(*o));
     o->top = 20;
     o->sort = LJMP__SORT_KEY__SORT_LIVE_BYTES;
+    o->growth_window_s = SNAPSHOT_GROWTH_WINDOW_S;
     o->uid = p->uid;
     if (in == NULL)
         return 0;
@@ -101,6 +102,24 @@ static int read_opts(struct peer *p, uint64_t id,
     o->merge = in->merge;
     o->by_process = in->by_process;
     o->by_trace = in->by_trace;
+    o->growth_window_s = in->growth_window_s;
+    o->history_points = in->history_points;
+    if (o->growth_window_s != 0 &&
+        (o->growth_window_s < SNAPSHOT_MIN_GROWTH_WINDOW_S ||
+         o->growth_window_s > SNAPSHOT_MAX_GROWTH_WINDOW_S)) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a growth window of %u s is out of range (0, or %u "
+                        "to %u)",
+                        o->growth_window_s, SNAPSHOT_MIN_GROWTH_WINDOW_S,
+                        SNAPSHOT_MAX_GROWTH_WINDOW_S);
+        return -1;
+    }
+    if (o->history_points > SNAPSHOT_MAX_HISTORY_POINTS) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "%u history points is over the limit of %u",
+                        o->history_points, SNAPSHOT_MAX_HISTORY_POINTS);
+        return -1;
+    }
     if (o->by_process && !o->merge) {
         peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
                         "a breakdown by process is of a merged view");
@@ -492,11 +511,11 @@ static Ljmp__LeakSuspect *suspect_msg(struct arena *a, char *name,
     ljmp__location__init(l);
     l->name = name;
     l->has_live_bytes = l->has_live_blocks = 1;
-    l->has_alloc_events = l->has_free_events = l->has_sites = 1;
+    l->has_alloc_events = l->has_freed_blocks = l->has_sites = 1;
     l->live_bytes = x->now.live_bytes;
     l->live_blocks = x->now.live_blocks;
     l->alloc_events = x->now.alloc_events;
-    l->free_events = x->now.free_events;
+    l->freed_blocks = x->now.freed_blocks;
     l->sites = x->sites;
     m->site = l;
     m->has_growth_per_min = m->has_fit_r2 = m->has_rising = 1;
@@ -721,7 +740,7 @@ static int fill_peak_sites(struct arena *a, struct session *s,
                 ljmp__location__init(rows[nrows]);
                 rows[nrows]->has_live_bytes = rows[nrows]->has_live_blocks = 1;
                 rows[nrows]->has_alloc_events = 1;
-                rows[nrows]->has_free_events = rows[nrows]->has_sites = 1;
+                rows[nrows]->has_freed_blocks = rows[nrows]->has_sites = 1;
                 nrows++;
             }
         }
@@ -730,7 +749,7 @@ static int fill_peak_sites(struct arena *a, struct session *s,
         l->live_bytes += x->live_bytes;
         l->live_blocks += x->live_blocks;
         l->alloc_events += x->alloc_events;
-        l->free_events += x->free_events;
+        l->freed_blocks += x->freed_blocks;
         l->sites++;
     }
     qsort(rows, nrows, sizeof(*rows), by_live_bytes);

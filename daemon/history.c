@@ -272,6 +272,18 @@ int history_is_suspect(const struct history_fit *f, double first_bytes,
            last_bytes > first_bytes && kept >= HISTORY_MIN_KEPT;
 }
 
+/* The first frame at or after now_ms - window_ms. */
+static uint32_t window_start(const struct history *h, uint64_t now_ms,
+                             uint64_t window_ms)
+{
+    uint64_t start = now_ms > window_ms ? now_ms - window_ms : 0;
+    uint32_t from = 0;
+
+    while (from < h->nframes && h->frames[from].t_ms < start)
+        from++;
+    return from;
+}
+
 static const struct history_site *find_site(const struct history_frame *f,
                                             uint32_t loc)
 {
@@ -303,9 +315,21 @@ static int sum_members(const struct history_frame *f, const uint32_t *locs,
         sum->live_bytes += x->live_bytes;
         sum->live_blocks += x->live_blocks;
         sum->alloc_events += x->alloc_events;
-        sum->free_events += x->free_events;
+        sum->freed_blocks += x->freed_blocks;
     }
     return found;
+}
+
+/* Live blocks gained per allocation from first to last: all of them for
+ * a cache, a few for a site whose garbage is swept (growing with the
+ * heap), 1 for a site that allocated nothing (it grows by reallocs). */
+static double kept_of(const struct history_site *first,
+                      const struct history_site *last)
+{
+    uint64_t allocs = last->alloc_events - first->alloc_events;
+    int64_t gained = (int64_t)(last->live_blocks - first->live_blocks);
+
+    return allocs == 0 ? 1 : gained <= 0 ? 0 : (double)gained / (double)allocs;
 }
 
 /* The fit of the members' live bytes (one site: the locations of one
@@ -336,13 +360,10 @@ static int judge_site(const struct history *h, uint32_t from,
     s->loc = s->now.loc = locs[0];
     s->sites = nlocs;
     s->window_allocs = s->now.alloc_events - first.alloc_events;
-    s->window_frees = s->now.free_events - first.free_events;
-    /* Blocks it gained for each allocation: all of them for a cache, a
-     * few for a site whose garbage is swept (growing with the heap). */
-    int64_t gained = (int64_t)(s->now.live_blocks - first.live_blocks);
-    s->kept = s->window_allocs == 0 ? 1
-              : gained <= 0         ? 0
-                                    : (double)gained / (double)s->window_allocs;
+    s->window_frees = s->now.freed_blocks > first.freed_blocks
+                          ? s->now.freed_blocks - first.freed_blocks
+                          : 0;
+    s->kept = kept_of(&first, &s->now);
     return history_is_suspect(&s->fit, y[0], y[n - 1], s->kept);
 }
 
@@ -387,11 +408,8 @@ long history_leaks(const struct history *h, uint64_t now_ms, uint64_t window_ms,
                    const uint32_t *group, struct history_suspect *out,
                    size_t max, uint32_t *points)
 {
-    uint64_t start = now_ms > window_ms ? now_ms - window_ms : 0;
-    uint32_t from = 0;
+    uint32_t from = window_start(h, now_ms, window_ms);
 
-    while (from < h->nframes && h->frames[from].t_ms < start)
-        from++;
     *points = h->nframes - from;
     if (*points == 0)
         return 0;
@@ -422,6 +440,123 @@ out:
     free(g);
     free(locs);
     return n;
+}
+
+/* -- Trends of rows ------------------------------------------------------ */
+
+static int by_trend_group(const void *a, const void *b)
+{
+    const struct history_trend *x = a, *y = b;
+
+    return x->group < y->group ? -1 : x->group > y->group;
+}
+
+/* The members' live bytes over frames [from, nframes) into t and y (room
+ * for the frames); how many frames hold any of them.  *kept: as kept_of,
+ * from the first of those frames to the last. */
+static uint32_t live_series(const struct history *h, uint32_t from,
+                            const uint32_t *locs, uint32_t nlocs, double *t,
+                            double *y, double *kept)
+{
+    struct history_site x, first = {0};
+    uint32_t n = 0;
+
+    for (uint32_t i = from; i < h->nframes; i++) {
+        if (!sum_members(&h->frames[i], locs, nlocs, &x))
+            continue;
+        if (n == 0)
+            first = x;
+        t[n] = (double)h->frames[i].t_ms / 1000.0;
+        y[n++] = (double)x.live_bytes;
+    }
+    *kept = n > 0 ? kept_of(&first, &x) : 0;
+    return n;
+}
+
+/* One group's trend from its series of n points: the fit and up to
+ * nspark points spread evenly over the series, the newest last. */
+static void make_trend(struct history_trend *tr, const double *t,
+                       const double *y, uint32_t n, uint32_t nspark)
+{
+    history_fit(t, y, n, &tr->fit);
+    tr->nspark = n < nspark ? n : nspark;
+    for (uint32_t k = 0; k < tr->nspark; k++) {
+        uint32_t at =
+            tr->nspark == 1
+                ? n - 1
+                : (uint32_t)((uint64_t)k * (n - 1) / (tr->nspark - 1));
+        tr->spark[k] = (uint64_t)y[at];
+    }
+}
+
+long history_trends(const struct history *h, uint64_t now_ms,
+                    uint64_t window_ms, const uint32_t *group_of,
+                    uint32_t nlocs, uint32_t nspark, struct history_trend **out)
+{
+    const struct history_frame *newest = history_newest(h);
+    uint32_t from = window_start(h, now_ms, window_ms);
+
+    *out = NULL;
+    if (newest == NULL || from == h->nframes)
+        return 0;
+    uint32_t points = h->nframes - from;
+    if (nspark > HISTORY_SPARK_MAX)
+        nspark = HISTORY_SPARK_MAX;
+    /* The newest frame's sites that the caller's groups name. */
+    uint32_t *group = malloc((newest->n + 1) * sizeof(*group));
+    double *t = malloc(points * sizeof(*t)), *y = malloc(points * sizeof(*y));
+    uint32_t *locs = malloc((newest->n + 1) * sizeof(*locs));
+    struct history_trend *all = malloc((newest->n + 1) * sizeof(*all));
+    struct grouped *g = NULL;
+    long n = -1;
+    if (group == NULL || t == NULL || y == NULL || locs == NULL || all == NULL)
+        goto out;
+    for (uint32_t i = 0; i < newest->n; i++)
+        group[i] = newest->sites[i].loc < nlocs ? group_of[newest->sites[i].loc]
+                                                : UINT32_MAX;
+    if ((g = group_sites(newest, group)) == NULL)
+        goto out;
+    n = 0;
+    for (uint32_t i = 0, run; i < newest->n; i += run) {
+        for (run = 0; i + run < newest->n && g[i + run].group == g[i].group;
+             run++)
+            locs[run] = g[i + run].loc;
+        if (g[i].group == UINT32_MAX)
+            continue;
+        double kept;
+        uint32_t k = live_series(h, from, locs, run, t, y, &kept);
+        if (k < 2)
+            continue;
+        all[n].group = g[i].group;
+        all[n].kept = kept;
+        make_trend(&all[n++], t, y, k, nspark);
+    }
+    qsort(all, (size_t)n, sizeof(*all), by_trend_group);
+    *out = all;
+    all = NULL;
+out:
+    free(group);
+    free(t);
+    free(y);
+    free(locs);
+    free(all);
+    free(g);
+    return n;
+}
+
+const struct history_trend *history_trend_of(const struct history_trend *v,
+                                             long n, uint32_t group)
+{
+    long lo = 0, hi = n;
+
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (v[mid].group < group)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].group == group ? &v[lo] : NULL;
 }
 
 /* -- Choosing the tracked sites ----------------------------------------- */
@@ -523,8 +658,10 @@ static void read_sites(const struct history *h, const struct lm_state *st,
         uint32_t loc = h->tracked[i];
         const struct lm_heap_side *side = &st->sides[loc];
         const struct lm_event_counters *ev = &st->locs[loc].ev;
-        out[i] = (struct history_site){loc, side->live_bytes, side->live_blocks,
-                                       ev->alloc_events, ev->free_events};
+        uint64_t made = ev->alloc_events + ev->realloc_events;
+        out[i] = (struct history_site){
+            loc, side->live_bytes, side->live_blocks, ev->alloc_events,
+            made > side->live_blocks ? made - side->live_blocks : 0};
     }
 }
 

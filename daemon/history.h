@@ -34,10 +34,12 @@ struct history_totals {
     uint64_t alloc_bytes, alloc_events, freed_bytes, free_events;
 };
 
-/* One tracked site's counters in a frame. */
+/* One tracked site's counters in a frame: freed_blocks counts the blocks
+ * made there (allocations, reallocs' new blocks) that are gone since,
+ * wherever they were freed. */
 struct history_site {
     uint32_t loc; /* the location's index in the session's state */
-    uint64_t live_bytes, live_blocks, alloc_events, free_events;
+    uint64_t live_bytes, live_blocks, alloc_events, freed_blocks;
 };
 
 /* The tracked sites at one instant, sorted by loc. */
@@ -137,6 +139,35 @@ struct history_suspect {
 long history_leaks(const struct history *h, uint64_t now_ms, uint64_t window_ms,
                    const uint32_t *group, struct history_suspect *out,
                    size_t max, uint32_t *points);
+
+/* -- Trends -------------------------------------------------------------- */
+
+#define HISTORY_SPARK_MAX 64
+
+/* One group's live bytes over a window: its fit and a few of its points,
+ * spread over the window, oldest first. */
+struct history_trend {
+    uint32_t group;
+    uint32_t nspark;
+    struct history_fit fit;
+    double kept; /* live blocks gained per allocation, as the leak rule's */
+    uint64_t spark[HISTORY_SPARK_MAX];
+};
+
+/*
+ * The trends of the groups the newest frame's sites belong to (group_of:
+ * a location's group, for the first nlocs locations; the others have
+ * none), over the frames of the last window_ms before now_ms, with up to
+ * nspark points each: those of two points or more, into *out (malloc'd,
+ * sorted by group).  Returns how many, or -1 out of memory.
+ */
+long history_trends(const struct history *h, uint64_t now_ms,
+                    uint64_t window_ms, const uint32_t *group_of,
+                    uint32_t nlocs, uint32_t nspark,
+                    struct history_trend **out);
+/* The trend of group in v (n of them, as history_trends made), or NULL. */
+const struct history_trend *history_trend_of(const struct history_trend *v,
+                                             long n, uint32_t group);
 
 /* The newest frame, or NULL. */
 static inline const struct history_frame *

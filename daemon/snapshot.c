@@ -6,6 +6,7 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "history.h"
 #include "lm_groups.h"
 #include "lm_hash.h"
 #include "procinfo.h"
@@ -264,6 +265,11 @@ struct rows {
     const struct lm_group *g; /* per row: its name and locations */
     struct lm_counters *c;
     uint32_t n;
+    /* The rows' trends in the session's history, sorted by row (NULL:
+     * none, as in merged views), and the live history's points asked. */
+    const struct history_trend *trends;
+    long ntrends;
+    uint32_t history_points;
 };
 
 /* A row's counters as the wire and the sort keys see them. */
@@ -301,11 +307,45 @@ static struct loc_base row_delta(const struct loc_base *now,
     return d;
 }
 
-static uint64_t sort_value(const struct lm_counters *c,
+/*
+ * A row's growth for ranking: its slope, weighed by how well the line fits
+ * (a site whose garbage the collector sweeps in cycles saws around it) and
+ * by the share of its allocations it kept (garbage that piles up between
+ * two cycles of a growing heap rises too, but its blocks go).
+ */
+static double steady_growth(const struct history_trend *t)
+{
+    double kept = t->kept < 1 ? t->kept : 1;
+
+    return t->fit.slope_per_s * t->fit.r2 * kept;
+}
+
+/* A slope as a key that sorts as the slopes do, above 0 (no trend). */
+static uint64_t slope_key(double slope)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &slope, sizeof(bits));
+    bits = bits >> 63 ? ~bits : bits | (1ull << 63);
+    return bits > 0 ? bits : 1;
+}
+
+static uint64_t sort_value(const struct rows *rows, uint32_t id,
                            const struct loc_base *now,
                            const struct loc_base *delta, Ljmp__SortKey key)
 {
+    const struct lm_counters *c = &rows->c[id];
+
     switch (key) {
+    case LJMP__SORT_KEY__SORT_GROWTH:
+        if (rows->trends != NULL) {
+            const struct history_trend *t =
+                history_trend_of(rows->trends, rows->ntrends, id);
+            return t != NULL ? slope_key(steady_growth(t)) : 0;
+        }
+        return c->live_bytes; /* merged views */
+    case LJMP__SORT_KEY__SORT_FREE_EVENTS:
+        return c->free_events;
     case LJMP__SORT_KEY__SORT_LIVE_BLOCKS:
         return c->live_blocks;
     case LJMP__SORT_KEY__SORT_ALLOC_BYTES:
@@ -371,8 +411,8 @@ static size_t select_top(const struct rows *rows, const struct session_base *b,
             continue;
         struct loc_base now = row_now(&rows->c[id]);
         struct loc_base d = row_delta(&now, b, id);
-        struct ranked r = {sort_value(&rows->c[id], &now, &d, key),
-                           now.alloc_bytes, id};
+        struct ranked r = {sort_value(rows, id, &now, &d, key), now.alloc_bytes,
+                           id};
         if (n < top) {
             heap[n++] = r;
             if (n == top)
@@ -390,6 +430,44 @@ static size_t select_top(const struct rows *rows, const struct session_base *b,
 static double per_second(uint64_t delta, double seconds)
 {
     return seconds > 0 ? (double)delta / seconds : 0;
+}
+
+/* Blocks made at a row (allocations, reallocs' new blocks) gone since. */
+static uint64_t freed_blocks(const struct lm_counters *c)
+{
+    uint64_t made = c->alloc_events + c->realloc_events;
+
+    return made > c->live_blocks ? made - c->live_blocks : 0;
+}
+
+/* A row's trend into m: its growth, and its live history when asked; -1
+ * when out of memory. */
+static int put_trend(struct arena *a, Ljmp__Location *m,
+                     const struct rows *rows, uint32_t id)
+{
+    const struct history_trend *t =
+        rows->trends ? history_trend_of(rows->trends, rows->ntrends, id) : NULL;
+
+    if (t == NULL)
+        return 0;
+    m->has_growth_bytes_per_min = m->has_growth_points = 1;
+    m->growth_bytes_per_min = t->fit.slope_per_s * 60;
+    m->growth_points = t->fit.points;
+    uint32_t n =
+        t->nspark < rows->history_points ? t->nspark : rows->history_points;
+    if (n == 0)
+        return 0;
+    if ((m->live_history = arena_alloc(a, n * sizeof(*m->live_history))) ==
+        NULL)
+        return -1;
+    /* The trend's points are spread for its own count: take n of them
+     * the same way, the newest last. */
+    for (uint32_t k = 0; k < n; k++)
+        m->live_history[k] =
+            t->spark[n == 1 ? t->nspark - 1
+                            : (uint64_t)k * (t->nspark - 1) / (n - 1)];
+    m->n_live_history = n;
+    return 0;
 }
 
 static Ljmp__Location *make_location(struct arena *a, const struct rows *rows,
@@ -426,8 +504,9 @@ static Ljmp__Location *make_location(struct arena *a, const struct rows *rows,
     PUT(alloc_bytes_per_s, per_second(d.alloc_bytes, seconds))
     PUT(events_per_s,
         per_second(d.alloc_events + d.realloc_events + d.free_events, seconds))
+    PUT(freed_blocks, freed_blocks(c))
 #undef PUT
-    return m;
+    return put_trend(a, m, rows, id) == 0 ? m : NULL;
 }
 
 static struct session_base *find_base(const struct snapshot_bases *bases,
@@ -453,6 +532,7 @@ static struct session_base *find_base(const struct snapshot_bases *bases,
 struct view_part {
     uint32_t top;
     Ljmp__SortKey sort;
+    uint32_t growth_window_s, history_points;
     uint64_t base_view; /* the view the subscriber's base came from; 0: none */
     /* The part as a Snapshot's sessions field: the field's tag byte, then
      * the length and the packed SessionSnapshot. */
@@ -769,21 +849,51 @@ static Ljmp__Location **top_locations(struct arena *a, const struct rows *rows,
     return out;
 }
 
-static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
-                                           uint32_t top, Ljmp__SortKey sort,
-                                           const struct session_base *b,
-                                           int by_trace)
+/* The trends of the view's rows over o's growth window, into rows; -1
+ * when out of memory.  The window ends at the view, or at the session's
+ * end. */
+static int take_trends(struct arena *a, struct session *s,
+                       const struct session_view *v,
+                       const struct snapshot_opts *o, struct rows *rows)
 {
-    const struct session_view *v = view_of(s, by_trace);
+    const struct history *h = history_of(s);
+    struct history_trend *t;
+
+    rows->history_points = o->history_points;
+    if (h == NULL || o->growth_window_s == 0)
+        return 0;
+    uint64_t end =
+        s->end_ms != 0 && s->end_ms < v->at_ms ? s->end_ms : v->at_ms;
+    long n = history_trends(h, end, (uint64_t)o->growth_window_s * 1000,
+                            v->groups.group_of, v->groups.nlocs,
+                            o->history_points, &t);
+    if (n < 0)
+        return -1;
+    /* In the arena, which the snapshot's messages live in too. */
+    struct history_trend *copy = arena_alloc(a, (n ? n : 1) * sizeof(*copy));
+    if (copy != NULL && n > 0)
+        memcpy(copy, t, (size_t)n * sizeof(*copy));
+    free(t);
+    rows->trends = copy;
+    rows->ntrends = n;
+    return copy != NULL ? 0 : -1;
+}
+
+static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
+                                           const struct snapshot_opts *o,
+                                           uint32_t top,
+                                           const struct session_base *b)
+{
+    const struct session_view *v = view_of(s, o->by_trace);
     Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
-    struct rows rows = {v->groups.v, v->rows, v->nrows};
+    struct rows rows = {v->groups.v, v->rows, v->nrows, NULL, 0, 0};
     uint64_t from, end;
     struct ranked *heap;
     size_t n;
 
     if (ss == NULL)
         return NULL;
-    view_span(s, b, by_trace, &from, &end);
+    view_span(s, b, o->by_trace, &from, &end);
     double seconds = span_seconds(from, end);
     ljmp__session_snapshot__init(ss);
     if ((ss->info = snapshot_info(a, s)) == NULL ||
@@ -798,8 +908,9 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
     ss->events_per_s = per_second(ljmp_wire_totals_events(ss->delta), seconds);
     if (top == 0)
         return ss;
-    if ((ss->top = top_locations(a, &rows, b, top, sort, seconds, &heap, &n)) ==
-        NULL)
+    if (take_trends(a, s, v, o, &rows) != 0 ||
+        (ss->top = top_locations(a, &rows, b, top, o->sort, seconds, &heap,
+                                 &n)) == NULL)
         return NULL;
     ss->n_top = n;
     return ss;
@@ -822,7 +933,10 @@ static int view_part(struct arena *a, struct session *s,
 
     for (unsigned i = 0; i < v->nparts; i++) {
         const struct view_part *p = &v->parts[i];
-        if (p->top == top && p->sort == o->sort && p->base_view == base_view) {
+        if (p->top == top && p->sort == o->sort &&
+            p->growth_window_s == o->growth_window_s &&
+            p->history_points == o->history_points &&
+            p->base_view == base_view) {
             *field = p->field;
             *len = p->len;
             return 0;
@@ -831,8 +945,7 @@ static int view_part(struct arena *a, struct session *s,
     /* Packed as a Snapshot of this one session: its bytes are the
      * sessions field, tag and length included, which protobuf-c writes. */
     struct arena tmp = {0};
-    Ljmp__SessionSnapshot *ss =
-        make_session(&tmp, s, top, o->sort, b, o->by_trace);
+    Ljmp__SessionSnapshot *ss = make_session(&tmp, s, o, top, b);
     Ljmp__Snapshot one = LJMP__SNAPSHOT__INIT;
     uint8_t *buf = NULL;
     size_t n = 0;
@@ -857,8 +970,9 @@ static int view_part(struct arena *a, struct session *s,
     if (buf == NULL)
         return -1;
     if (keep)
-        v->parts[v->nparts++] =
-            (struct view_part){top, o->sort, base_view, buf, n};
+        v->parts[v->nparts++] = (struct view_part){
+            top, o->sort, o->growth_window_s, o->history_points, base_view,
+            buf, n};
     *field = buf;
     *len = n;
     return 0;

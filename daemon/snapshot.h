@@ -45,10 +45,17 @@ struct snapshot_opts {
     Ljmp__SortKey sort;
     int merge, by_process; /* one merged view (SnapshotOptions) */
     int by_trace;          /* rows by trace (SnapshotOptions) */
-    uid_t uid;             /* whose sessions the caller may see */
+    /* Rows' growth and live history (SnapshotOptions): the window in
+     * seconds (0: none) and the points of history. */
+    uint32_t growth_window_s, history_points;
+    uid_t uid; /* whose sessions the caller may see */
 };
 
-#define SNAPSHOT_MAX_TOP 1000
+#define SNAPSHOT_MAX_TOP             1000
+#define SNAPSHOT_GROWTH_WINDOW_S     300
+#define SNAPSHOT_MIN_GROWTH_WINDOW_S 10
+#define SNAPSHOT_MAX_GROWTH_WINDOW_S 86400
+#define SNAPSHOT_MAX_HISTORY_POINTS  64
 
 Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s);
 /* Under the session's lock (session_lock): a feed thread may change it. */

@@ -633,6 +633,63 @@ static int suspects_named(const Ljmp__LeakSuspects *l, const char *name)
  * through `ljmpctl leaks --json`; its history holds its totals and its
  * peak; `list` counts the history in the session's memory.
  */
+/* The index of the line of text at which `field` (1 for the first) of
+ * the line starts, after whitespace-separated fields; NULL if short. */
+static const char *nth_field(const char *line, int field)
+{
+    const char *p = line;
+
+    for (int i = 1;; i++) {
+        while (*p == ' ')
+            p++;
+        if (*p == '\0' || *p == '\n')
+            return NULL;
+        if (i == field)
+            return p;
+        while (*p != ' ' && *p != '\0' && *p != '\n')
+            p++;
+    }
+}
+
+/*
+ * `top --sort growth` of a cache growing beside transient garbage: the
+ * cache's line first, with a positive GROWTH/MIN; the transient table's
+ * line (whose blocks the collector frees elsewhere) with FREED above 0;
+ * and, at 200 columns, the HISTORY column.
+ */
+static void check_top_growth(pid_t pid, const char *cache, const char *table)
+{
+    char args[200];
+
+    snprintf(args, sizeof(args),
+             "top %d --sort growth --window 60 --once -n 50", (int)pid);
+    setenv("COLUMNS", "200", 1);
+    CU_ASSERT_EQUAL(ljmpctl(args, "top-growth.txt"), 0);
+    unsetenv("COLUMNS");
+    char *text = test_slurp("top-growth.txt");
+    const char *title = strstr(text, "HISTORY");
+    const char *row = title ? strchr(title, '\n') : NULL;
+    CU_ASSERT_PTR_NOT_NULL(row);
+    if (row != NULL) {
+        const char *end = strchr(++row, '\n');
+        size_t n = strlen(cache);
+        CU_ASSERT(end != NULL && end - row > (long)n &&
+                  strncmp(end - n, cache, n) == 0);
+        /* LIVE, BLOCKS, ALLOCATED, ALLOC/S, EVENTS/S, FREED, GROWTH/MIN:
+         * sizes are two fields ("1.2 MiB"), so GROWTH/MIN is the 10th. */
+        const char *growth = nth_field(row, 10);
+        CU_ASSERT(growth != NULL && *growth == '+');
+    }
+    const char *t = strstr(text, table);
+    while (t != NULL && t > text && t[-1] != '\n')
+        t--;
+    const char *freed = t ? nth_field(t, 9) : NULL;
+    CU_ASSERT(freed != NULL && strtoull(freed, NULL, 10) > 0);
+    if (row == NULL || freed == NULL)
+        fprintf(stderr, "\n%s", text);
+    free(text);
+}
+
 static void test_leaks_of_a_growing_cache(void)
 {
     char stop[200], cache[300], table[300], string[300], args[200];
@@ -683,6 +740,7 @@ static void test_leaks_of_a_growing_cache(void)
     CU_ASSERT_PTR_NULL(strstr(json, string));
     CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"growth_per_min\""));
     free(json);
+    check_top_growth(vm.pid, cache, table);
     /* The session's memory in `list` holds its history. */
     Ljmp__Response *r = list_sessions();
     const Ljmp__SessionSnapshot *ss = session_in(r, vm.pid);

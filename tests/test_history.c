@@ -308,6 +308,62 @@ static void test_locations_of_one_name(void)
     history_free(h);
 }
 
+/*
+ * Rows' trends for top's GROWTH/MIN and HISTORY: locations mapped to rows
+ * (a location past the map's end has none), their live bytes summed per
+ * row over the window only, the slope of each, what share of its
+ * allocations each kept, and the points spread over the window with the
+ * newest last.
+ */
+static void test_trends_of_rows(void)
+{
+    struct history_limits lim = {3600 * SECOND, 1u << 20, 8};
+    struct history *h = history_new(&lim);
+    /* Locations 4 and 9 are row 7; 6 is row 2; 12 is past the map. */
+    const uint32_t group_of[12] = {[4] = 7, [6] = 2, [9] = 7};
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    for (uint64_t sec = 1; sec <= 20; sec++) {
+        /* 4 and 9 keep every block they make, 10 and 30 bytes a second
+         * (flat before second 11, outside the window asked below); 6
+         * saws, keeping none of its 50 allocations a second. */
+        uint64_t grown = sec > 10 ? sec - 10 : 0;
+        struct history_site v[] = {{4, 10 * grown, grown, grown, 0},
+                                   {6, sec % 2 * 1000, sec % 2, 50 * sec, 0},
+                                   {9, 30 * grown, grown, 2 * grown, 0},
+                                   {12, 5 * sec, sec, sec, 0}};
+        CU_ASSERT_EQUAL(history_add_frame(h, sec * SECOND, v, 4), 0);
+    }
+    struct history_trend *t;
+    long n = history_trends(h, 20 * SECOND, 9 * SECOND, group_of, 12, 4, &t);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    CU_ASSERT_EQUAL(t[0].group, 2);
+    CU_ASSERT_EQUAL(t[1].group, 7);
+    CU_ASSERT_EQUAL(t[1].fit.points, 10);
+    CU_ASSERT_DOUBLE_EQUAL(t[1].fit.slope_per_s, 40, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(t[1].fit.r2, 1, 1e-9);
+    /* 18 blocks gained for 27 allocations from second 11 to 20. */
+    CU_ASSERT_DOUBLE_EQUAL(t[1].kept, 18.0 / 27, 1e-9);
+    CU_ASSERT_EQUAL(t[1].nspark, 4);
+    CU_ASSERT_EQUAL(t[1].spark[0], 40);  /* second 11 */
+    CU_ASSERT_EQUAL(t[1].spark[3], 400); /* second 20 */
+    CU_ASSERT(t[1].spark[1] < t[1].spark[2]);
+    CU_ASSERT(t[0].fit.r2 < 0.1);
+    CU_ASSERT_DOUBLE_EQUAL(t[0].kept, 0, 1e-9);
+    CU_ASSERT_PTR_EQUAL(history_trend_of(t, n, 7), &t[1]);
+    CU_ASSERT_PTR_NULL(history_trend_of(t, n, 3));
+    free(t);
+    /* A window of one frame has no trend; an empty history neither. */
+    CU_ASSERT_EQUAL(history_trends(h, 20 * SECOND, 0, group_of, 12, 4, &t), 0);
+    free(t);
+    history_free(h);
+    h = history_new(&lim);
+    CU_ASSERT_EQUAL(
+        history_trends(h, 20 * SECOND, 9 * SECOND, group_of, 12, 4, &t), 0);
+    free(t);
+    history_free(h);
+}
+
 /* A session's memory, as `list` shows it and its budgets count it,
  * includes its history, and names it when it is the biggest part. */
 static void test_session_memory_counts_history(void)
@@ -348,6 +404,7 @@ void register_history_tests(void)
     CU_add_test(s, "tracked sites and peak", test_tracked_sites_and_peak);
     CU_add_test(s, "history tick cost", test_tick_cost);
     CU_add_test(s, "locations of one name", test_locations_of_one_name);
+    CU_add_test(s, "trends of rows", test_trends_of_rows);
     CU_add_test(s, "session memory counts its history",
                 test_session_memory_counts_history);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "history.h"
 #include "lm_encoder.h"
 #include "lm_profile.h"
 #include "recorder.h"
@@ -138,6 +139,7 @@ static void setup(void)
     /* Who keeps state in sessions that snapshots read. */
     CU_ASSERT_FATAL(session_observe(&srv, &recorder_observer) == 0);
     CU_ASSERT_FATAL(session_observe(&srv, &snapshot_observer) == 0);
+    CU_ASSERT_FATAL(session_observe(&srv, &history_observer) == 0);
 }
 
 static void teardown(void)
@@ -202,6 +204,99 @@ static void test_top_rows(void)
     ljmp__snapshot__free_unpacked(snap, NULL);
     session_gone(a);
     session_gone(b);
+    teardown();
+}
+
+/* The index of the location at line l in s's state. */
+static uint32_t loc_at_line(const struct session *s, uint64_t l)
+{
+    for (uint32_t i = 0; i < s->prof.state.nlocs; i++)
+        if (s->prof.state.locs[i].source == LM_SRC_LFUNC &&
+            s->prof.state.locs[i].line == l)
+            return i;
+    CU_FAIL_FATAL("no location at that line");
+    return 0;
+}
+
+/*
+ * Rows by growth, from the session's history: a steady rise of kept
+ * blocks (:5) first, a slower one (:9) next, a saw of garbage (:7) after
+ * them though its slope is the steepest, and a row the history does not
+ * track last; each tracked row with its growth and live history.  FREED
+ * counts the blocks made at a row that are gone, wherever they were
+ * freed; free events rank by where they happened.
+ */
+static void test_rows_by_growth(void)
+{
+    setup();
+    struct session *a = session_new(1, 100, USER_A);
+    stream_start(a);
+    allocs(a, 5, 3, 100, 0x10000);
+    allocs(a, 7, 2, 1000, 0x100000);
+    frees(a, 9, 1, 1000, 0x100000); /* one of :7's blocks, freed at :9 */
+    allocs(a, 9, 1, 10, 0x200000);
+    allocs(a, 11, 1, 10000, 0x300000); /* never tracked */
+    uint32_t l5 = loc_at_line(a, 5), l7 = loc_at_line(a, 7),
+             l9 = loc_at_line(a, 9);
+    struct history_limits lim = {3600000, 1u << 20, 8};
+    struct history *h = history_new(&lim);
+    CU_ASSERT_FATAL(h != NULL);
+    *session_slot(a, &history_observer) = h;
+    for (uint64_t k = 1; k <= 10; k++) {
+        /* :5 keeps every block it makes, 100 B each, a tenth of a second
+         * apart; :9 keeps its blocks at 10 B each; :7 rises fast as it
+         * saws, making 100 blocks a tick and keeping them for a tick,
+         * every other one. */
+        struct history_site v[3] = {
+            {l5, 100 * k, k, k, 0},
+            {l7, 5000 * k + k % 2 * 20000, k % 2 * 100, 100 * k, 0},
+            {l9, 10 * k, k, k, 0}};
+        for (int i = 0; i < 3; i++)
+            for (int j = i + 1; j < 3; j++)
+                if (v[j].loc < v[i].loc) {
+                    struct history_site x = v[i];
+                    v[i] = v[j];
+                    v[j] = x;
+                }
+        CU_ASSERT_EQUAL(history_add_frame(h, 100 * k, v, 3), 0);
+    }
+    struct snapshot_opts o = {.top = 4,
+                              .sort = LJMP__SORT_KEY__SORT_GROWTH,
+                              .growth_window_s = 10,
+                              .history_points = 4};
+    Ljmp__Snapshot *snap = take(&o, NULL);
+    Ljmp__SessionSnapshot *ss = snap->sessions[0];
+    CU_ASSERT_EQUAL_FATAL(ss->n_top, 4);
+    CU_ASSERT_STRING_EQUAL(ss->top[0]->name, "@app.lua:5");
+    CU_ASSERT_STRING_EQUAL(ss->top[1]->name, "@app.lua:9");
+    CU_ASSERT_STRING_EQUAL(ss->top[2]->name, "@app.lua:7");
+    CU_ASSERT_STRING_EQUAL(ss->top[3]->name, "@app.lua:11");
+    /* 100 B a tenth of a second: 60000 B a minute. */
+    CU_ASSERT(ss->top[0]->has_growth_bytes_per_min);
+    CU_ASSERT_DOUBLE_EQUAL(ss->top[0]->growth_bytes_per_min, 60000, 1e-6);
+    CU_ASSERT_EQUAL(ss->top[0]->growth_points, 10);
+    CU_ASSERT_EQUAL_FATAL(ss->top[0]->n_live_history, 4);
+    CU_ASSERT_EQUAL(ss->top[0]->live_history[0], 100);
+    CU_ASSERT_EQUAL(ss->top[0]->live_history[3], 1000);
+    CU_ASSERT(ss->top[2]->growth_bytes_per_min >
+              ss->top[0]->growth_bytes_per_min);
+    CU_ASSERT_FALSE(ss->top[3]->has_growth_bytes_per_min);
+    CU_ASSERT_EQUAL(ss->top[3]->n_live_history, 0);
+    /* :7 made 2 blocks and holds 1; :9's free event was of :7's block. */
+    CU_ASSERT_EQUAL(ss->top[2]->freed_blocks, 1);
+    CU_ASSERT_EQUAL(ss->top[1]->freed_blocks, 0);
+    CU_ASSERT_EQUAL(ss->top[1]->free_events, 1);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    /* Free events rank where they happened; no window, no growth. */
+    o.sort = LJMP__SORT_KEY__SORT_FREE_EVENTS;
+    o.growth_window_s = 0;
+    snap = take(&o, NULL);
+    CU_ASSERT_STRING_EQUAL(snap->sessions[0]->top[0]->name, "@app.lua:9");
+    CU_ASSERT_FALSE(snap->sessions[0]->top[0]->has_growth_bytes_per_min);
+    ljmp__snapshot__free_unpacked(snap, NULL);
+    history_free(h);
+    *session_slot(a, &history_observer) = NULL;
+    session_gone(a);
     teardown();
 }
 
@@ -578,6 +673,8 @@ void register_snapshot_tests(void)
     CU_pSuite s = CU_add_suite("snapshots", NULL, NULL);
 
     CU_add_test(s, "top rows, sessions, visibility, selectors", test_top_rows);
+    CU_add_test(s, "rows by growth, freed blocks, free events",
+                test_rows_by_growth);
     CU_add_test(s, "deltas from a subscriber's bases", test_deltas_from_bases);
     CU_add_test(s, "rows by trace", test_rows_by_trace);
     CU_add_test(s, "a turn's snapshots share views", test_turn_shares_views);
