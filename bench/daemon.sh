@@ -5,7 +5,8 @@
 # See bench/README.md.  Usage: VMS=2 SUBS=10 bench/daemon.sh [SCRIPT]
 # (REPLAY_ONLY=1: phase 4 alone; FEED_THREADS=N: ljmpd's --feed-threads;
 # PARITY=N: first N interleaved rounds of drain and ljmpd; PARITY_ONLY=1:
-# those alone)
+# those alone; LJMPD=PATH: another ljmpd, e.g. one built at an older
+# commit, for before/after figures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build >/dev/null
@@ -24,7 +25,7 @@ fi
 # VM's profile whenever ljmpd fell 100 ms behind.
 export LJMP_MAX_STALL_MS=${LJMP_MAX_STALL_MS:-0}
 exec build/bench/ljmpd-bench --replay "$replay" \
-  --ljmpd build/daemon/ljmpd --luajit "$lj" --script "$script" \
+  --ljmpd "${LJMPD:-build/daemon/ljmpd}" --luajit "$lj" --script "$script" \
   --probe "$PWD/bench/vm/probe.lua" --hold "$PWD/bench/vm/hold.lua" \
   --drain build/bench/ljmp-bench --vms "${VMS:-1}" --subs "${SUBS:-1}" \
   --interval "${INTERVAL:-1000}" --hold-blocks "${HOLD:-1000000}" \
