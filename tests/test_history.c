@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "history.h"
 #include "session.h"
@@ -218,59 +217,6 @@ static void test_tracked_sites_and_peak(void)
     history_free(h);
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/*
- * What a tick costs a session of a million locations (the scan's slice,
- * the totals, a frame of 256 sites): printed, not asserted, and only
- * when LJMP_HISTORY_BENCH is set (a timing belongs to no test run).
- */
-static void test_tick_cost(void)
-{
-    if (getenv("LJMP_HISTORY_BENCH") == NULL)
-        return;
-    struct history_limits lim = {3600 * SECOND, 1u << 20, 256};
-    struct history *h = history_new(&lim);
-    struct lm_state st;
-    enum { N = 1 << 20 };
-    state_of(&st, N);
-    for (uint32_t i = 0; i < N; i++)
-        transient(&st, i, 1000 + i % 977);
-    uint32_t ticks = N / HISTORY_SCAN_PER_TICK * 4;
-    double worst = 0, t0 = seconds_now();
-    for (uint32_t k = 1; k <= ticks; k++) {
-        double a = seconds_now();
-        history_sample(h, &st, k * SECOND);
-        double d = seconds_now() - a;
-        worst = d > worst ? d : worst;
-    }
-    double mean = (seconds_now() - t0) / ticks;
-    /* A frame of the tracked sites alone, and a leaks query. */
-    double a = seconds_now();
-    for (int i = 0; i < 1000; i++)
-        add_frame_at(h, (ticks + 1 + i) * SECOND, 256);
-    double frame = (seconds_now() - a) / 1000;
-    struct history_suspect s[20];
-    uint32_t points;
-    a = seconds_now();
-    (void)history_leaks(h, (ticks + 1000) * SECOND, 3600 * SECOND, NULL, s, 20,
-                        &points);
-    double query = seconds_now() - a;
-    printf("\n    %u locations: a tick %.3f ms mean, %.3f ms worst "
-           "(%u locations scanned per tick); a 256-site frame %.1f us; "
-           "leaks over %u samples %.3f ms ",
-           N, mean * 1e3, worst * 1e3, HISTORY_SCAN_PER_TICK, frame * 1e6,
-           points, query * 1e3);
-    state_free(&st);
-    history_free(h);
-}
-
 /* Locations of one name (a line in and out of compiled code) are one
  * suspect: their live bytes summed, the sites counted. */
 static void test_locations_of_one_name(void)
@@ -402,7 +348,6 @@ void register_history_tests(void)
     CU_add_test(s, "history bound and span", test_bound_and_span);
     CU_add_test(s, "leak rule", test_leak_rule);
     CU_add_test(s, "tracked sites and peak", test_tracked_sites_and_peak);
-    CU_add_test(s, "history tick cost", test_tick_cost);
     CU_add_test(s, "locations of one name", test_locations_of_one_name);
     CU_add_test(s, "trends of rows", test_trends_of_rows);
     CU_add_test(s, "session memory counts its history",
