@@ -494,7 +494,9 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
         int room = (rows - y) / (int)left - (left > 1 ? 4 : 0);
         for (size_t j = 0; j < ss->n_top && room-- > 0 && y < rows; j++) {
             row_text(line, sizeof(line), ss->top[j], a);
-            mvaddnstr(y++, 0, line, COLS);
+            /* A byte limit: the sparkline's cells take 3 bytes each. */
+            mvaddnstr(y++, 0, line,
+                      COLS + (a->spark && a->utf8 ? 2 * SPARK_POINTS : 0));
         }
     }
     refresh();
