@@ -52,8 +52,9 @@ static void thin(struct recseries *r)
         struct recseries_sample s = r->samples[i];
         if (s.k % 2 != 0)
             continue;
-        memmove(&r->entries[entry_to], &r->entries[s.first],
-                s.n * sizeof(*r->entries));
+        if (s.n > 0)
+            memmove(&r->entries[entry_to], &r->entries[s.first],
+                    s.n * sizeof(*r->entries));
         s.first = entry_to;
         s.k /= 2;
         entry_to += s.n;
@@ -95,7 +96,8 @@ static int sum_groups(struct recseries *r)
         r->sums = s;
         r->sums_cap = r->groups.n;
     }
-    memset(r->sums, 0, r->groups.n * sizeof(*r->sums));
+    if (r->groups.n > 0) /* else sums may be unallocated yet */
+        memset(r->sums, 0, r->groups.n * sizeof(*r->sums));
     for (uint32_t id = 0; id < r->groups.nlocs && id < st->nlocs; id++)
         r->sums[r->groups.group_of[id]] += st->sides[id].live_bytes;
     return 0;
