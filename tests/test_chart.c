@@ -451,6 +451,40 @@ static void test_plot_command(void)
     lm_buf_free(&b);
 }
 
+/* Every live option gets past the command line to find no ljmpd (exit
+ * 4) and leaves no file; -h prints the help. */
+static void test_plot_live_options(void)
+{
+    char *err;
+
+    CU_ASSERT_EQUAL(plot("-s none.sock plot 1 --window 60 --sites 3 --peak "
+                         "--session 2 --width 800 --height 500 --title T "
+                         "-o live.svg",
+                         &err),
+                    4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "ljmpd is not running"));
+    free(err);
+    CU_ASSERT_FALSE(file_exists("live.svg"));
+    CU_ASSERT_EQUAL(plot("-s none.sock plot --session 7", &err), 4);
+    free(err);
+    CU_ASSERT_EQUAL(plot("plot 1 --window 5", &err), 1);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err, "--window wants a number of seconds from 10 to 604800"));
+    free(err);
+    CU_ASSERT_EQUAL(plot("plot 1 --width 100", &err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--width wants a number of pixels"));
+    free(err);
+    CU_ASSERT_EQUAL(plot("plot 1 2", &err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected at most one PID or FILE"));
+    free(err);
+    CU_ASSERT_EQUAL(plot("plot -h", &err), 0);
+    CU_ASSERT_STRING_EQUAL(err, "");
+    free(err);
+    char *out = test_slurp("out.txt");
+    CU_ASSERT_EQUAL(strncmp(out, "usage: ljmpctl plot ", 20), 0);
+    free(out);
+}
+
 void register_chart_tests(void)
 {
     CU_pSuite s = CU_add_suite("ljmpctl plot", setup, teardown);
@@ -466,4 +500,5 @@ void register_chart_tests(void)
     CU_add_test(s, "the SVG of no samples", test_svg_of_nothing);
     CU_add_test(s, "a recording's series", test_recording_series);
     CU_add_test(s, "the plot command on files", test_plot_command);
+    CU_add_test(s, "the plot command's live options", test_plot_live_options);
 }
