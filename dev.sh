@@ -10,7 +10,7 @@ PACKAGES=(
   libcunit1-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler
       libsystemd-dev libelf-dev systemd libncurses-dev tmux libseccomp-dev
   nginx-core libnginx-mod-http-lua wrk lintian zlib1g-dev golang-go jq
-  libcurl4-openssl-dev python3
+  libcurl4-openssl-dev python3 libxml2-utils librsvg2-bin
 )
 JOBS=$(nproc 2>/dev/null || echo 2)
 

@@ -54,10 +54,15 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_INGEST] = {"ingest", 0, VALUE_TEXT},
     [OPT_MAX_STALL] = {"max-stall", 0, VALUE_NUMBER},
     [OPT_WINDOW] = {"window", 0, VALUE_NUMBER},
+    [OPT_SITES] = {"sites", 0, VALUE_NUMBER},
+    [OPT_WIDTH] = {"width", 0, VALUE_NUMBER},
+    [OPT_HEIGHT] = {"height", 0, VALUE_NUMBER},
+    [OPT_TITLE] = {"title", 0, VALUE_TEXT},
+    [OPT_PEAK] = {"peak", 0, VALUE_NONE},
 };
 
 /* Each option is a bit of ctl_args.given. */
-_Static_assert(NOPTS <= 32, "ctl_args.given holds a bit per option");
+_Static_assert(NOPTS <= 64, "ctl_args.given holds a bit per option");
 
 /* getopt_long's value for an option: above every letter, so that a
  * letter getopt complains about is told apart from one of ours. */
@@ -218,7 +223,7 @@ static int take_value(const struct cmd_entry *cmd, const struct opt_use *u,
     enum ctl_opt opt = u->opt;
     int key;
 
-    out->given |= 1u << opt;
+    out->given |= 1ull << opt;
     out->text[opt] = text;
     switch (opt_defs[opt].value) {
     case VALUE_NONE:

@@ -40,6 +40,11 @@ enum ctl_opt {
     OPT_INGEST,         /* --ingest PATH */
     OPT_MAX_STALL,      /* --max-stall MS */
     OPT_WINDOW,         /* --window SECONDS */
+    OPT_SITES,          /* --sites N */
+    OPT_WIDTH,          /* --width PIXELS */
+    OPT_HEIGHT,         /* --height PIXELS */
+    OPT_TITLE,          /* --title TEXT */
+    OPT_PEAK,           /* --peak */
     NOPTS
 };
 
@@ -59,7 +64,7 @@ struct opt_use {
 
 /* A command line as parsed for one command. */
 struct ctl_args {
-    unsigned given;                /* bit 1u << opt for each option given */
+    uint64_t given;                /* bit 1ull << opt for each option given */
     unsigned long long num[NOPTS]; /* a number's value, a sort key's index */
     const char *text[NOPTS];       /* an option's text as given */
     int noperands;

@@ -22,6 +22,7 @@ extern const struct cmd_entry cmd_attach_entry;
 extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
 extern const struct cmd_entry cmd_leaks_entry;
+extern const struct cmd_entry cmd_plot_entry;
 
 extern const struct cmd_entry cmd_export_entry;
 extern const struct cmd_entry cmd_ingest_entry;

@@ -12,6 +12,7 @@
 #include "attach.h"
 #include "follow.h"
 #include "history.h"
+#include "series.h"
 #include "clock.h"
 #include "control.h"
 #include "peer.h"
@@ -758,6 +759,73 @@ static int fill_peak_sites(struct arena *a, struct session *s,
     return 0;
 }
 
+/* The frames from `from` on, with the series of set, into out (in a's
+ * memory, the names ns's): -1 out of memory. */
+static int series_msgs(struct arena *a, const struct history *h, uint32_t from,
+                       const struct named_sites *ns,
+                       const struct series_set *set, Ljmp__History *out)
+{
+    uint32_t nf = set->nframes;
+
+    out->frame_ms = arena_alloc(a, (nf + 1) * sizeof(*out->frame_ms));
+    out->frame_live_bytes =
+        arena_alloc(a, (nf + 1) * sizeof(*out->frame_live_bytes));
+    out->series = arena_alloc(a, (set->n + 1) * sizeof(*out->series));
+    if (out->frame_ms == NULL || out->frame_live_bytes == NULL ||
+        out->series == NULL)
+        return -1;
+    for (uint32_t j = 0; j < nf; j++) {
+        out->frame_ms[j] = clock_wall_ms(h->frames[from + j].t_ms);
+        out->frame_live_bytes[j] = h->frames[from + j].live_bytes;
+    }
+    out->n_frame_ms = out->n_frame_live_bytes = nf;
+    for (uint32_t i = 0; i < set->n; i++) {
+        Ljmp__HistorySeries *m = arena_alloc(a, sizeof(*m));
+        uint64_t *bytes = arena_alloc(a, (nf + 1) * sizeof(*bytes));
+        if (m == NULL || bytes == NULL)
+            return -1;
+        ljmp__history_series__init(m);
+        memcpy(bytes, &set->bytes[(size_t)i * nf], nf * sizeof(*bytes));
+        m->name = ns->names[set->member[i]];
+        m->live_bytes = bytes;
+        m->n_live_bytes = nf;
+        m->has_sites = 1;
+        m->sites = set->sites[i];
+        out->series[out->n_series++] = m;
+    }
+    return 0;
+}
+
+/* The sites over time (HistoryRequest.series_sites): the frames taken
+ * from start_ms on, and the series of the most sites (the locations of
+ * one name summed) that were biggest at any of them.  Costs a name for
+ * each location the frames hold and a search for each of their sites:
+ * within the history's bound, on the loop. */
+static int fill_series(struct arena *a, struct session *s,
+                       const struct history *h, uint64_t start_ms,
+                       uint32_t most, Ljmp__History *out)
+{
+    uint32_t from = series_first_frame(h, start_ms), ngroups = 0;
+    struct history_frame u;
+    struct named_sites ns;
+    struct series_set set = {0};
+    int rc = -1;
+
+    if (series_union(h, from, &u) != 0)
+        return -1;
+    if (name_sites(a, s, &u, &ns) != 0)
+        goto out;
+    for (uint32_t i = 0; i < u.n; i++)
+        if (ns.group[i] >= ngroups)
+            ngroups = ns.group[i] + 1;
+    if (series_build(h, from, &u, ns.group, ngroups, most, &set) == 0)
+        rc = series_msgs(a, h, from, &ns, &set, out);
+out:
+    free(u.sites);
+    series_set_free(&set);
+    return rc;
+}
+
 /* s's history into out (in a's memory): -1 out of memory.  Costs its
  * totals in the window and a name for each site at the peak. */
 static int fill_history(struct arena *a, struct session *s,
@@ -784,6 +852,10 @@ static int fill_history(struct arena *a, struct session *s,
     out->sites_tracked = h->ntracked;
     out->history_bytes = history_memory(h);
     out->thinnings = h->thinnings;
+    if (r->series_sites > 0 &&
+        fill_series(a, s, h, r->window_s > 0 && now > window ? now - window : 0,
+                    r->series_sites, out) != 0)
+        return -1;
     if (h->peak.t_ms == 0)
         return 0;
     if ((out->peak = point_msg(a, &h->peak_totals)) == NULL)
@@ -798,9 +870,10 @@ static void do_history(struct peer *p, const Ljmp__Request *req)
     const Ljmp__HistoryRequest *r = req->history;
     const struct history *h;
 
-    if (r->peak_sites > LEAKS_MAX_LIMIT) {
+    if (r->peak_sites > LEAKS_MAX_LIMIT || r->series_sites > LEAKS_MAX_LIMIT) {
         peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
-                        "at most %u sites at the peak", LEAKS_MAX_LIMIT);
+                        "at most %u sites at the peak and %u over time",
+                        LEAKS_MAX_LIMIT, LEAKS_MAX_LIMIT);
         return;
     }
     struct session *s = history_target(p, req->id, r->session, &h);

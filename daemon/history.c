@@ -226,6 +226,7 @@ int history_add_frame(struct history *h, uint64_t t_ms,
         memcpy(f->sites, sites, bytes);
     f->t_ms = t_ms;
     f->n = n;
+    f->live_bytes = 0; /* the sampler sets it */
     h->frame_bytes += bytes;
     h->nframes++;
     /* A tick may come a little early: a quarter step early is on time. */
@@ -673,7 +674,8 @@ static void take_frame(struct history *h, const struct lm_state *st,
     if (sites == NULL)
         return;
     read_sites(h, st, sites);
-    (void)history_add_frame(h, now, sites, h->ntracked);
+    if (history_add_frame(h, now, sites, h->ntracked) == 0)
+        h->frames[h->nframes - 1].live_bytes = st->totals.live_bytes;
     free(sites);
 }
 

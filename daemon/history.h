@@ -47,6 +47,8 @@ struct history_frame {
     uint64_t t_ms;
     uint32_t n;
     struct history_site *sites;
+    /* The session's live bytes then: what a chart stacks the sites in. */
+    uint64_t live_bytes;
 };
 
 /* A candidate site while the tracked ones are being chosen. */

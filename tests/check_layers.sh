@@ -45,7 +45,8 @@ check "includes among modules" || status=1
 # defines needs that object.
 for lib in core/CMakeFiles/ljmpcore.dir export/CMakeFiles/ljmpexport.dir \
   daemon/CMakeFiles/ljmpdmod.dir \
-  client/CMakeFiles/ljmpctl.dir tests/CMakeFiles/test_core.dir \
+  client/CMakeFiles/ljmpctl.dir client/CMakeFiles/ljmpchart.dir \
+  tests/CMakeFiles/test_core.dir \
   tests/CMakeFiles/test_units.dir; do
   objs=$(ls "$build/$lib"/*.o 2>/dev/null || true)
   [ -n "$objs" ] || { echo "check_layers: no objects in $build/$lib" >&2; exit 1; }

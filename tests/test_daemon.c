@@ -615,6 +615,76 @@ static void check_history(pid_t pid, const char *cache)
         ljmp__response__free_unpacked(r, NULL);
 }
 
+/* pid's history with at most n sites over time (a chart's series). */
+static Ljmp__Response *series_of_pid(pid_t pid, uint32_t n)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__HistoryRequest hr = LJMP__HISTORY_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)pid;
+    hr.session = &sel;
+    hr.has_peak_sites = hr.has_series_sites = 1;
+    hr.peak_sites = 0;
+    hr.series_sites = n;
+    req.body_case = LJMP__REQUEST__BODY_HISTORY;
+    req.history = &hr;
+    return call(&req);
+}
+
+/* The most series i held at a frame. */
+static uint64_t series_most(const Ljmp__HistorySeries *s)
+{
+    uint64_t most = 0;
+
+    for (size_t j = 0; j < s->n_live_bytes; j++)
+        most = s->live_bytes[j] > most ? s->live_bytes[j] : most;
+    return most;
+}
+
+/* The sites over time of a session that grows: frames oldest first, each
+ * with the heap's live bytes; series aligned with them, within the heap,
+ * the biggest first; the cache's line among them and growing.  More than
+ * a thousand series are refused. */
+static void check_series(pid_t pid, const char *cache)
+{
+    Ljmp__Response *r = series_of_pid(pid, 8);
+
+    CU_ASSERT_FATAL(r != NULL && r->body_case == LJMP__RESPONSE__BODY_HISTORY);
+    const Ljmp__History *h = r->history;
+    const Ljmp__HistorySeries *c = NULL;
+    CU_ASSERT(h->n_frame_ms >= 3);
+    CU_ASSERT_EQUAL(h->n_frame_live_bytes, h->n_frame_ms);
+    CU_ASSERT(h->n_series >= 1 && h->n_series <= 8);
+    for (size_t j = 1; j < h->n_frame_ms; j++)
+        CU_ASSERT(h->frame_ms[j] > h->frame_ms[j - 1]);
+    for (size_t i = 0; i < h->n_series; i++) {
+        CU_ASSERT_EQUAL_FATAL(h->series[i]->n_live_bytes, h->n_frame_ms);
+        CU_ASSERT(h->series[i]->sites >= 1);
+        if (i > 0)
+            CU_ASSERT(series_most(h->series[i]) <=
+                      series_most(h->series[i - 1]));
+        if (strcmp(h->series[i]->name, cache) == 0)
+            c = h->series[i];
+    }
+    for (size_t j = 0; j < h->n_frame_ms; j++) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < h->n_series; i++)
+            sum += h->series[i]->live_bytes[j];
+        CU_ASSERT(sum <= h->frame_live_bytes[j]);
+    }
+    CU_ASSERT_PTR_NOT_NULL(c);
+    if (c != NULL && c->n_live_bytes >= 2)
+        CU_ASSERT(c->live_bytes[c->n_live_bytes - 1] > c->live_bytes[0]);
+    ljmp__response__free_unpacked(r, NULL);
+    r = series_of_pid(pid, 1001);
+    CU_ASSERT(r != NULL && r->error != NULL &&
+              r->error->code == LJMP__ERROR_CODE__ERR_BAD_REQUEST);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+}
+
 /* How many of l's suspects are named name. */
 static int suspects_named(const Ljmp__LeakSuspects *l, const char *name)
 {
@@ -630,8 +700,9 @@ static int suspects_named(const Ljmp__LeakSuspects *l, const char *name)
  * A cache that only grows beside transient garbage several times larger
  * (leak.lua): within 10 s of the VM's start, `leaks` ranks the cache's
  * line first and lists neither transient line, over the protocol and
- * through `ljmpctl leaks --json`; its history holds its totals and its
- * peak; `list` counts the history in the session's memory.
+ * through `ljmpctl leaks --json`; its history holds its totals, its peak
+ * and its sites over time; `list` counts the history in the session's
+ * memory.
  */
 /* The index of the line of text at which `field` (1 for the first) of
  * the line starts, after whitespace-separated fields; NULL if short. */
@@ -729,6 +800,7 @@ static void test_leaks_of_a_growing_cache(void)
     CU_ASSERT(first);
     CU_ASSERT_EQUAL(transients, 0);
     check_history(vm.pid, cache);
+    check_series(vm.pid, cache);
     /* The same through ljmpctl, as JSON. */
     snprintf(args, sizeof(args), "leaks %d --window 60 --json", (int)vm.pid);
     CU_ASSERT_EQUAL(ljmpctl(args, "leaks.json"), 0);

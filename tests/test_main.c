@@ -39,5 +39,6 @@ int main(int argc, char **argv)
     register_report_tests();
     register_export_tests();
     register_cli_tests();
+    register_chart_tests();
     return test_run_all();
 }

@@ -13,5 +13,6 @@ int main(void)
     register_snapshot_tests();
     register_session_tests();
     register_history_tests();
+    register_series_tests();
     return test_run_all();
 }

@@ -7,5 +7,6 @@ void register_subscription_tests(void);
 void register_snapshot_tests(void);
 void register_session_tests(void);
 void register_history_tests(void);
+void register_series_tests(void);
 
 #endif

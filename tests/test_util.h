@@ -70,5 +70,6 @@ void register_state_tests(void);
 void register_report_tests(void);
 void register_export_tests(void);
 void register_cli_tests(void);
+void register_chart_tests(void);
 
 #endif
