@@ -333,6 +333,11 @@ static void fill_options(Ljmp__SnapshotOptions *o, Ljmp__Selector *sel,
     o->has_top = o->has_sort = 1;
     o->top = (uint32_t)args_get(a, OPT_TOP, 20);
     o->sort = sortkey_table[args_get(a, OPT_SORT, 0)].value;
+    /* Rows' growth over --window: asked for when given, or for its sort. */
+    if (args_has(a, OPT_WINDOW) || o->sort == LJMP__SORT_KEY__SORT_GROWTH) {
+        o->has_growth_window_s = 1;
+        o->growth_window_s = (uint32_t)args_get(a, OPT_WINDOW, 300);
+    }
 }
 
 static const char snapshot_help[] =
@@ -348,6 +353,9 @@ static const char snapshot_help[] =
     "      --sort KEY     live-bytes (default), live-blocks, alloc-bytes,\n"
     "                     alloc-rate, event-rate, free-bytes, growth,\n"
     "                     free-events (see `ljmpctl top --help`)\n"
+    "      --window SECONDS  each row's growth over this window, from\n"
+    "                     ljmpd's history (300 with --sort growth, else\n"
+    "                     none; 10 to 86400)\n"
     "      --session ID   one session, by the id `ljmpctl list` shows\n"
     "      --tree         PID and its descendants, merged\n"
     "      --unit NAME    a systemd unit's processes, merged\n"
@@ -476,6 +484,7 @@ static const char watch_help[] =
     "      --count N      stop after N snapshots\n"
     "  -n, --top N        sites per session (20; 0 for totals only)\n"
     "      --sort KEY     as for `ljmpctl snapshot`\n"
+    "      --window SECONDS  as for `ljmpctl snapshot`\n"
     "      --session ID   one session\n"
     "      --tree         PID and its descendants, merged\n"
     "      --unit NAME    a systemd unit's processes, merged\n"
@@ -792,30 +801,21 @@ static const struct opt_use list_options[] = {
 };
 
 static const struct opt_use snapshot_options[] = {
-    {OPT_TOP, 0, 1000, NULL},
-    {OPT_SORT, 0, 0, NULL},
-    {OPT_SESSION, 0, UINT64_MAX, NULL},
-    {OPT_TREE, 0, 0, NULL},
-    {OPT_UNIT, 0, 0, NULL},
-    {OPT_BY_PROCESS, 0, 0, NULL},
-    {OPT_BY_TRACE, 0, 0, NULL},
-    {OPT_JSON, 0, 0, NULL},
-    OPT_USE_END,
+    {OPT_TOP, 0, 1000, NULL},     {OPT_SORT, 0, 0, NULL},
+    {OPT_WINDOW, 10, 86400, "s"}, {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_TREE, 0, 0, NULL},       {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL}, {OPT_BY_TRACE, 0, 0, NULL},
+    {OPT_JSON, 0, 0, NULL},       OPT_USE_END,
 };
 
 /* ljmpd itself refuses an interval under 50 ms, and says so. */
 static const struct opt_use watch_options[] = {
-    {OPT_INTERVAL, 0, 3600000, "ms"},
-    {OPT_COUNT, 0, UINT64_MAX, NULL},
-    {OPT_TOP, 0, 1000, NULL},
-    {OPT_SORT, 0, 0, NULL},
-    {OPT_SESSION, 0, UINT64_MAX, NULL},
-    {OPT_TREE, 0, 0, NULL},
-    {OPT_UNIT, 0, 0, NULL},
-    {OPT_BY_PROCESS, 0, 0, NULL},
-    {OPT_BY_TRACE, 0, 0, NULL},
-    {OPT_JSON, 0, 0, NULL},
-    OPT_USE_END,
+    {OPT_INTERVAL, 0, 3600000, "ms"}, {OPT_COUNT, 0, UINT64_MAX, NULL},
+    {OPT_TOP, 0, 1000, NULL},         {OPT_SORT, 0, 0, NULL},
+    {OPT_WINDOW, 10, 86400, "s"},     {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_TREE, 0, 0, NULL},           {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL},     {OPT_BY_TRACE, 0, 0, NULL},
+    {OPT_JSON, 0, 0, NULL},           OPT_USE_END,
 };
 
 static const struct opt_use record_options[] = {

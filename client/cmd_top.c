@@ -1,6 +1,7 @@
 /* `ljmpctl top [PID]`: a live, top-like view of allocation hotspots, full
  * screen (ncurses) on a terminal, plain blocks otherwise. */
 #define _GNU_SOURCE
+#define NCURSES_WIDECHAR 1
 #include <curses.h>
 #include <errno.h>
 #include <langinfo.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
+#include <wchar.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -276,7 +278,7 @@ static const char *spark_text(char *buf, size_t len, const Ljmp__Location *l,
         hi = l->live_history[i] > hi ? l->live_history[i] : hi;
     }
     buf[0] = '\0';
-    for (size_t i = 0; i < SPARK_POINTS && at + 4 < len; i++) {
+    for (size_t i = 0; i < SPARK_POINTS && at + 3 < len; i++) {
         size_t k = i + n >= SPARK_POINTS ? i + n - SPARK_POINTS : SIZE_MAX;
         if (k == SIZE_MAX) {
             buf[at++] = ' ';
@@ -417,6 +419,21 @@ static void print_block(const Ljmp__Snapshot *snap, const struct top_args *a)
     fflush(stdout);
 }
 
+/* A line of text on the screen at line y, cut at its width in characters
+ * (a sparkline's cells and names may take several bytes each). */
+static void draw_row(int y, const char *line)
+{
+    wchar_t w[1024];
+    size_t n = mbstowcs(w, line, sizeof(w) / sizeof(w[0]) - 1);
+
+    if (n == (size_t)-1) {
+        mvaddnstr(y, 0, line, COLS);
+        return;
+    }
+    w[n] = L'\0';
+    mvaddnwstr(y, 0, w, COLS);
+}
+
 /* A header's two lines (l1 bold) and the rows' titles on the screen,
  * after a blank line, from line y; returns the line after them. */
 static int draw_header(int y, const char *l1, const char *l2,
@@ -494,9 +511,7 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
         int room = (rows - y) / (int)left - (left > 1 ? 4 : 0);
         for (size_t j = 0; j < ss->n_top && room-- > 0 && y < rows; j++) {
             row_text(line, sizeof(line), ss->top[j], a);
-            /* A byte limit: the sparkline's cells take 3 bytes each. */
-            mvaddnstr(y++, 0, line,
-                      COLS + (a->spark && a->utf8 ? 2 * SPARK_POINTS : 0));
+            draw_row(y++, line);
         }
     }
     refresh();
@@ -621,8 +636,11 @@ static int run_plain(struct conn *c, struct top_args *a)
             return rc;
         }
         int shown = resp->body_case == LJMP__RESPONSE__BODY_SNAPSHOT;
-        if (shown)
+        if (shown) {
+            /* Names come from the programs: no terminal controls. */
+            pb_mask_controls(&resp->base);
             print_block(resp->snapshot, a);
+        }
         ljmp__response__free_unpacked(resp, NULL);
         if (shown && (a->once || (a->count != 0 && --a->count == 0)))
             return EXIT_OK;

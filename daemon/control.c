@@ -92,7 +92,6 @@ static int read_opts(struct peer *p, uint64_t id,
     memset(o, 0, sizeof(*o));
     o->top = 20;
     o->sort = LJMP__SORT_KEY__SORT_LIVE_BYTES;
-    o->growth_window_s = SNAPSHOT_GROWTH_WINDOW_S;
     o->uid = p->uid;
     if (in == NULL)
         return 0;
@@ -113,6 +112,11 @@ static int read_opts(struct peer *p, uint64_t id,
                         "to %u)",
                         o->growth_window_s, SNAPSHOT_MIN_GROWTH_WINDOW_S,
                         SNAPSHOT_MAX_GROWTH_WINDOW_S);
+        return -1;
+    }
+    if (o->sort == LJMP__SORT_KEY__SORT_GROWTH && o->growth_window_s == 0) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "sorting by growth needs a growth window");
         return -1;
     }
     if (o->history_points > SNAPSHOT_MAX_HISTORY_POINTS) {

@@ -300,23 +300,46 @@ static const struct history_site *find_site(const struct history_frame *f,
     return lo < f->n && f->sites[lo].loc == loc ? &f->sites[lo] : NULL;
 }
 
-/* The sum of the members' counters in frame f, into *sum: 0 if none of
- * them is in it. */
+/*
+ * The members' first samples in frames [from, nframes) into known[i] (zero
+ * for one that is in none).  The tracked sites change as the session goes
+ * on: a member tracked only from some frame on (a line's compiled code,
+ * once the JIT made it) must not add its bytes as a step there, which
+ * would read as growth.  So a frame that lacks a member counts it at its
+ * nearest sample, the first one before it appears, its last one after.
+ */
+static void first_samples(const struct history *h, uint32_t from,
+                          const uint32_t *locs, uint32_t n,
+                          struct history_site *known)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const struct history_site *x = NULL;
+        for (uint32_t k = from; k < h->nframes && x == NULL; k++)
+            x = find_site(&h->frames[k], locs[i]);
+        known[i] = x != NULL ? *x : (struct history_site){0};
+    }
+}
+
+/* The sum of the members' counters in frame f into *sum, each missing one
+ * at its nearest sample in known[] (which those found update); 0 if none
+ * of them is in f. */
 static int sum_members(const struct history_frame *f, const uint32_t *locs,
-                       uint32_t n, struct history_site *sum)
+                       uint32_t n, struct history_site *known,
+                       struct history_site *sum)
 {
     int found = 0;
 
     memset(sum, 0, sizeof(*sum));
     for (uint32_t i = 0; i < n; i++) {
         const struct history_site *x = find_site(f, locs[i]);
-        if (x == NULL)
-            continue;
-        found = 1;
-        sum->live_bytes += x->live_bytes;
-        sum->live_blocks += x->live_blocks;
-        sum->alloc_events += x->alloc_events;
-        sum->freed_blocks += x->freed_blocks;
+        if (x != NULL) {
+            known[i] = *x;
+            found = 1;
+        }
+        sum->live_bytes += known[i].live_bytes;
+        sum->live_blocks += known[i].live_blocks;
+        sum->alloc_events += known[i].alloc_events;
+        sum->freed_blocks += known[i].freed_blocks;
     }
     return found;
 }
@@ -335,16 +358,18 @@ static double kept_of(const struct history_site *first,
 
 /* The fit of the members' live bytes (one site: the locations of one
  * name) over frames [from, nframes) into *s; 1 if it is a suspect.  t
- * and y: room for the frames. */
+ * and y: room for the frames; known: for the members. */
 static int judge_site(const struct history *h, uint32_t from,
-                      const uint32_t *locs, uint32_t nlocs, double *t,
-                      double *y, struct history_suspect *s)
+                      const uint32_t *locs, uint32_t nlocs,
+                      struct history_site *known, double *t, double *y,
+                      struct history_suspect *s)
 {
     struct history_site first = {0}, x;
     uint32_t n = 0;
 
+    first_samples(h, from, locs, nlocs, known);
     for (uint32_t i = from; i < h->nframes; i++) {
-        if (!sum_members(&h->frames[i], locs, nlocs, &x))
+        if (!sum_members(&h->frames[i], locs, nlocs, known, &x))
             continue;
         if (n == 0) {
             s->first_ms = h->frames[i].t_ms;
@@ -419,8 +444,10 @@ long history_leaks(const struct history *h, uint64_t now_ms, uint64_t window_ms,
     struct history_suspect *all = malloc((newest->n + 1) * sizeof(*all));
     struct grouped *g = group_sites(newest, group);
     uint32_t *locs = malloc((newest->n + 1) * sizeof(*locs));
+    struct history_site *known = malloc((newest->n + 1) * sizeof(*known));
     long n = 0;
-    if (t == NULL || y == NULL || all == NULL || g == NULL || locs == NULL) {
+    if (t == NULL || y == NULL || all == NULL || g == NULL || locs == NULL ||
+        known == NULL) {
         n = -1;
         goto out;
     }
@@ -428,7 +455,7 @@ long history_leaks(const struct history *h, uint64_t now_ms, uint64_t window_ms,
         for (run = 0; i + run < newest->n && g[i + run].group == g[i].group;
              run++)
             locs[run] = g[i + run].loc;
-        n += judge_site(h, from, locs, run, t, y, &all[n]);
+        n += judge_site(h, from, locs, run, known, t, y, &all[n]);
     }
     qsort(all, (size_t)n, sizeof(*all), by_growth);
     if ((size_t)n > max)
@@ -440,6 +467,7 @@ out:
     free(all);
     free(g);
     free(locs);
+    free(known);
     return n;
 }
 
@@ -452,41 +480,54 @@ static int by_trend_group(const void *a, const void *b)
     return x->group < y->group ? -1 : x->group > y->group;
 }
 
-/* The members' live bytes over frames [from, nframes) into t and y (room
- * for the frames); how many frames hold any of them.  *kept: as kept_of,
- * from the first of those frames to the last. */
-static uint32_t live_series(const struct history *h, uint32_t from,
-                            const uint32_t *locs, uint32_t nlocs, double *t,
-                            double *y, double *kept)
+/* A group's live bytes over the frames of a window: their times and
+ * bytes for the fit, and the bytes as counted, for the sparkline. */
+struct live_series {
+    double *t, *y;
+    uint64_t *bytes;
+    uint32_t n;
+    double kept; /* as kept_of, from the first point to the last */
+};
+
+/* The members' live bytes over frames [from, nframes) into *v (room for
+ * the frames), as judge_site sums them (known: for the members). */
+static void live_series(const struct history *h, uint32_t from,
+                        const uint32_t *locs, uint32_t nlocs,
+                        struct history_site *known, struct live_series *v)
 {
     struct history_site x, first = {0};
-    uint32_t n = 0;
 
+    v->n = 0;
+    first_samples(h, from, locs, nlocs, known);
     for (uint32_t i = from; i < h->nframes; i++) {
-        if (!sum_members(&h->frames[i], locs, nlocs, &x))
+        if (!sum_members(&h->frames[i], locs, nlocs, known, &x))
             continue;
-        if (n == 0)
+        if (v->n == 0)
             first = x;
-        t[n] = (double)h->frames[i].t_ms / 1000.0;
-        y[n++] = (double)x.live_bytes;
+        v->t[v->n] = (double)h->frames[i].t_ms / 1000.0;
+        v->y[v->n] = (double)x.live_bytes;
+        v->bytes[v->n++] = x.live_bytes;
     }
-    *kept = n > 0 ? kept_of(&first, &x) : 0;
-    return n;
+    v->kept = v->n > 0 ? kept_of(&first, &x) : 0;
 }
 
-/* One group's trend from its series of n points: the fit and up to
- * nspark points spread evenly over the series, the newest last. */
-static void make_trend(struct history_trend *tr, const double *t,
-                       const double *y, uint32_t n, uint32_t nspark)
+/* One group's trend from its series: the fit and up to nspark of its
+ * points, spread evenly over them (frames are sparser further back), the
+ * newest last. */
+static void make_trend(struct history_trend *tr, const struct live_series *v,
+                       uint32_t nspark)
 {
-    history_fit(t, y, n, &tr->fit);
+    uint32_t n = v->n;
+
+    history_fit(v->t, v->y, n, &tr->fit);
+    tr->kept = v->kept;
     tr->nspark = n < nspark ? n : nspark;
     for (uint32_t k = 0; k < tr->nspark; k++) {
         uint32_t at =
             tr->nspark == 1
                 ? n - 1
                 : (uint32_t)((uint64_t)k * (n - 1) / (tr->nspark - 1));
-        tr->spark[k] = (uint64_t)y[at];
+        tr->spark[k] = v->bytes[at];
     }
 }
 
@@ -505,12 +546,16 @@ long history_trends(const struct history *h, uint64_t now_ms,
         nspark = HISTORY_SPARK_MAX;
     /* The newest frame's sites that the caller's groups name. */
     uint32_t *group = malloc((newest->n + 1) * sizeof(*group));
-    double *t = malloc(points * sizeof(*t)), *y = malloc(points * sizeof(*y));
+    struct live_series v = {malloc(points * sizeof(double)),
+                            malloc(points * sizeof(double)),
+                            malloc(points * sizeof(uint64_t)), 0, 0};
     uint32_t *locs = malloc((newest->n + 1) * sizeof(*locs));
+    struct history_site *known = malloc((newest->n + 1) * sizeof(*known));
     struct history_trend *all = malloc((newest->n + 1) * sizeof(*all));
     struct grouped *g = NULL;
     long n = -1;
-    if (group == NULL || t == NULL || y == NULL || locs == NULL || all == NULL)
+    if (group == NULL || v.t == NULL || v.y == NULL || v.bytes == NULL ||
+        locs == NULL || known == NULL || all == NULL)
         goto out;
     for (uint32_t i = 0; i < newest->n; i++)
         group[i] = newest->sites[i].loc < nlocs ? group_of[newest->sites[i].loc]
@@ -524,22 +569,22 @@ long history_trends(const struct history *h, uint64_t now_ms,
             locs[run] = g[i + run].loc;
         if (g[i].group == UINT32_MAX)
             continue;
-        double kept;
-        uint32_t k = live_series(h, from, locs, run, t, y, &kept);
-        if (k < 2)
+        live_series(h, from, locs, run, known, &v);
+        if (v.n < 2)
             continue;
         all[n].group = g[i].group;
-        all[n].kept = kept;
-        make_trend(&all[n++], t, y, k, nspark);
+        make_trend(&all[n++], &v, nspark);
     }
     qsort(all, (size_t)n, sizeof(*all), by_trend_group);
     *out = all;
     all = NULL;
 out:
     free(group);
-    free(t);
-    free(y);
+    free(v.t);
+    free(v.y);
+    free(v.bytes);
     free(locs);
+    free(known);
     free(all);
     free(g);
     return n;

@@ -266,10 +266,12 @@ struct rows {
     struct lm_counters *c;
     uint32_t n;
     /* The rows' trends in the session's history, sorted by row (NULL:
-     * none, as in merged views), and the live history's points asked. */
+     * none), and the live history's points asked; merged views have no
+     * trends, and rank by live bytes when asked for growth. */
     const struct history_trend *trends;
     long ntrends;
     uint32_t history_points;
+    int merged;
 };
 
 /* A row's counters as the wire and the sort keys see them. */
@@ -337,13 +339,14 @@ static uint64_t sort_value(const struct rows *rows, uint32_t id,
     const struct lm_counters *c = &rows->c[id];
 
     switch (key) {
-    case LJMP__SORT_KEY__SORT_GROWTH:
-        if (rows->trends != NULL) {
-            const struct history_trend *t =
-                history_trend_of(rows->trends, rows->ntrends, id);
-            return t != NULL ? slope_key(steady_growth(t)) : 0;
-        }
-        return c->live_bytes; /* merged views */
+    case LJMP__SORT_KEY__SORT_GROWTH: {
+        if (rows->merged)
+            return c->live_bytes;
+        const struct history_trend *t =
+            rows->trends ? history_trend_of(rows->trends, rows->ntrends, id)
+                         : NULL;
+        return t != NULL ? slope_key(steady_growth(t)) : 0;
+    }
     case LJMP__SORT_KEY__SORT_FREE_EVENTS:
         return c->free_events;
     case LJMP__SORT_KEY__SORT_LIVE_BLOCKS:
@@ -886,7 +889,7 @@ static Ljmp__SessionSnapshot *make_session(struct arena *a, struct session *s,
 {
     const struct session_view *v = view_of(s, o->by_trace);
     Ljmp__SessionSnapshot *ss = arena_alloc(a, sizeof(*ss));
-    struct rows rows = {v->groups.v, v->rows, v->nrows, NULL, 0, 0};
+    struct rows rows = {v->groups.v, v->rows, v->nrows, NULL, 0, 0, 0};
     uint64_t from, end;
     struct ranked *heap;
     size_t n;
@@ -1189,6 +1192,7 @@ static Ljmp__MergedView *make_merged(struct arena *a, struct session **m,
         cap += view_of(m[k], o->by_trace)->nrows;
     if (mv == NULL || lm_hindex_init(&mg.index) != 0)
         return NULL;
+    mg.rows.merged = 1;
     mg.rows.g = mg.g = arena_alloc(a, (cap ? cap : 1) * sizeof(*mg.g));
     mg.rows.c = arena_alloc(a, (cap ? cap : 1) * sizeof(*mg.rows.c));
     mg.base = arena_alloc(a, (cap ? cap : 1) * sizeof(*mg.base));

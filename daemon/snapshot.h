@@ -52,7 +52,6 @@ struct snapshot_opts {
 };
 
 #define SNAPSHOT_MAX_TOP             1000
-#define SNAPSHOT_GROWTH_WINDOW_S     300
 #define SNAPSHOT_MIN_GROWTH_WINDOW_S 10
 #define SNAPSHOT_MAX_GROWTH_WINDOW_S 86400
 #define SNAPSHOT_MAX_HISTORY_POINTS  64

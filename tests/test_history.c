@@ -265,8 +265,10 @@ static void test_trends_of_rows(void)
 {
     struct history_limits lim = {3600 * SECOND, 1u << 20, 8};
     struct history *h = history_new(&lim);
-    /* Locations 4 and 9 are row 7; 6 is row 2; 12 is past the map. */
-    const uint32_t group_of[12] = {[4] = 7, [6] = 2, [9] = 7};
+    /* Locations 4 and 9 are row 7; 6 is row 2; 10 and 11 are row 5; 12 is
+     * past the map. */
+    const uint32_t group_of[12] = {
+        [4] = 7, [6] = 2, [9] = 7, [10] = 5, [11] = 5};
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     for (uint64_t sec = 1; sec <= 20; sec++) {
@@ -274,29 +276,42 @@ static void test_trends_of_rows(void)
          * (flat before second 11, outside the window asked below); 6
          * saws, keeping none of its 50 allocations a second. */
         uint64_t grown = sec > 10 ? sec - 10 : 0;
+        /* 10 and 11 hold 1000 B each, flat; 11 is tracked from second
+         * 15 on: its arrival is no growth of their row. */
         struct history_site v[] = {{4, 10 * grown, grown, grown, 0},
                                    {6, sec % 2 * 1000, sec % 2, 50 * sec, 0},
                                    {9, 30 * grown, grown, 2 * grown, 0},
+                                   {10, 1000, 10, 10, 0},
+                                   {11, 1000, 10, 10, 0},
                                    {12, 5 * sec, sec, sec, 0}};
-        CU_ASSERT_EQUAL(history_add_frame(h, sec * SECOND, v, 4), 0);
+        struct history_site early[] = {v[0], v[1], v[2], v[3], v[5]};
+        CU_ASSERT_EQUAL(sec >= 15
+                            ? history_add_frame(h, sec * SECOND, v, 6)
+                            : history_add_frame(h, sec * SECOND, early, 5),
+                        0);
     }
     struct history_trend *t;
     long n = history_trends(h, 20 * SECOND, 9 * SECOND, group_of, 12, 4, &t);
-    CU_ASSERT_EQUAL_FATAL(n, 2);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
     CU_ASSERT_EQUAL(t[0].group, 2);
-    CU_ASSERT_EQUAL(t[1].group, 7);
+    CU_ASSERT_EQUAL(t[1].group, 5);
     CU_ASSERT_EQUAL(t[1].fit.points, 10);
-    CU_ASSERT_DOUBLE_EQUAL(t[1].fit.slope_per_s, 40, 1e-6);
-    CU_ASSERT_DOUBLE_EQUAL(t[1].fit.r2, 1, 1e-9);
+    CU_ASSERT_EQUAL(t[1].spark[0], 2000);
+    CU_ASSERT_DOUBLE_EQUAL(t[1].fit.slope_per_s, 0, 1e-9);
+    CU_ASSERT_EQUAL(t[1].spark[3], 2000);
+    CU_ASSERT_EQUAL(t[2].group, 7);
+    CU_ASSERT_EQUAL(t[2].fit.points, 10);
+    CU_ASSERT_DOUBLE_EQUAL(t[2].fit.slope_per_s, 40, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(t[2].fit.r2, 1, 1e-9);
     /* 18 blocks gained for 27 allocations from second 11 to 20. */
-    CU_ASSERT_DOUBLE_EQUAL(t[1].kept, 18.0 / 27, 1e-9);
-    CU_ASSERT_EQUAL(t[1].nspark, 4);
-    CU_ASSERT_EQUAL(t[1].spark[0], 40);  /* second 11 */
-    CU_ASSERT_EQUAL(t[1].spark[3], 400); /* second 20 */
-    CU_ASSERT(t[1].spark[1] < t[1].spark[2]);
+    CU_ASSERT_DOUBLE_EQUAL(t[2].kept, 18.0 / 27, 1e-9);
+    CU_ASSERT_EQUAL(t[2].nspark, 4);
+    CU_ASSERT_EQUAL(t[2].spark[0], 40);  /* second 11 */
+    CU_ASSERT_EQUAL(t[2].spark[3], 400); /* second 20 */
+    CU_ASSERT(t[2].spark[1] < t[2].spark[2]);
     CU_ASSERT(t[0].fit.r2 < 0.1);
     CU_ASSERT_DOUBLE_EQUAL(t[0].kept, 0, 1e-9);
-    CU_ASSERT_PTR_EQUAL(history_trend_of(t, n, 7), &t[1]);
+    CU_ASSERT_PTR_EQUAL(history_trend_of(t, n, 7), &t[2]);
     CU_ASSERT_PTR_NULL(history_trend_of(t, n, 3));
     free(t);
     /* A window of one frame has no trend; an empty history neither. */
