@@ -359,9 +359,16 @@ static void lay_out(const struct chart *c, struct layout *L)
     for (uint32_t j = 0; j < d->npoints; j++)
         if (stack_height(d, j) > most)
             most = stack_height(d, j);
-    chart_byte_axis(most, (unsigned)((L->bottom - L->top) / 45) + 2, &L->y);
     L->xmin = c->x_kind == CHART_X_BYTES || d->npoints == 0 ? 0 : d->x[0];
     L->xmax = d->npoints > 0 ? d->x[d->npoints - 1] : 1;
+    /* A peak between two samples may be higher than both, and a live
+     * one after the last sample (ljmpd keeps it at every tick, samples
+     * the sites more sparsely): the axes reach it. */
+    if (c->has_peak && d->npoints > 0 && (double)c->peak_x >= L->xmin) {
+        L->xmax = (double)c->peak_x > L->xmax ? (double)c->peak_x : L->xmax;
+        most = c->peak_bytes > most ? c->peak_bytes : most;
+    }
+    chart_byte_axis(most, (unsigned)((L->bottom - L->top) / 45) + 2, &L->y);
     if (L->xmax <= L->xmin)
         L->xmax = L->xmin + (c->x_kind == CHART_X_TIME ? 1000 : 1);
 }
@@ -706,14 +713,15 @@ static void peak_when(char *out, size_t len, const struct chart *c)
 }
 
 /* A dashed line at the peak with its size and when; a note in the corner
- * when the peak lies outside the plot (before a live window). */
+ * when the peak came before a live window (lay_out stretches the axes to
+ * a peak after the last sample). */
 static void peak(FILE *out, const struct chart *c, const struct layout *L)
 {
     char size[32], when[64];
 
     chart_format_size(size, sizeof(size), (double)c->peak_bytes);
     peak_when(when, sizeof(when), c);
-    if ((double)c->peak_x < L->xmin || (double)c->peak_x > L->xmax) {
+    if ((double)c->peak_x < L->xmin) {
         fprintf(out,
                 "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
                 "fill=\"#b00020\">peak %s %s, before this window</text>\n",

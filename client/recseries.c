@@ -154,6 +154,18 @@ static void observe(struct recseries *r)
         take_sample(r, 0);
 }
 
+/* a + b - c, kept within int64_t: a hostile file's sizes reach 2^64. */
+static int64_t heap_course(int64_t a, uint64_t b, uint64_t c)
+{
+    int64_t r;
+
+    if (b > INT64_MAX || __builtin_add_overflow(a, (int64_t)b, &r))
+        r = INT64_MAX;
+    if (c > INT64_MAX || __builtin_sub_overflow(r, (int64_t)c, &r))
+        r = INT64_MIN;
+    return r;
+}
+
 /*
  * How many of the n records to apply before looking at the state again:
  * up to the one that brings the bytes allocated to the next step; or
@@ -167,19 +179,19 @@ static size_t cut(const struct recseries *r, const struct lm_record *recs,
 {
     const struct lm_totals *t = &r->p.state.totals;
     uint64_t alloc = t->alloc_bytes;
-    int64_t live = (int64_t)t->live_bytes, best = live;
+    int64_t live = heap_course(0, t->live_bytes, 0), best = live;
     size_t best_at = 0, end = n;
 
     for (size_t i = 0; i < n; i++) {
         const struct lm_record *x = &recs[i];
         if (x->kind == LM_REC_ALLOC) {
             alloc += x->nsize;
-            live += (int64_t)x->nsize;
+            live = heap_course(live, x->nsize, 0);
         } else if (x->kind == LM_REC_REALLOC) {
             alloc += x->nsize;
-            live += (int64_t)x->nsize - (int64_t)x->osize;
+            live = heap_course(live, x->nsize, x->osize);
         } else if (x->kind == LM_REC_FREE) {
-            live -= (int64_t)x->osize;
+            live = heap_course(live, 0, x->osize);
         } else {
             continue;
         }

@@ -598,6 +598,13 @@ static char *name_of(const struct history_frame *f,
 /* The suspects of s's history into out (in a's memory): -1 out of memory.
  * Costs a name for each tracked site and the fit of each over the
  * window's samples: bounded by the history's bound, done on the loop. */
+/* Where a window of s's history ends: now, or when s ended (its history
+ * stops there; the window of a session kept after its end is its last). */
+static uint64_t window_end_ms(const struct session *s)
+{
+    return s->end_ms != 0 ? s->end_ms : clock_now_ms();
+}
+
 static int fill_leaks(struct arena *a, struct session *s,
                       const struct history *h, uint32_t window_s,
                       uint32_t limit, Ljmp__LeakSuspects *out)
@@ -609,7 +616,7 @@ static int fill_leaks(struct arena *a, struct session *s,
     long n = 0;
 
     if (v == NULL || (newest != NULL && name_sites(a, s, newest, &ns) != 0) ||
-        (n = history_leaks(h, clock_now_ms(), (uint64_t)window_s * 1000,
+        (n = history_leaks(h, window_end_ms(s), (uint64_t)window_s * 1000,
                            ns.group, v, limit, &samples)) < 0)
         return -1;
     out->has_window_s = out->has_samples = out->has_sites_tracked = 1;
@@ -831,12 +838,13 @@ out:
 }
 
 /* s's history into out (in a's memory): -1 out of memory.  Costs its
- * totals in the window and a name for each site at the peak. */
+ * totals in the window and a name for each site at the peak.  The window
+ * ends now, or at the session's end. */
 static int fill_history(struct arena *a, struct session *s,
                         const struct history *h, const Ljmp__HistoryRequest *r,
                         Ljmp__History *out)
 {
-    uint64_t now = clock_now_ms(), window = (uint64_t)r->window_s * 1000;
+    uint64_t now = window_end_ms(s), window = (uint64_t)r->window_s * 1000;
     uint32_t from = 0;
 
     while (r->window_s > 0 && from < h->ntotals &&

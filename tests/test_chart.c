@@ -266,6 +266,17 @@ static void test_svg_of_a_chart(void)
     CU_ASSERT_PTR_NULL(strstr(svg, "stroke-dasharray"));
     CU_ASSERT_PTR_NOT_NULL(strstr(svg, "before this window"));
     free(svg);
+    /* A live peak after the last sample and above every point (ljmpd
+     * keeps the peak at each tick, the sites' samples sparser): drawn,
+     * inside the plot, the axes stretched to it. */
+    c.peak_x = 1700000005000;
+    c.peak_bytes = 300u << 20;
+    svg = svg_of(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(svg, "stroke-dasharray"));
+    CU_ASSERT_PTR_NULL(strstr(svg, "before this window"));
+    CU_ASSERT_PTR_NULL(strstr(svg, "cy=\"-"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(svg, "peak 300.0 MiB at "));
+    free(svg);
     chart_data_free(&d);
 }
 
