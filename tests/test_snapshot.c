@@ -9,6 +9,7 @@
 #include "lm_encoder.h"
 #include "lm_profile.h"
 #include "recorder.h"
+#include "retention.h"
 #include "snapshot.h"
 #include "test_units.h"
 
@@ -297,6 +298,32 @@ static void test_rows_by_growth(void)
     history_free(h);
     *session_slot(a, &history_observer) = NULL;
     session_gone(a);
+    teardown();
+}
+
+/*
+ * Retention on a tick whose clock was read before a session ended in it
+ * (its end is stamped a little later than the tick's now): the session is
+ * kept, not taken for one ended ages ago; one past --retain goes.
+ */
+static void test_retention_of_a_session_ended_in_the_tick(void)
+{
+    setup();
+    struct session *fresh = session_new(1, 100, USER_A);
+    struct session *old = session_new(2, 100, USER_A);
+    uint64_t now = 1000000;
+
+    srv.cfg.retain_s = 600;
+    srv.cfg.retain_count = 64;
+    fresh->phase = old->phase = SESSION_ENDED;
+    fresh->end_ms = now + 2;
+    old->end_ms = now - 601 * 1000;
+    srv.nended = 2;
+    retention_evict(&srv, now);
+    CU_ASSERT_EQUAL(srv.nended, 1);
+    CU_ASSERT_PTR_EQUAL(TAILQ_FIRST(&srv.sessions), fresh);
+    CU_ASSERT_PTR_NULL(TAILQ_NEXT(fresh, link));
+    session_gone(fresh);
     teardown();
 }
 
@@ -675,6 +702,8 @@ void register_snapshot_tests(void)
     CU_add_test(s, "top rows, sessions, visibility, selectors", test_top_rows);
     CU_add_test(s, "rows by growth, freed blocks, free events",
                 test_rows_by_growth);
+    CU_add_test(s, "retention of a session ended in the tick",
+                test_retention_of_a_session_ended_in_the_tick);
     CU_add_test(s, "deltas from a subscriber's bases", test_deltas_from_bases);
     CU_add_test(s, "rows by trace", test_rows_by_trace);
     CU_add_test(s, "a turn's snapshots share views", test_turn_shares_views);
