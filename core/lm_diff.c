@@ -108,6 +108,37 @@ static void sift_down(struct lm_diff_row *rows, size_t n, size_t i,
     }
 }
 
+/* Heap sort of a heap of n whose root ranks last: biggest first. */
+static void sort_heap(struct lm_diff_row *rows, size_t n, enum lm_diff_key key)
+{
+    for (size_t end = n; end > 1; end--) {
+        swap_rows(&rows[0], &rows[end - 1]);
+        sift_down(rows, end - 1, 0, key);
+    }
+}
+
+void lm_diff_top_offer(struct lm_diff_top *t, const struct lm_diff_row *r)
+{
+    if (t->n < t->most) {
+        size_t i = t->n++;
+        /* Up while it ranks after its parent: the root ranks last. */
+        while (i > 0 && ranks_before(&t->v[(i - 1) / 2], r, t->key)) {
+            t->v[i] = t->v[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        t->v[i] = *r;
+    } else if (t->most > 0 && ranks_before(r, &t->v[0], t->key)) {
+        t->v[0] = *r;
+        sift_down(t->v, t->n, 0, t->key);
+    }
+}
+
+size_t lm_diff_top_finish(struct lm_diff_top *t)
+{
+    sort_heap(t->v, t->n, t->key);
+    return t->n;
+}
+
 size_t lm_diff_rank(struct lm_diff_row *rows, size_t n, enum lm_diff_key key,
                     size_t most)
 {
@@ -124,11 +155,7 @@ size_t lm_diff_rank(struct lm_diff_row *rows, size_t n, enum lm_diff_key key,
         swap_rows(&rows[i], &rows[0]);
         sift_down(rows, most, 0, key);
     }
-    /* Heap sort: the last-ranking to the end, one at a time. */
-    for (size_t end = most; end > 1; end--) {
-        swap_rows(&rows[0], &rows[end - 1]);
-        sift_down(rows, end - 1, 0, key);
-    }
+    sort_heap(rows, most, key);
     return most;
 }
 

@@ -76,6 +76,22 @@ enum lm_diff_key {
 size_t lm_diff_rank(struct lm_diff_row *rows, size_t n, enum lm_diff_key key,
                     size_t most);
 
+/*
+ * The best rows by a key of those offered one at a time, for a caller
+ * that makes its rows as it goes (a session's name groups): a heap of at
+ * most `most` of them in v (room for most), so that no array of every
+ * row is made.  Zeroed but for v, most and key before the first offer.
+ */
+struct lm_diff_top {
+    struct lm_diff_row *v;
+    size_t n, most;
+    enum lm_diff_key key;
+};
+
+void lm_diff_top_offer(struct lm_diff_top *t, const struct lm_diff_row *r);
+/* Sorts the rows kept, biggest first; returns how many (t->n). */
+size_t lm_diff_top_finish(struct lm_diff_top *t);
+
 /* The rows summed into *total (name NULL; sites summed). */
 void lm_diff_total(const struct lm_diff_row *rows, size_t n,
                    struct lm_diff_row *total);

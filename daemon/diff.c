@@ -130,15 +130,12 @@ void diff_sums_free(struct diff_sums *d)
     d->from = d->to = NULL;
 }
 
-long diff_rows(const struct lm_groups *g, const struct diff_sums *d,
-               struct lm_diff_row **rows, struct lm_diff_row *total)
+uint32_t diff_top(const struct lm_groups *g, const struct diff_sums *d,
+                  struct lm_diff_top *top, struct lm_diff_row *total)
 {
-    struct lm_diff_row *v = malloc(((size_t)d->ngroups + 1) * sizeof(*v));
-    long n = 0;
+    uint32_t changed = 0;
 
     memset(total, 0, sizeof(*total));
-    if ((*rows = v) == NULL)
-        return -1;
     for (uint32_t i = 0; i < d->ngroups; i++) {
         struct lm_diff_row r = {g->v[i].name, g->v[i].nlocs, d->from[i],
                                 d->to[i]};
@@ -147,10 +144,12 @@ long diff_rows(const struct lm_groups *g, const struct diff_sums *d,
         lm_diff_counts_add(&total->from, &r.from);
         lm_diff_counts_add(&total->to, &r.to);
         total->sites += r.sites;
-        if (lm_diff_changed(&r))
-            v[n++] = r;
+        if (lm_diff_changed(&r)) {
+            lm_diff_top_offer(top, &r);
+            changed++;
+        }
     }
-    return n;
+    return changed;
 }
 
 /* -- Requests ------------------------------------------------------------- */
@@ -257,10 +256,9 @@ static Ljmp__DiffSite *site_msg(struct arena *a, const struct lm_diff_row *r)
 
 /* The ranked rows of a diff, as its answer. */
 struct diff_answer {
-    struct lm_diff_row *rows, total;
+    struct lm_diff_row rows[DIFF_MAX_LIMIT], total;
     size_t shown;
-    long changed;
-    uint32_t unnamed;
+    uint32_t changed, unnamed;
 };
 
 static int fill_diff(struct arena *a, const struct diff_answer *d,
@@ -273,7 +271,7 @@ static int fill_diff(struct arena *a, const struct diff_answer *d,
         if ((out->sites[out->n_sites++] = site_msg(a, &d->rows[i])) == NULL)
             return -1;
     out->has_changed = 1;
-    out->changed = (uint32_t)d->changed;
+    out->changed = d->changed;
     out->has_unnamed = d->unnamed > 0;
     out->unnamed = d->unnamed;
     return 0;
@@ -296,13 +294,11 @@ static int compute_diff(struct session *s, const struct diff_end *from,
     if (rc != 0)
         return -1;
     /* g changes only on the loop: its names hold until this returns. */
-    d->changed = diff_rows(g, &sums, &d->rows, &d->total);
+    struct lm_diff_top top = {d->rows, 0, r->limit, (enum lm_diff_key)r->sort};
+    d->changed = diff_top(g, &sums, &top, &d->total);
+    d->shown = lm_diff_top_finish(&top);
     d->unnamed = sums.unnamed;
     diff_sums_free(&sums);
-    if (d->changed < 0)
-        return -1;
-    d->shown = lm_diff_rank(d->rows, (size_t)d->changed,
-                            (enum lm_diff_key)r->sort, r->limit);
     return 0;
 }
 
@@ -320,14 +316,43 @@ static int check_diff(struct peer *p, uint64_t id, const Ljmp__DiffRequest *r)
     return 0;
 }
 
+/* Computes the diff of s between from and to and sends it to p. */
+static void send_diff(struct peer *p, uint64_t id, struct session *s,
+                      const Ljmp__DiffRequest *r, const struct diff_end *from,
+                      const struct diff_end *to, const char *to_name)
+{
+    struct arena a = {0};
+    struct diff_answer *d = arena_alloc(&a, sizeof(*d));
+    Ljmp__Diff out = LJMP__DIFF__INIT;
+    Ljmp__Response resp;
+    uint64_t now = clock_now_ms();
+
+    if (d == NULL || compute_diff(s, from, to, r, d) != 0 ||
+        (out.session = snapshot_info(&a, s)) == NULL ||
+        (out.from = end_msg(&a, s, from, r->from, now)) == NULL ||
+        (out.to = end_msg(&a, s, to, to_name, now)) == NULL ||
+        fill_diff(&a, d, &out) != 0) {
+        arena_free(&a);
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL,
+                        "out of memory computing a diff");
+        return;
+    }
+    out.has_sort = out.has_tracked_only = 1;
+    out.sort = r->sort;
+    out.tracked_only = from->kind == DIFF_END_PEAK || to->kind == DIFF_END_PEAK;
+    peer_response_init(&resp, id);
+    resp.body_case = LJMP__RESPONSE__BODY_DIFF;
+    resp.diff = &out;
+    peer_send(p, &resp);
+    arena_free(&a);
+}
+
 void diff_request(struct peer *p, uint64_t id, struct session *s,
                   const Ljmp__DiffRequest *r)
 {
     const char *to_name = r->to != NULL ? r->to : "now";
     struct diff_end from, to;
-    struct diff_answer d = {0};
     char why[MARKS_MAX * (MARK_NAME_MAX + 2) + 256];
-    uint64_t now = clock_now_ms();
 
     if (check_diff(p, id, r) != 0)
         return;
@@ -336,27 +361,5 @@ void diff_request(struct peer *p, uint64_t id, struct session *s,
         peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s", why);
         return;
     }
-    struct arena a = {0};
-    Ljmp__Diff out = LJMP__DIFF__INIT;
-    Ljmp__Response resp;
-    if (compute_diff(s, &from, &to, r, &d) != 0 ||
-        (out.session = snapshot_info(&a, s)) == NULL ||
-        (out.from = end_msg(&a, s, &from, r->from, now)) == NULL ||
-        (out.to = end_msg(&a, s, &to, to_name, now)) == NULL ||
-        fill_diff(&a, &d, &out) != 0) {
-        free(d.rows);
-        arena_free(&a);
-        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                        "out of memory computing a diff");
-        return;
-    }
-    out.has_sort = out.has_tracked_only = 1;
-    out.sort = r->sort;
-    out.tracked_only = from.kind == DIFF_END_PEAK || to.kind == DIFF_END_PEAK;
-    peer_response_init(&resp, id);
-    resp.body_case = LJMP__RESPONSE__BODY_DIFF;
-    resp.diff = &out;
-    peer_send(p, &resp);
-    free(d.rows);
-    arena_free(&a);
+    send_diff(p, id, s, r, &from, &to, to_name);
 }

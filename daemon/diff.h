@@ -48,12 +48,12 @@ int diff_sum_ends(const struct lm_groups *g, const struct diff_end *from,
 void diff_sums_free(struct diff_sums *d);
 
 /*
- * The groups that changed between d's ends as rows named from g, into
- * *rows (malloc'd), and every group summed into *total.  Returns how
- * many, or -1 out of memory.
+ * Offers the groups that changed between d's ends, as rows named from g,
+ * to top, and sums every group with a counter above 0 on either end into
+ * *total.  Returns how many changed.
  */
-long diff_rows(const struct lm_groups *g, const struct diff_sums *d,
-               struct lm_diff_row **rows, struct lm_diff_row *total);
+uint32_t diff_top(const struct lm_groups *g, const struct diff_sums *d,
+                  struct lm_diff_top *top, struct lm_diff_row *total);
 
 /* Answers a DiffRequest about s (control.c selected it for p). */
 void diff_request(struct peer *p, uint64_t id, struct session *s,

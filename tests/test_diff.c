@@ -124,6 +124,35 @@ static void test_rank_many(void)
     free(names);
 }
 
+/* Rows offered one at a time keep the same top as a rank of them all. */
+static void test_top_offered(void)
+{
+    enum { N = 3000, TOP = 25 };
+    struct lm_diff_row *all = calloc(N, sizeof(*all)), kept[TOP];
+    char(*names)[16] = calloc(N, sizeof(*names));
+    struct lm_diff_top top = {kept, 0, TOP, LM_DIFF_CHANGE};
+    uint64_t x = 99;
+
+    CU_ASSERT_FATAL(all != NULL && names != NULL);
+    for (size_t i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        snprintf(names[i], sizeof(names[i]), "s%zu", i);
+        all[i] = row(names[i], (x >> 33) % 500, (x >> 13) % 500, 0);
+        lm_diff_top_offer(&top, &all[i]);
+    }
+    CU_ASSERT_EQUAL(lm_diff_top_finish(&top), TOP);
+    CU_ASSERT_EQUAL(lm_diff_rank(all, N, LM_DIFF_CHANGE, TOP), TOP);
+    for (size_t i = 0; i < TOP; i++)
+        CU_ASSERT_STRING_EQUAL(kept[i].name, all[i].name);
+    /* Fewer offered than kept: all of them, in order. */
+    struct lm_diff_top few = {kept, 0, TOP, LM_DIFF_GROWTH};
+    lm_diff_top_offer(&few, &all[0]);
+    lm_diff_top_offer(&few, &all[1]);
+    CU_ASSERT_EQUAL(lm_diff_top_finish(&few), 2);
+    free(all);
+    free(names);
+}
+
 static struct lm_diff_site site(const char *name, uint64_t blocks)
 {
     struct lm_diff_site s;
@@ -201,6 +230,7 @@ void register_diff_tests(void)
     CU_add_test(s, "signed changes", test_delta);
     CU_add_test(s, "ranking by each key", test_rank);
     CU_add_test(s, "ranking many rows", test_rank_many);
+    CU_add_test(s, "the top of rows offered one at a time", test_top_offered);
     CU_add_test(s, "sites matched by name, and the total",
                 test_match_and_total);
     CU_add_test(s, "a location's counters as a diff sees them", test_counts_of);

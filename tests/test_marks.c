@@ -237,18 +237,21 @@ static void groups_of(struct hand_groups *h, const char *const *names,
     h->g.nlocs = named;
 }
 
-/* The changed rows of a diff between two ends, and its total. */
+/* The rows that changed between two ends (at most 16, by growth), and
+ * its total. */
 static long rows_between(const struct lm_groups *g, const struct diff_end *a,
-                         const struct diff_end *b, struct lm_diff_row **rows,
+                         const struct diff_end *b, struct lm_diff_row *rows,
                          struct lm_diff_row *total, uint32_t *unnamed)
 {
     struct diff_sums d = {0};
+    struct lm_diff_top top = {rows, 0, 16, LM_DIFF_GROWTH};
 
     CU_ASSERT_EQUAL_FATAL(diff_sum_ends(g, a, b, &d), 0);
-    long n = diff_rows(g, &d, rows, total);
+    uint32_t changed = diff_top(g, &d, &top, total);
+    CU_ASSERT_EQUAL(lm_diff_top_finish(&top), changed);
     *unnamed = d.unnamed;
     diff_sums_free(&d);
-    return n;
+    return changed;
 }
 
 static const struct lm_diff_row *row_named(const struct lm_diff_row *rows,
@@ -273,7 +276,7 @@ static void test_diff_of_marks(void)
     static const uint32_t of[] = {0, 0, 1, 2, 3, 3};
     struct hand_groups hg;
     struct lm_state st;
-    struct lm_diff_row *rows, total;
+    struct lm_diff_row rows[16], total;
     uint32_t unnamed;
 
     state_of(&st, 6);
@@ -292,7 +295,7 @@ static void test_diff_of_marks(void)
     struct diff_end from = {DIFF_END_MARK, a, NULL, NULL};
     struct diff_end to = {DIFF_END_MARK, b, NULL, NULL};
 
-    long n = rows_between(&hg.g, &from, &to, &rows, &total, &unnamed);
+    long n = rows_between(&hg.g, &from, &to, rows, &total, &unnamed);
     CU_ASSERT_EQUAL_FATAL(n, 4);
     CU_ASSERT_EQUAL(unnamed, 0);
     const struct lm_diff_row *r = row_named(rows, n, "@a.lua:1");
@@ -312,28 +315,25 @@ static void test_diff_of_marks(void)
     CU_ASSERT_EQUAL(r->from.live_bytes, 0);
     CU_ASSERT_EQUAL(r->to.live_bytes, 300);
     CU_ASSERT_EQUAL(total.to.live_bytes, 117 * 32 + 300);
-    CU_ASSERT_EQUAL(lm_diff_rank(rows, (size_t)n, LM_DIFF_GROWTH, 1), 1);
+    /* Ranked by growth. */
     CU_ASSERT_STRING_EQUAL(rows[0].name, "@a.lua:1");
-    free(rows);
+    CU_ASSERT_STRING_EQUAL(rows[n - 1].name, "@a.lua:2");
 
     /* From the start: every counter of the mark; now: b's state. */
     struct diff_end start = {DIFF_END_START, NULL, NULL, NULL};
     struct diff_end now = {DIFF_END_NOW, NULL, NULL, &st};
-    n = rows_between(&hg.g, &start, &from, &rows, &total, &unnamed);
+    n = rows_between(&hg.g, &start, &from, rows, &total, &unnamed);
     CU_ASSERT_EQUAL(n, 3);
     CU_ASSERT_EQUAL(total.to.live_blocks, 62);
     CU_ASSERT_EQUAL(total.from.live_blocks, 0);
-    free(rows);
-    n = rows_between(&hg.g, &to, &now, &rows, &total, &unnamed);
+    n = rows_between(&hg.g, &to, &now, rows, &total, &unnamed);
     CU_ASSERT_EQUAL(n, 0);
     CU_ASSERT_EQUAL(total.to.live_blocks, 120);
-    free(rows);
     /* Locations 4 and 5 not named yet: left out, and counted. */
     groups_of(&hg, names, 4, of, 4);
-    n = rows_between(&hg.g, &from, &now, &rows, &total, &unnamed);
+    n = rows_between(&hg.g, &from, &now, rows, &total, &unnamed);
     CU_ASSERT_EQUAL(unnamed, 1);
     CU_ASSERT_PTR_NULL(row_named(rows, n, "@b.lua:9"));
-    free(rows);
     mark_free(a);
     mark_free(b);
     state_free(&st);
@@ -350,7 +350,7 @@ static void test_diff_with_peak(void)
     struct history *h = history_new(&lim);
     struct hand_groups hg;
     struct lm_state st;
-    struct lm_diff_row *rows, total;
+    struct lm_diff_row rows[16], total;
     uint32_t unnamed;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
@@ -372,27 +372,24 @@ static void test_diff_with_peak(void)
     struct diff_end now = {DIFF_END_NOW, NULL, NULL, &st};
     struct diff_end mark = {DIFF_END_MARK, m, NULL, NULL};
 
-    long n = rows_between(&hg.g, &start, &peak, &rows, &total, &unnamed);
+    long n = rows_between(&hg.g, &start, &peak, rows, &total, &unnamed);
     CU_ASSERT_EQUAL(n, 2);
     CU_ASSERT_PTR_NULL(row_named(rows, n, "@other.lua:3"));
     const struct lm_diff_row *r = row_named(rows, n, "@cache.lua:2");
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(r->to.live_blocks, 9);
     CU_ASSERT_EQUAL(r->to.alloc_bytes, 72);
-    free(rows);
     /* From the peak to now: the tracked sites alone, @other.lua:3's
      * growth left out. */
-    n = rows_between(&hg.g, &peak, &now, &rows, &total, &unnamed);
+    n = rows_between(&hg.g, &peak, &now, rows, &total, &unnamed);
     CU_ASSERT_EQUAL(n, 1);
     CU_ASSERT_STRING_EQUAL(rows[0].name, "@cache.lua:2");
     CU_ASSERT_EQUAL(
         lm_diff_delta(rows[0].from.live_blocks, rows[0].to.live_blocks), 11);
-    free(rows);
     /* A mark to the peak: the same sites. */
-    n = rows_between(&hg.g, &mark, &peak, &rows, &total, &unnamed);
+    n = rows_between(&hg.g, &mark, &peak, rows, &total, &unnamed);
     CU_ASSERT_EQUAL(n, 0);
     CU_ASSERT_EQUAL(total.from.live_bytes, 6400 + 72);
-    free(rows);
     mark_free(m);
     state_free(&st);
     history_free(h);
@@ -478,19 +475,19 @@ static void test_mark_cost(void)
     struct diff_end from = {DIFF_END_MARK, m, NULL, NULL};
     struct diff_end now = {DIFF_END_NOW, NULL, NULL, &st};
     struct diff_sums d = {0};
-    struct lm_diff_row *rows, total;
+    struct lm_diff_row rows[20], total;
+    struct lm_diff_top top = {rows, 0, 20, LM_DIFF_GROWTH};
     t0 = seconds_now();
     CU_ASSERT_EQUAL(diff_sum_ends(&g, &from, &now, &d), 0);
     double sums = seconds_now() - t0;
-    long n = diff_rows(&g, &d, &rows, &total);
-    lm_diff_rank(rows, (size_t)n, LM_DIFF_GROWTH, 20);
+    (void)diff_top(&g, &d, &top, &total);
+    CU_ASSERT_EQUAL(lm_diff_top_finish(&top), 20);
     double diff = seconds_now() - t0;
     printf("\n    %u locations (CPU time): a mark %.1f ms, %zu bytes "
            "(%.1f a location); a diff to now of %u names %.1f ms (%.1f ms "
            "summing its ends); a snapshot's sums of the same %.1f ms ",
            N, pack * 1e3, m->len, (double)m->len / m->nsites, NAMES, diff * 1e3,
            sums * 1e3, view * 1e3);
-    free(rows);
     diff_sums_free(&d);
     mark_free(m);
     free(g.v);
