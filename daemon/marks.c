@@ -85,8 +85,7 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 }
 
 /* A varint at *p (before end) into *v: 0, or -1 if it is cut or too long. */
-static inline int get_varint(const uint8_t **p, const uint8_t *end,
-                             uint64_t *v)
+static inline int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
     uint64_t x = 0;
 
@@ -124,8 +123,8 @@ static int packer_room(struct packer *k, uint32_t nlocs)
         return 1;
     if (k->cap - k->len >= SITE_MAX_BYTES)
         return 0;
-    uint64_t want = k->cap ? 2 * (uint64_t)k->cap
-                           : (uint64_t)nlocs * SITE_MAX_BYTES;
+    uint64_t want =
+        k->cap ? 2 * (uint64_t)k->cap : (uint64_t)nlocs * SITE_MAX_BYTES;
     size_t cap = want < k->most + SITE_MAX_BYTES ? (size_t)want
                                                  : k->most + SITE_MAX_BYTES;
     uint8_t *b = realloc(k->buf, cap);
@@ -185,7 +184,7 @@ int marks_pack(const struct lm_state *st, uint64_t most, struct mark *m)
 void mark_read_begin(const struct mark *m, struct mark_reader *r)
 {
     r->p = m->packed;
-    r->end = m->packed + m->len;
+    r->end = m->len > 0 ? m->packed + m->len : m->packed; /* none: NULL */
     r->next_loc = 0;
 }
 

@@ -100,7 +100,8 @@ static void test_pack_and_read(void)
 }
 
 /* A mark that would pack into more than its room holds nothing: the
- * caller refuses it; one byte more and it fits. */
+ * caller refuses it; one byte more and it fits.  A state without sites
+ * packs to an empty mark, which reads as none. */
 static void test_pack_within_room(void)
 {
     struct lm_state st;
@@ -125,6 +126,11 @@ static void test_pack_within_room(void)
     CU_ASSERT_EQUAL(marks_pack(&empty, 0, &m), 0);
     CU_ASSERT_EQUAL(m.len, 0);
     CU_ASSERT_EQUAL(m.nsites, 0);
+    struct mark_reader r;
+    struct lm_diff_counts c;
+    uint32_t loc;
+    mark_read_begin(&m, &r);
+    CU_ASSERT_EQUAL(mark_read_next(&r, &loc, &c), 0);
     state_free(&empty);
     mark_free(whole);
     state_free(&st);
