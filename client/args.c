@@ -59,6 +59,11 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_HEIGHT] = {"height", 0, VALUE_NUMBER},
     [OPT_TITLE] = {"title", 0, VALUE_TEXT},
     [OPT_PEAK] = {"peak", 0, VALUE_NONE},
+    [OPT_LIST] = {"list", 0, VALUE_NONE},
+    [OPT_DELETE] = {"delete", 0, VALUE_TEXT},
+    /* Spelled as --sort, which no command takes beside it: a diff's keys
+     * are not the live views'. */
+    [OPT_DIFF_SORT] = {"sort", 0, VALUE_TEXT},
 };
 
 /* Each option is a bit of ctl_args.given. */

@@ -45,6 +45,9 @@ enum ctl_opt {
     OPT_HEIGHT,         /* --height PIXELS */
     OPT_TITLE,          /* --title TEXT */
     OPT_PEAK,           /* --peak */
+    OPT_LIST,           /* --list */
+    OPT_DELETE,         /* --delete NAME */
+    OPT_DIFF_SORT,      /* --sort KEY of a diff (diff's own keys) */
     NOPTS
 };
 

@@ -27,6 +27,26 @@ uint64_t budget_of_session(const struct server *srv, uid_t uid)
     return srv->cfg.total_memory < most ? srv->cfg.total_memory : most;
 }
 
+/* What used leaves of most. */
+static uint64_t left(uint64_t most, uint64_t used)
+{
+    return used < most ? most - used : 0;
+}
+
+uint64_t budget_room(const struct session *s)
+{
+    const struct server *srv = s->srv;
+    uint64_t room = left(s->mem_budget, session_memory(s));
+    uint64_t total = left(srv->cfg.total_memory, srv->held.total);
+
+    if (quota_applies(s->uid)) {
+        uint64_t user =
+            left(srv->cfg.user_memory, budget_user_bytes(srv, s->uid));
+        room = user < room ? user : room;
+    }
+    return total < room ? total : room;
+}
+
 /* Moves s's user's charge from what s held to held. */
 static void charge_to(struct session *s, uint64_t held)
 {

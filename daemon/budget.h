@@ -26,6 +26,10 @@ uint64_t budget_of_session(const struct server *srv, uid_t uid);
 /* What uid's sessions hold, streaming and kept. */
 uint64_t budget_user_bytes(const struct server *srv, uid_t uid);
 
+/* What s may still take on the loop's word before a budget of its own,
+ * its user's or the total would be passed (0 when one is already). */
+uint64_t budget_room(const struct session *s);
+
 /* Charges s's user with what s holds now (after its views changed); does
  * not end it, nor forget other sessions (the caller may be walking the
  * session list). */

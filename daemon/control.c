@@ -1,5 +1,6 @@
-/* Control requests: list, snapshot, subscribe, report, record; and the
- * subscriptions' timers with their bounded, coalescing queues. */
+/* Control requests: list, snapshot, subscribe, report, record, leaks,
+ * history, marks and diffs (marks.c, diff.c); and the subscriptions' timers
+ * with their bounded, coalescing queues. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,8 @@
 #include "attach.h"
 #include "follow.h"
 #include "history.h"
+#include "diff.h"
+#include "marks.h"
 #include "series.h"
 #include "clock.h"
 #include "control.h"
@@ -908,6 +911,40 @@ static void do_history(struct peer *p, const Ljmp__Request *req)
     arena_free(&a);
 }
 
+/* -- Marks and diffs ------------------------------------------------------ */
+
+/* The one session a mark or diff request names; NULL (and the peer told)
+ * for a tree, a unit, or no session. */
+static struct session *one_session(struct peer *p, uint64_t id,
+                                   const Ljmp__Selector *sel, const char *what)
+{
+    if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
+        peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
+                        "a %s is of one session: a pid or a session id", what);
+        return NULL;
+    }
+    struct session *s = select_session(p, sel, 1);
+    if (s == NULL)
+        no_session(p, id, sel);
+    return s;
+}
+
+static void do_mark(struct peer *p, const Ljmp__Request *req)
+{
+    struct session *s = one_session(p, req->id, req->mark->session, "mark");
+
+    if (s != NULL)
+        marks_request(p, req->id, s, req->mark);
+}
+
+static void do_diff(struct peer *p, const Ljmp__Request *req)
+{
+    struct session *s = one_session(p, req->id, req->diff->session, "diff");
+
+    if (s != NULL)
+        diff_request(p, req->id, s, req->diff);
+}
+
 /* Whether uid may record a process not yet seen: its owner, or root. */
 static int may_watch_pid(uid_t uid, uint32_t pid, char *why, size_t len)
 {
@@ -1218,6 +1255,12 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
         break;
     case LJMP__REQUEST__BODY_HISTORY:
         do_history(p, req);
+        break;
+    case LJMP__REQUEST__BODY_MARK:
+        do_mark(p, req);
+        break;
+    case LJMP__REQUEST__BODY_DIFF:
+        do_diff(p, req);
         break;
     case LJMP__REQUEST__BODY_ATTACH:
         if (req->attach->tree || req->attach->unit != NULL)

@@ -34,7 +34,7 @@ static uint64_t fixed_bytes(const struct history_limits *lim,
            (uint64_t)HISTORY_FRAMES_CAP * sizeof(struct history_frame) +
            (uint64_t)lim->max_sites *
                (sizeof(struct history_site) + sizeof(uint32_t) +
-                sizeof(struct history_cand));
+                sizeof(struct history_cand) + sizeof(struct lm_diff_counts));
 }
 
 struct history *history_new(const struct history_limits *lim)
@@ -56,11 +56,12 @@ struct history *history_new(const struct history_limits *lim)
         lim->max_bytes > fixed + one_frame ? lim->max_bytes - fixed : one_frame;
     h->step_ms = HISTORY_FIRST_STEP_MS;
     h->peak.sites = calloc(k, sizeof(*h->peak.sites));
+    h->peak_counts = calloc(k, sizeof(*h->peak_counts));
     h->tracked = calloc(k, sizeof(*h->tracked));
     h->by_bytes = calloc(bytes_half(h), sizeof(*h->by_bytes));
     h->by_kept = calloc(kept_half(h) + 1, sizeof(*h->by_kept));
-    if (h->peak.sites == NULL || h->tracked == NULL || h->by_bytes == NULL ||
-        h->by_kept == NULL) {
+    if (h->peak.sites == NULL || h->peak_counts == NULL || h->tracked == NULL ||
+        h->by_bytes == NULL || h->by_kept == NULL) {
         history_free(h);
         return NULL;
     }
@@ -76,6 +77,7 @@ void history_free(struct history *h)
     free(h->frames);
     free(h->totals);
     free(h->peak.sites);
+    free(h->peak_counts);
     free(h->tracked);
     free(h->by_bytes);
     free(h->by_kept);
@@ -93,7 +95,7 @@ uint64_t history_memory(const struct history *h)
            h->frame_bytes +
            (uint64_t)h->lim.max_sites *
                (sizeof(struct history_site) + sizeof(uint32_t) +
-                sizeof(struct history_cand));
+                sizeof(struct history_cand) + sizeof(struct lm_diff_counts));
 }
 
 /*
@@ -745,6 +747,8 @@ void history_sample(struct history *h, const struct lm_state *st, uint64_t now)
         h->peak_totals = t;
         h->peak.t_ms = now;
         read_sites(h, st, h->peak.sites);
+        for (uint32_t i = 0; i < h->ntracked; i++)
+            lm_diff_counts_at(st, h->tracked[i], &h->peak_counts[i]);
         h->peak.n = h->ntracked;
     }
 }

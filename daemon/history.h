@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lm_diff.h"
+
 struct server;
 struct session;
 struct lm_state;
@@ -69,9 +71,12 @@ struct history {
     uint64_t thinnings; /* times older points were thinned */
     uint64_t skipped;   /* ticks a feed thread held the session */
     unsigned retry;     /* held at the tick: tries so far to sample it since */
-    /* The sample of highest live bytes, with the tracked sites then. */
+    /* The sample of highest live bytes, with the tracked sites then, and
+     * their counters as a diff compares them (beside peak.sites, which
+     * lack the allocated bytes: ljmpctl diff from or to the peak). */
     struct history_totals peak_totals;
     struct history_frame peak;
+    struct lm_diff_counts *peak_counts;
     /* The tracked sites, sorted, and the pass that chooses the next ones:
      * the top half by live bytes, and the top half by live bytes of the
      * sites that keep at least half of what they allocated. */

@@ -6,6 +6,7 @@
 #include "feed.h"
 #include "follow.h"
 #include "history.h"
+#include "marks.h"
 #include "modules.h"
 #include "peer.h"
 #include "peerfd.h"
@@ -49,7 +50,7 @@ static int watch_sessions(struct server *srv)
     static const struct session_observer *const order[] = {
         &control_observer, &recorder_observer, &attach_observer,
         &symload_observer, &snapshot_observer, &budget_observer,
-        &history_observer, &report_observer,
+        &history_observer, &marks_observer,    &report_observer,
     };
 
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)

@@ -74,7 +74,7 @@ struct server {
     /* Who serves control peers' requests (peer.h). */
     const struct peer_handler *peer_handler;
     /* Who watches sessions (session.h), in the order they registered. */
-#define SESSION_OBSERVERS 8
+#define SESSION_OBSERVERS 16
     const struct session_observer *observers[SESSION_OBSERVERS];
     unsigned nobservers;
     int stopping;

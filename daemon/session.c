@@ -216,7 +216,8 @@ static enum lm_status check_memory(struct session *s, enum lm_status st)
              "over its memory budget of %llu bytes: %llu bytes held, %llu of "
              "them %s",
              (unsigned long long)s->mem_budget,
-             (unsigned long long)(mem + s->mem_views + s->mem_history),
+             (unsigned long long)(mem + s->mem_views + s->mem_history +
+                                  s->mem_marks),
              (unsigned long long)biggest, what);
     return LM_ERROR;
 }
@@ -417,7 +418,8 @@ session_reject(struct session *s, const char *fmt, ...)
 uint64_t session_memory(const struct session *s)
 {
     return __atomic_load_n(&s->mem_fed, __ATOMIC_RELAXED) + s->mem_views +
-           s->mem_history + (uint64_t)s->nbufs * s->srv->cfg.read_budget;
+           s->mem_history + s->mem_marks +
+           (uint64_t)s->nbufs * s->srv->cfg.read_budget;
 }
 
 static uint64_t index_bytes(const struct lm_hindex *x)
@@ -443,6 +445,7 @@ void session_memory_parts(const struct session *s, struct session_memory *m)
     m->buffered = s->prof.dec.pend_cap;
     m->views = s->mem_views;
     m->history = s->mem_history;
+    m->marks = s->mem_marks;
 }
 
 const char *session_memory_biggest(const struct session_memory *m,
@@ -455,6 +458,7 @@ const char *session_memory_biggest(const struct session_memory *m,
         {"names", m->names},          {"allocation sites", m->locations},
         {"live blocks", m->blocks},   {"buffered stream", m->buffered},
         {"names in views", m->views}, {"history", m->history},
+        {"marks", m->marks},
     };
     size_t best = 0;
 

@@ -99,8 +99,11 @@ struct session {
      * whose state grows past mem_limit (its budget's word, set on the
      * loop) fails the stream, saying why in over.  The feed thread and
      * the loop share mem_fed and mem_limit: atomics.  mem_history: what
-     * its history holds (history.c), the loop's. */
+     * its history holds (history.c); mem_marks: what its marks hold, and
+     * nmarks how many (marks.c); the loop's. */
     uint64_t mem_fed, mem_views, mem_charged, mem_limit, mem_history;
+    uint64_t mem_marks;
+    unsigned nmarks;
     uint64_t mem_budget; /* the most it may hold, set when it starts */
     unsigned nbufs;
     char over[192];
@@ -178,6 +181,7 @@ struct session_memory {
     uint64_t buffered;  /* the decoder's item cut by a read */
     uint64_t views;     /* the snapshots' name groups */
     uint64_t history;   /* its totals and sites over time (history.c) */
+    uint64_t marks;     /* its stored counters (marks.c) */
 };
 
 /* The bytes held for s now (cheap: what its last job measured). */

@@ -129,6 +129,9 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
     i->memory_budget = budget_of_session(s->srv, s->uid);
     i->has_history_bytes = 1;
     i->history_bytes = s->mem_history;
+    i->has_marks_bytes = i->has_marks = s->nmarks > 0;
+    i->marks_bytes = s->mem_marks;
+    i->marks = s->nmarks;
     return i;
 }
 
@@ -709,6 +712,29 @@ static uint64_t views_memory(struct session *s)
            (t != NULL ? lm_groups_memory(&t->groups) : 0);
 }
 
+/* Names the locations s made since v's last update (lm_groups_update's
+ * answer); under its lock.  The names are copies: within what the session
+ * may still hold. */
+static int name_new_locations(struct server *srv, struct session *s,
+                              struct session_view *v)
+{
+    uint64_t held = session_memory(s), most = budget_of_session(srv, s->uid);
+
+    v->groups.max_bytes = s->mem_views + (held < most ? most - held : 0) + 1;
+    return lm_groups_update(&v->groups, &s->prof.state);
+}
+
+const struct lm_groups *snapshot_names(struct session *s)
+{
+    struct session_view *v = view_made(s, 0);
+
+    if (v == NULL || name_new_locations(s->srv, s, v) < 0)
+        return NULL;
+    s->mem_views = views_memory(s);
+    budget_charge(s);
+    return &v->groups;
+}
+
 /* Takes the session's view for this turn; under its lock.  -1 when out of
  * memory. */
 static int view_take(struct server *srv, struct session *s, uint64_t turn,
@@ -720,10 +746,7 @@ static int view_take(struct server *srv, struct session *s, uint64_t turn,
         return -1;
     view_drop_parts(v);
     v->turn = 0; /* not current until whole */
-    /* The names are copies: within what the session may still hold. */
-    uint64_t held = session_memory(s), most = budget_of_session(srv, s->uid);
-    v->groups.max_bytes = s->mem_views + (held < most ? most - held : 0) + 1;
-    if (lm_groups_update(&v->groups, &s->prof.state) < 0)
+    if (name_new_locations(srv, s, v) < 0)
         return -1;
     if (v->rows_cap < v->groups.n) {
         uint32_t cap = v->groups.n;

@@ -7,6 +7,8 @@
 #include "server.h"
 #include "session.h"
 
+struct lm_groups;
+
 /* What a subscriber saw of one session at its previous snapshot, per row
  * (name group) of the session. */
 struct loc_base {
@@ -97,6 +99,15 @@ Ljmp__Snapshot *snapshot_build(struct arena *a, struct server *srv,
  * sessions gone forgotten.  -1 when out of memory. */
 int snapshot_advance_bases(struct server *srv, const struct snapshot_opts *opts,
                            struct snapshot_bases *bases);
+
+/*
+ * The session's locations gathered by name, as its live views name them
+ * (kept in its view, charged to its memory as views are), named up to its
+ * state's newest location; under its lock.  Names that would pass its
+ * budget are not made: locations from groups->nlocs on are unnamed then.
+ * NULL when out of memory.
+ */
+const struct lm_groups *snapshot_names(struct session *s);
 
 /* Frees a session's view when the session goes. */
 extern const struct session_observer snapshot_observer;

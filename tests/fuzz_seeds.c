@@ -260,6 +260,38 @@ static int control_seeds(const char *dir)
     return rc;
 }
 
+/* A mark, a mark's removal, and diffs between marks and the peak. */
+static int marks_seeds(const char *dir)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__MarkRequest mark = LJMP__MARK_REQUEST__INIT;
+    Ljmp__DiffRequest diff = LJMP__DIFF_REQUEST__INIT;
+    Ljmp__Selector one = LJMP__SELECTOR__INIT;
+    int rc = 0;
+
+    one.has_pid = 1;
+    one.pid = 1;
+    mark.session = &one;
+    mark.name = "before";
+    req.body_case = LJMP__REQUEST__BODY_MARK;
+    req.mark = &mark;
+    rc |= write_request(dir, "mark", &req);
+    mark.has_remove = mark.remove = 1;
+    rc |= write_request(dir, "mark-remove", &req);
+    diff.session = &one;
+    diff.from = "before";
+    diff.has_sort = diff.has_limit = 1;
+    diff.sort = LJMP__DIFF_KEY__DIFF_CHANGE;
+    diff.limit = 5;
+    req.body_case = LJMP__REQUEST__BODY_DIFF;
+    req.diff = &diff;
+    rc |= write_request(dir, "diff", &req);
+    diff.from = "start";
+    diff.to = "peak";
+    rc |= write_request(dir, "diff-peak", &req);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct lm_buf heap = {0}, releasers = {0}, taken = {0}, marked = {0};
@@ -269,7 +301,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fuzz_seeds DIR [CONTROL_DIR]\n");
         return 2;
     }
-    if (argc == 3 && control_seeds(argv[2]) != 0)
+    if (argc == 3 && (control_seeds(argv[2]) != 0 || marks_seeds(argv[2]) != 0))
         return 1;
     big_heap(&heap);
     many_releasers(&releasers);

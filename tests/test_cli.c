@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,6 +251,11 @@ static void test_own_options_accepted(void)
         "--session 2",
         "report --leak-only --human-readable --json 1",
         "leaks 1 --window 60 -n 5 --session 2 --json",
+        "mark 1 before --session 2 --json",
+        "mark --list --json",
+        "mark 1 --delete before",
+        "diff 1 before after --sort change -n 5 --session 2 --json",
+        "diff before --sort alloc-bytes",
     };
     char *out, *err, args[512];
 
@@ -275,12 +281,164 @@ static void test_own_options_accepted(void)
     free(err);
 }
 
+/*
+ * A run of a program as a recording: kept blocks of 32 bytes at line 3,
+ * as many freed at line 4, and blocks of 100 bytes at line 9 (if any) or
+ * of 16 at line 7, in a chunk loaded at proto (two runs load it at two
+ * addresses: sites are matched by name).
+ */
+static void run_recording(const char *name, uint64_t proto, unsigned kept,
+                          unsigned at7, unsigned at9)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref l;
+    uint64_t addr = 0x100000;
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, proto, "@app.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    for (unsigned i = 0; i < kept; i++) {
+        l = loc_lua(proto, 3);
+        lm_enc_alloc(&b, LM_REV_R3, &l, addr += 64, 32);
+        l = loc_lua(proto, 4);
+        lm_enc_alloc(&b, LM_REV_R3, &l, addr += 64, 32);
+        l = loc_internal();
+        lm_enc_free(&b, LM_REV_R3, &l, addr, 32);
+    }
+    for (unsigned i = 0; i < at7 + at9; i++) {
+        l = loc_lua(proto, i < at7 ? 7 : 9);
+        lm_enc_alloc(&b, LM_REV_R3, &l, addr += 256, i < at7 ? 16 : 100);
+    }
+    lm_enc_epilogue(&b);
+    write_file(name, b.data, b.len);
+    lm_buf_free(&b);
+}
+
+/* The value of "key": N in the JSON object that follows at, or -1. */
+static long long json_number(const char *at, const char *key)
+{
+    char want[64];
+    const char *p;
+
+    snprintf(want, sizeof(want), "\"%s\":", key);
+    if (at == NULL || (p = strstr(at, want)) == NULL)
+        return -1;
+    return strtoll(p + strlen(want), NULL, 10);
+}
+
+/*
+ * The diff of two runs' recordings: each site's change between their
+ * ends, matched by name (the chunk at another address), a site of one
+ * run only counted against zeros, ranked by growth; the same as JSON;
+ * and a recording cut short still diffed, with its exit status.
+ */
+static void test_diff_of_recordings(void)
+{
+    char *out, *err;
+
+    run_recording("old.bin", 0x100, 10, 3, 0);
+    run_recording("new.bin", 0x900, 25, 0, 2);
+    CU_ASSERT_EQUAL(ljmpctl("diff old.bin new.bin", &out, &err), 0);
+    CU_ASSERT_STRING_EQUAL(err, "");
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(out, "from old.bin to new.bin: 5 sites changed, by growth"));
+    char *l3 = strstr(out, "@app.lua:3"), *l9 = strstr(out, "@app.lua:9");
+    char *l7 = strstr(out, "@app.lua:7"), *l4 = strstr(out, "@app.lua:4");
+    CU_ASSERT(l3 != NULL && l9 != NULL && l7 != NULL && l4 != NULL);
+    CU_ASSERT(l3 < l9 && l9 < l7); /* +480 B, +200 B, -48 B */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "   +480 B        +15        +15"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "   +200 B         +2         +2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "    -48 B         -3         -3"));
+    /* Line 4 made 15 more blocks and kept none; the collector freed them. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "      0 B         +0        +15"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "+15          0 B  INTERNAL"));
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL(
+        ljmpctl("diff old.bin new.bin --json --sort allocs -n 1", &out, &err),
+        0);
+    const char *first = strstr(out, "\"sites\":[");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"name\":\"@app.lua:3\""));
+    CU_ASSERT_EQUAL(json_number(first, "live_blocks"), 15);
+    CU_ASSERT_EQUAL(json_number(first, "alloc_events"), 15);
+    CU_ASSERT_EQUAL(json_number(first, "live_bytes_to"), 800);
+    CU_ASSERT_EQUAL(json_number(out, "changed"), 5);
+    const char *total = strstr(out, "\"total\":");
+    CU_ASSERT_EQUAL(json_number(total, "live_bytes"), 480 + 200 - 48);
+    CU_ASSERT_PTR_NULL(strstr(out, "@app.lua:9")); /* -n 1 */
+    free(out);
+    free(err);
+    /* Reversed: losses first by change. */
+    CU_ASSERT_EQUAL(
+        ljmpctl("diff new.bin old.bin --sort change -n 2", &out, &err), 0);
+    l3 = strstr(out, "@app.lua:3");
+    l9 = strstr(out, "@app.lua:9");
+    CU_ASSERT(l3 != NULL && l9 != NULL && l3 < l9);
+    CU_ASSERT_PTR_NULL(strstr(out, "@app.lua:7"));
+    free(out);
+    free(err);
+    /* The new run cut short: what it holds, and exit status 2. */
+    char path[300];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/new.bin", test_dir);
+    CU_ASSERT_FATAL(stat(path, &sb) == 0);
+    CU_ASSERT_EQUAL(truncate(path, sb.st_size - 3), 0);
+    CU_ASSERT_EQUAL(ljmpctl("diff old.bin new.bin", &out, &err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "@app.lua:3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "new.bin: stream truncated"));
+    free(out);
+    free(err);
+}
+
+/* What diff and mark refuse before asking anyone. */
+static void test_diff_and_mark_usage(void)
+{
+    char *out, *err;
+
+    run_recording("one.bin", 0x100, 1, 0, 0);
+    CU_ASSERT(refused_with("diff one.bin",
+                           "ljmpctl diff: a diff of recordings needs two "
+                           "files: OLD.bin NEW.bin\n"));
+    CU_ASSERT(refused_with("diff one.bin 1234",
+                           "ljmpctl diff: a diff of recordings needs two "
+                           "files: OLD.bin NEW.bin\n"));
+    CU_ASSERT(refused_with("diff one.bin missing.bin",
+                           "ljmpctl diff: cannot open missing.bin: No such "
+                           "file or directory\n"));
+    CU_ASSERT(refused_with("diff 12 m1 --sort bogus",
+                           "ljmpctl diff: unknown sort key 'bogus' (growth, "
+                           "change, blocks, allocs, alloc-bytes)\n"));
+    CU_ASSERT(refused_with("diff a b c",
+                           "ljmpctl diff: expected [PID] FROM [TO] (see "
+                           "ljmpctl help diff)\n"));
+    CU_ASSERT(refused_with("diff", "ljmpctl diff: expected [PID] FROM [TO], "
+                                   "or two recordings (see ljmpctl help "
+                                   "diff)\n"));
+    CU_ASSERT(refused_with("diff --session 2 one.bin one.bin",
+                           "ljmpctl diff: --session is for a diff of a "
+                           "session, not of recordings\n"));
+    CU_ASSERT(refused_with("mark 12 before after",
+                           "ljmpctl mark: unexpected 'after': expected "
+                           "[PID] [NAME] (see ljmpctl help mark)\n"));
+    CU_ASSERT(refused_with("mark --list --delete x",
+                           "ljmpctl mark: --list or --delete, not both\n"));
+    CU_ASSERT(refused_with("mark 12 x --list",
+                           "ljmpctl mark: --list and --delete take no NAME "
+                           "operand\n"));
+    /* Two recordings of the same run: nothing changed. */
+    CU_ASSERT_EQUAL(ljmpctl("diff one.bin one.bin", &out, &err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "0 sites changed"));
+    free(out);
+    free(err);
+}
+
 /* Each command's -h and --help print its help and succeed. */
 static void test_help_of_each_command(void)
 {
     static const char *const names[] = {
-        "list", "snapshot", "watch",  "subscribe", "record",
-        "top",  "attach",   "detach", "report",    "leaks",
+        "list",   "snapshot", "watch",  "subscribe", "record", "top",
+        "attach", "detach",   "report", "leaks",     "mark",   "diff",
     };
     char *out, *err, args[64], usage[64];
 
@@ -332,10 +490,12 @@ void register_cli_tests(void)
     CU_add_test(s, "truncated stream", test_truncated_stream);
     CU_add_test(s, "malformed stream", test_malformed_stream);
     CU_add_test(s, "usage errors", test_usage_errors);
+    CU_add_test(s, "diff of two recordings", test_diff_of_recordings);
     s = CU_add_suite("ljmpctl command lines", setup, teardown);
     CU_add_test(s, "options of other commands", test_options_of_other_commands);
     CU_add_test(s, "options miswritten", test_options_miswritten);
     CU_add_test(s, "own options accepted", test_own_options_accepted);
     CU_add_test(s, "help of each command", test_help_of_each_command);
     CU_add_test(s, "record follows no link", test_record_file_not_followed);
+    CU_add_test(s, "diff and mark usage", test_diff_and_mark_usage);
 }

@@ -4367,6 +4367,455 @@ static void test_unread_report_gives_way(void)
     conn_close(&stuck);
 }
 
+/* ---- Marks and diffs ---------------------------------------------------- */
+
+/* A mark request about pid: take one called name (NULL: ljmpd names it),
+ * or list or delete (remove) them. */
+static Ljmp__Response *mark_request(pid_t pid, const char *name, int list,
+                                    int remove)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__MarkRequest mr = LJMP__MARK_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)pid;
+    mr.session = &sel;
+    mr.name = (char *)name;
+    mr.has_list = mr.list = list;
+    mr.has_remove = mr.remove = remove;
+    req.body_case = LJMP__REQUEST__BODY_MARK;
+    req.mark = &mr;
+    return call(&req);
+}
+
+/* pid's diff from one end to another, at most limit sites by growth. */
+static Ljmp__Response *diff_of_pid(pid_t pid, const char *from, const char *to,
+                                   uint32_t limit)
+{
+    Ljmp__Request req = LJMP__REQUEST__INIT;
+    Ljmp__DiffRequest dr = LJMP__DIFF_REQUEST__INIT;
+    Ljmp__Selector sel = LJMP__SELECTOR__INIT;
+
+    sel.has_pid = 1;
+    sel.pid = (uint32_t)pid;
+    dr.session = &sel;
+    dr.from = (char *)from;
+    dr.to = (char *)to;
+    dr.has_limit = 1;
+    dr.limit = limit;
+    req.body_case = LJMP__REQUEST__BODY_DIFF;
+    req.diff = &dr;
+    return call(&req);
+}
+
+static const Ljmp__DiffSite *diff_site(const Ljmp__Response *r,
+                                       const char *name)
+{
+    if (r == NULL || r->body_case != LJMP__RESPONSE__BODY_DIFF)
+        return NULL;
+    for (size_t i = 0; i < r->diff->n_sites; i++)
+        if (strcmp(r->diff->sites[i]->name, name) == 0)
+            return r->diff->sites[i];
+    return NULL;
+}
+
+/* The error a response carries, or "". */
+static const char *error_of(const Ljmp__Response *r)
+{
+    return r != NULL && r->error != NULL && r->error->message != NULL
+               ? r->error->message
+               : "";
+}
+
+/* Waits (10 s at most) until pid's diff from `from` to now shows the
+ * kept line's n blocks and the freed line's n allocations, none left:
+ * every event up to the script's "done" has reached ljmpd. */
+static int diff_settles(pid_t pid, const char *from, const char *kept,
+                        const char *dropped, int64_t n)
+{
+    for (uint64_t end = ms_now() + 10000; ms_now() < end; sleep_ms(50)) {
+        Ljmp__Response *r = diff_of_pid(pid, from, NULL, 1000);
+        const Ljmp__DiffSite *k = diff_site(r, kept),
+                             *d = diff_site(r, dropped);
+        int done = k != NULL && d != NULL && k->live_blocks == n &&
+                   d->alloc_events == n && d->live_blocks == 0;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        if (done)
+            return 1;
+    }
+    return 0;
+}
+
+/* The kept and freed lines of marks.lua between two marks: exactly the
+ * tables kept, and none of those freed. */
+static void check_marked_diff(pid_t pid, const char *kept, const char *dropped,
+                              int64_t n)
+{
+    Ljmp__Response *r = diff_of_pid(pid, "before", "m1", 1000);
+    const Ljmp__DiffSite *k = diff_site(r, kept), *d = diff_site(r, dropped);
+
+    CU_ASSERT(k != NULL && d != NULL);
+    if (k == NULL || d == NULL) {
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        return;
+    }
+    CU_ASSERT_EQUAL(k->live_blocks, n);
+    CU_ASSERT_EQUAL(k->alloc_events, n);
+    CU_ASSERT(k->live_bytes > 0 && k->live_bytes == k->alloc_bytes);
+    CU_ASSERT_EQUAL((int64_t)k->live_bytes_to, k->live_bytes);
+    CU_ASSERT_EQUAL(d->live_blocks, 0);
+    CU_ASSERT_EQUAL(d->live_bytes, 0);
+    CU_ASSERT_EQUAL(d->alloc_events, n);
+    CU_ASSERT_FALSE(r->diff->tracked_only);
+    CU_ASSERT_STRING_EQUAL(r->diff->from->name, "before");
+    CU_ASSERT_STRING_EQUAL(r->diff->to->name, "m1");
+    CU_ASSERT(r->diff->to->time_ms > r->diff->from->time_ms);
+    /* Ranked by growth, the total over every site. */
+    for (size_t i = 1; i < r->diff->n_sites; i++)
+        CU_ASSERT(r->diff->sites[i - 1]->live_bytes >=
+                  r->diff->sites[i]->live_bytes);
+    CU_ASSERT_PTR_NOT_NULL(r->diff->total);
+    CU_ASSERT(r->diff->changed >= 2);
+    ljmp__response__free_unpacked(r, NULL);
+}
+
+/* The line of path's text that holds what, or "". */
+static void line_with(const char *path, const char *what, char *out, size_t len)
+{
+    char *text = test_slurp(path), *at = strstr(text, what);
+
+    out[0] = '\0';
+    if (at != NULL) {
+        while (at > text && at[-1] != '\n')
+            at--;
+        snprintf(out, len, "%.*s", (int)strcspn(at, "\n"), at);
+    }
+    free(text);
+}
+
+/* The marks through ljmpctl: the diff as a table and as JSON; list
+ * counting them; a mark deleted is gone. */
+static void check_marks_by_ljmpctl(pid_t pid, const char *kept, int64_t n)
+{
+    char args[200], line[600], want[32];
+
+    snprintf(args, sizeof(args), "diff %d before m1 -n 100", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "diff.txt"), 0);
+    line_with("diff.txt", kept, line, sizeof(line));
+    snprintf(want, sizeof(want), " +%lld ", (long long)n);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, want));
+    /* The peak: the history's, taken at its 1 s ticks. */
+    snprintf(args, sizeof(args), "diff %d start peak --json", (int)pid);
+    int st = 1;
+    for (uint64_t end = ms_now() + 5000; st != 0 && ms_now() < end;
+         sleep_ms(100))
+        st = ljmpctl(args, "peak.json");
+    CU_ASSERT_EQUAL(st, 0);
+    CU_ASSERT(file_shows("peak.json", "\"tracked_only\":true", 0));
+    Ljmp__Response *r = list_sessions();
+    const Ljmp__SessionSnapshot *ss = session_in(r, pid);
+    CU_ASSERT_PTR_NOT_NULL(ss);
+    if (ss != NULL) {
+        CU_ASSERT_EQUAL(ss->info->marks, 2);
+        CU_ASSERT(ss->info->marks_bytes > 0 &&
+                  ss->info->memory_bytes > ss->info->marks_bytes);
+    }
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+}
+
+/* marks.lua's part while it runs: a mark before its tables, their
+ * events all in ljmpd, a mark after (m1); whether it got so far. */
+static int mark_around_tables(pid_t pid, const char *kept, const char *dropped,
+                              int64_t n)
+{
+    char args[100];
+
+    if (!file_shows("marks/ready", "ready", 10000))
+        return 0;
+    snprintf(args, sizeof(args), "mark %d before", (int)pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "mark.txt"), 0);
+    CU_ASSERT(file_shows("mark.txt", "stored mark before of session", 0));
+    truncate_file("marks/go");
+    if (!file_shows("marks/done", "done", 20000) ||
+        !diff_settles(pid, "before", kept, dropped, n))
+        return 0;
+    Ljmp__Response *r = mark_request(pid, NULL, 0, 0);
+    int ok = r != NULL && r->body_case == LJMP__RESPONSE__BODY_MARK;
+    if (ok) {
+        CU_ASSERT_STRING_EQUAL(r->mark->stored->name, "m1");
+        CU_ASSERT_EQUAL(r->mark->n_marks, 2);
+        CU_ASSERT(r->mark->stored->sites > 0);
+    }
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    return ok;
+}
+
+/*
+ * marks.lua between two marks: keeps n tables at one line and frees as
+ * many of another's.  The diff between the marks says exactly so, over
+ * the protocol and through ljmpctl; the marks count in the session's
+ * memory, outlive the session, and go when deleted.
+ */
+static void test_marks_and_diffs(void)
+{
+    enum { N = 20000 };
+    char kept[300], dropped[300], dir[300], args[300];
+
+    site_name(kept, sizeof(kept), "marks.lua", "SITE kept");
+    site_name(dropped, sizeof(dropped), "marks.lua", "SITE dropped");
+    snprintf(dir, sizeof(dir), "%s/marks", test_dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    struct vm vm = vm_start("marks.lua", dir, "20000", STREAM_SOCKET, 0);
+    int ok = mark_around_tables(vm.pid, kept, dropped, N);
+    CU_ASSERT(ok);
+    if (ok) {
+        check_marked_diff(vm.pid, kept, dropped, N);
+        check_marks_by_ljmpctl(vm.pid, kept, N);
+    }
+    truncate_file("marks/stop"); /* whatever failed: the VM ends */
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    if (!ok)
+        return;
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    /* The session has ended: its marks are still there. */
+    check_marked_diff(vm.pid, kept, dropped, N);
+    snprintf(args, sizeof(args), "mark %d --delete m1", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "mark.txt"), 0);
+    CU_ASSERT(file_shows("mark.txt", "deleted mark m1", 0));
+    snprintf(args, sizeof(args), "diff %d before m1", (int)vm.pid);
+    CU_ASSERT(ljmpctl_fails(args, 5, "has no mark 'm1' (its marks: before;"));
+}
+
+/* Runs marks.lua keeping n tables, profiling itself into runs/runN.bin
+ * (told so by the file runs/record). */
+static void recorded_run(const char *n)
+{
+    char dir[300];
+
+    snprintf(dir, sizeof(dir), "%s/runs", test_dir);
+    mkdir(dir, 0755);
+    truncate_file("runs/record");
+    struct vm vm = vm_start("marks.lua", dir, n, 0, 0);
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+}
+
+/* The value of "key": N in the JSON text from at, or -1. */
+static long long json_number_at(const char *at, const char *key)
+{
+    char want[64];
+    const char *p;
+
+    snprintf(want, sizeof(want), "\"%s\":", key);
+    if (at == NULL || (p = strstr(at, want)) == NULL)
+        return -1;
+    return strtoll(p + strlen(want), NULL, 10);
+}
+
+/*
+ * Two runs of marks.lua recorded by the VM itself, keeping 3000 and 5000
+ * tables: `ljmpctl diff` of the two files (no ljmpd) gives the kept
+ * line's 2000 more blocks, and 2000 more allocations of the freed line
+ * with none of its blocks left.
+ */
+static void test_diff_of_recorded_runs(void)
+{
+    char kept[300], dropped[300], args[700];
+
+    site_name(kept, sizeof(kept), "marks.lua", "SITE kept");
+    site_name(dropped, sizeof(dropped), "marks.lua", "SITE dropped");
+    recorded_run("3000");
+    recorded_run("5000");
+    snprintf(args, sizeof(args),
+             "-s /nonexistent diff '%s/runs/run3000.bin' "
+             "'%s/runs/run5000.bin' -n 1000 --json",
+             test_dir, test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "runs.json"), 0);
+    char *json = test_slurp("runs.json");
+    char name[400];
+    snprintf(name, sizeof(name), "\"name\":\"%s\"", kept);
+    const char *k = strstr(json, name);
+    snprintf(name, sizeof(name), "\"name\":\"%s\"", dropped);
+    const char *d = strstr(json, name);
+    CU_ASSERT_EQUAL(json_number_at(k, "live_blocks"), 2000);
+    CU_ASSERT_EQUAL(json_number_at(k, "alloc_events"), 2000);
+    CU_ASSERT_EQUAL(json_number_at(d, "live_blocks"), 0);
+    CU_ASSERT_EQUAL(json_number_at(d, "alloc_events"), 2000);
+    free(json);
+}
+
+/* As a child: a VM of `sites` Lua lines each holding a block of size
+ * bytes, idle then until stop exists; then its stream ends. */
+static void sites_vm(const char *stop, uint64_t sites, uint32_t size)
+{
+    struct lm_buf b = {0};
+    uint8_t trailer[LJMP_TRAILER_SIZE];
+    size_t hl = stream_start(&b, "sites");
+    int fd = connect_unix(ingest_path);
+
+    for (uint64_t l = 1; l <= sites; l++) {
+        struct lm_loc_ref site = {LM_SRC_LFUNC, 0, {0x100}, {l}};
+        lm_enc_alloc(&b, LM_REV_R3, &site, 0x10000000 + 64 * l, size);
+    }
+    lm_enc_epilogue(&b);
+    size_t events_end = b.len - 1; /* the epilogue's byte waits for stop */
+    if (fd < 0 || write(fd, b.data, events_end) != (ssize_t)events_end)
+        _exit(2);
+    while (access(stop, F_OK) != 0)
+        sleep_ms(10);
+    ljmp_trailer_encode(trailer, sites, b.len - hl);
+    lm_buf_bytes(&b, trailer, sizeof(trailer));
+    struct lm_buf rest = {b.data + events_end, b.len - events_end, 0, 0};
+    if (write_all(fd, &rest) != 0)
+        _exit(3);
+    shutdown(fd, SHUT_WR);
+    char ack[16];
+    while (read(fd, ack, sizeof(ack)) > 0)
+        ;
+    _exit(0);
+}
+
+/* A sites_vm child streaming; its pid once ljmpd has its sites. */
+static pid_t sites_vm_start(const char *stop, uint64_t sites, uint32_t size)
+{
+    unlink(stop);
+    pid_t vm = fork();
+    if (vm == 0)
+        sites_vm(stop, sites, size);
+    Ljmp__Response *r = vm > 0 ? wait_session(vm, 0, sites, 30000) : NULL;
+    if (r != NULL) {
+        ljmp__response__free_unpacked(r, NULL);
+        return vm;
+    }
+    if (vm > 0) {
+        kill(vm, SIGKILL);
+        waitpid(vm, NULL, 0);
+    }
+    return -1;
+}
+
+static void sites_vm_stop(const char *stop, pid_t vm)
+{
+    int status;
+
+    fclose(fopen(stop, "w"));
+    CU_ASSERT_EQUAL(waitpid(vm, &status, 0), vm);
+    CU_ASSERT_EQUAL(status, 0);
+}
+
+/* A session keeps 16 marks: a 17th drops the oldest, and says so; a name
+ * in use is replaced in place. */
+static void check_mark_count(pid_t vm)
+{
+    Ljmp__Response *r = NULL;
+
+    for (int i = 1; i <= 17; i++) {
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        r = mark_request(vm, NULL, 0, 0);
+        CU_ASSERT(r != NULL && r->body_case == LJMP__RESPONSE__BODY_MARK);
+        if (r == NULL || r->body_case != LJMP__RESPONSE__BODY_MARK) {
+            if (r != NULL)
+                ljmp__response__free_unpacked(r, NULL);
+            return;
+        }
+        CU_ASSERT_EQUAL(r->mark->dropped != NULL, i == 17);
+    }
+    CU_ASSERT_STRING_EQUAL(r->mark->stored->name, "m17");
+    CU_ASSERT_STRING_EQUAL(r->mark->dropped, "m1");
+    CU_ASSERT_EQUAL(r->mark->n_marks, 16);
+    CU_ASSERT_STRING_EQUAL(r->mark->marks[0]->name, "m2");
+    ljmp__response__free_unpacked(r, NULL);
+    r = mark_request(vm, "m5", 0, 0);
+    CU_ASSERT(r != NULL && r->mark != NULL && r->mark->replaced &&
+              r->mark->dropped == NULL && r->mark->n_marks == 16);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    r = mark_request(vm, "now", 0, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(error_of(r), "one of a diff's ends"));
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+}
+
+/* Marks of a big session until one is refused: the refusal says why,
+ * before the count's bound, drops nothing, and leaves the session
+ * streaming; a mark deleted makes room again.  *kept: marks stored. */
+static void check_mark_budget(pid_t vm, unsigned *kept)
+{
+    Ljmp__Response *r = NULL;
+    unsigned n = 0;
+
+    for (; n < 16; n++) {
+        r = mark_request(vm, NULL, 0, 0);
+        if (r == NULL || r->body_case != LJMP__RESPONSE__BODY_MARK)
+            break;
+        ljmp__response__free_unpacked(r, NULL);
+        r = NULL;
+    }
+    *kept = n;
+    CU_ASSERT(n >= 2 && n < 16);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(error_of(r), "a quarter of its memory budget of"));
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    r = list_sessions();
+    const Ljmp__SessionSnapshot *ss = session_in(r, vm);
+    CU_ASSERT(ss != NULL);
+    if (ss == NULL) {
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        return;
+    }
+    CU_ASSERT_EQUAL(ss->info->state, LJMP__SESSION_STATE__STREAMING);
+    CU_ASSERT_EQUAL(ss->info->marks, n);
+    CU_ASSERT(ss->info->marks_bytes <= ss->info->memory_budget / 4);
+    printf("\n    %u marks of %u B each in a budget of %llu B ", n,
+           (unsigned)(ss->info->marks_bytes / (n ? n : 1)),
+           (unsigned long long)ss->info->memory_budget);
+    ljmp__response__free_unpacked(r, NULL);
+    r = mark_request(vm, "m1", 0, 1);
+    CU_ASSERT(r != NULL && r->mark != NULL && r->mark->n_marks == n - 1);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+    r = mark_request(vm, "again", 0, 0);
+    CU_ASSERT(r != NULL && r->mark != NULL && r->mark->n_marks == n);
+    if (r != NULL)
+        ljmp__response__free_unpacked(r, NULL);
+}
+
+/*
+ * What a user can make ljmpd hold with marks is bounded: 16 a session
+ * (the oldest dropped past them), and no more than a quarter of the
+ * session's memory budget (--session-memory 32 MiB here), past which a
+ * mark is refused and nothing else changes.
+ */
+static void test_marks_bounded(void)
+{
+    static const char *const small[] = {"--session-memory", "33554432", NULL};
+    char stop[300];
+    unsigned kept;
+
+    snprintf(stop, sizeof(stop), "%s/sites.stop", test_dir);
+    pid_t vm = sites_vm_start(stop, 10, 48);
+    CU_ASSERT_FATAL(vm > 0);
+    check_mark_count(vm);
+    sites_vm_stop(stop, vm);
+    CU_ASSERT_EQUAL_FATAL(restart_daemon_with(small), 0);
+    vm = sites_vm_start(stop, 60000, 1u << 20);
+    CU_ASSERT(vm > 0);
+    if (vm > 0) {
+        check_mark_budget(vm, &kept);
+        sites_vm_stop(stop, vm);
+    }
+    CU_ASSERT_EQUAL(restart_daemon_with(NULL), 0);
+}
+
 /*
  * A report of a session of 100 k sites while its VM streams: the thread
  * builds it from the session held (its feed paused once its last job is
@@ -6082,6 +6531,9 @@ int main(int argc, char **argv)
     CU_add_test(s, "sites, report and record", test_sites_report_and_record);
     CU_add_test(s, "two VMs at once", test_two_vms);
     CU_add_test(s, "leaks of a growing cache", test_leaks_of_a_growing_cache);
+    CU_add_test(s, "marks and diffs", test_marks_and_diffs);
+    CU_add_test(s, "diff of two recorded runs", test_diff_of_recorded_runs);
+    CU_add_test(s, "marks are bounded", test_marks_bounded);
     CU_add_test(s, "50 subscribers and a stalled one",
                 test_many_subscribers_and_a_stalled_one);
     CU_add_test(s, "subscribers ticking together: deltas add up",

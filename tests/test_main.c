@@ -38,6 +38,7 @@ int main(int argc, char **argv)
     register_state_tests();
     register_report_tests();
     register_export_tests();
+    register_diff_tests();
     register_cli_tests();
     register_chart_tests();
     return test_run_all();

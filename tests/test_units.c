@@ -14,5 +14,6 @@ int main(void)
     register_session_tests();
     register_history_tests();
     register_series_tests();
+    register_marks_tests();
     return test_run_all();
 }

@@ -8,5 +8,6 @@ void register_snapshot_tests(void);
 void register_session_tests(void);
 void register_history_tests(void);
 void register_series_tests(void);
+void register_marks_tests(void);
 
 #endif

@@ -71,5 +71,6 @@ void register_report_tests(void);
 void register_export_tests(void);
 void register_cli_tests(void);
 void register_chart_tests(void);
+void register_diff_tests(void);
 
 #endif
