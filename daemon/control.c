@@ -913,17 +913,19 @@ static void do_history(struct peer *p, const Ljmp__Request *req)
 
 /* -- Marks and diffs ------------------------------------------------------ */
 
-/* The one session a mark or diff request names; NULL (and the peer told)
- * for a tree, a unit, or no session. */
+/* The one session a mark or diff request names, of those p may read
+ * (to_read) or act on; NULL (and the peer told) for a tree, a unit, or no
+ * session. */
 static struct session *one_session(struct peer *p, uint64_t id,
-                                   const Ljmp__Selector *sel, const char *what)
+                                   const Ljmp__Selector *sel, const char *what,
+                                   int to_read)
 {
     if (sel != NULL && ((sel->has_tree && sel->tree) || sel->unit != NULL)) {
         peer_send_error(p, id, LJMP__ERROR_CODE__ERR_BAD_REQUEST,
                         "a %s is of one session: a pid or a session id", what);
         return NULL;
     }
-    struct session *s = select_session(p, sel, 1);
+    struct session *s = select_session(p, sel, to_read);
     if (s == NULL)
         no_session(p, id, sel);
     return s;
@@ -931,7 +933,9 @@ static struct session *one_session(struct peer *p, uint64_t id,
 
 static void do_mark(struct peer *p, const Ljmp__Request *req)
 {
-    struct session *s = one_session(p, req->id, req->mark->session, "mark");
+    /* Marks are kept in the session's budget: its owner's to spend, not
+     * a --reader's (who may still diff between start, peak and now). */
+    struct session *s = one_session(p, req->id, req->mark->session, "mark", 0);
 
     if (s != NULL)
         marks_request(p, req->id, s, req->mark);
@@ -939,7 +943,7 @@ static void do_mark(struct peer *p, const Ljmp__Request *req)
 
 static void do_diff(struct peer *p, const Ljmp__Request *req)
 {
-    struct session *s = one_session(p, req->id, req->diff->session, "diff");
+    struct session *s = one_session(p, req->id, req->diff->session, "diff", 1);
 
     if (s != NULL)
         diff_request(p, req->id, s, req->diff);
