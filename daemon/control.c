@@ -819,7 +819,7 @@ static int fill_series(struct arena *a, struct session *s,
                        const struct history *h, uint64_t start_ms,
                        uint32_t most, Ljmp__History *out)
 {
-    uint32_t from = series_first_frame(h, start_ms), ngroups = 0;
+    uint32_t from = history_first_frame(h, start_ms), ngroups = 0;
     struct history_frame u;
     struct named_sites ns;
     struct series_set set = {0};

@@ -275,20 +275,29 @@ int history_is_suspect(const struct history_fit *f, double first_bytes,
            last_bytes > first_bytes && kept >= HISTORY_MIN_KEPT;
 }
 
+uint32_t history_first_frame(const struct history *h, uint64_t start_ms)
+{
+    uint32_t lo = 0, hi = h->nframes;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (h->frames[mid].t_ms < start_ms)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The first frame at or after now_ms - window_ms. */
 static uint32_t window_start(const struct history *h, uint64_t now_ms,
                              uint64_t window_ms)
 {
-    uint64_t start = now_ms > window_ms ? now_ms - window_ms : 0;
-    uint32_t from = 0;
-
-    while (from < h->nframes && h->frames[from].t_ms < start)
-        from++;
-    return from;
+    return history_first_frame(h, now_ms > window_ms ? now_ms - window_ms : 0);
 }
 
-static const struct history_site *find_site(const struct history_frame *f,
-                                            uint32_t loc)
+const struct history_site *history_find_site(const struct history_frame *f,
+                                             uint32_t loc)
 {
     uint32_t lo = 0, hi = f->n;
 
@@ -317,7 +326,7 @@ static void first_samples(const struct history *h, uint32_t from,
     for (uint32_t i = 0; i < n; i++) {
         const struct history_site *x = NULL;
         for (uint32_t k = from; k < h->nframes && x == NULL; k++)
-            x = find_site(&h->frames[k], locs[i]);
+            x = history_find_site(&h->frames[k], locs[i]);
         known[i] = x != NULL ? *x : (struct history_site){0};
     }
 }
@@ -333,7 +342,7 @@ static int sum_members(const struct history_frame *f, const uint32_t *locs,
 
     memset(sum, 0, sizeof(*sum));
     for (uint32_t i = 0; i < n; i++) {
-        const struct history_site *x = find_site(f, locs[i]);
+        const struct history_site *x = history_find_site(f, locs[i]);
         if (x != NULL) {
             known[i] = *x;
             found = 1;

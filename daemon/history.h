@@ -176,6 +176,12 @@ long history_trends(const struct history *h, uint64_t now_ms,
 const struct history_trend *history_trend_of(const struct history_trend *v,
                                              long n, uint32_t group);
 
+/* The first of h's frames at or after start_ms (nframes if none). */
+uint32_t history_first_frame(const struct history *h, uint64_t start_ms);
+/* Site loc of frame f (its sites are sorted by loc), or NULL. */
+const struct history_site *history_find_site(const struct history_frame *f,
+                                             uint32_t loc);
+
 /* The newest frame, or NULL. */
 static inline const struct history_frame *
 history_newest(const struct history *h)

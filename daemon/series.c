@@ -5,20 +5,6 @@
 
 #include "series.h"
 
-uint32_t series_first_frame(const struct history *h, uint64_t start_ms)
-{
-    uint32_t lo = 0, hi = h->nframes;
-
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (h->frames[mid].t_ms < start_ms)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static int by_loc(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -58,16 +44,7 @@ int series_union(const struct history *h, uint32_t from,
 /* The index of loc among u's sites (it is one of them). */
 static uint32_t index_in(const struct history_frame *u, uint32_t loc)
 {
-    uint32_t lo = 0, hi = u->n;
-
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (u->sites[mid].loc < loc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return (uint32_t)(history_find_site(u, loc) - u->sites);
 }
 
 /* What series_build needs besides its output, freed together. */

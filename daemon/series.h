@@ -7,9 +7,6 @@
 
 #include "history.h"
 
-/* The first of h's frames taken at or after start_ms (h->nframes if none). */
-uint32_t series_first_frame(const struct history *h, uint64_t start_ms);
-
 /*
  * The distinct locations of h's frames [from, nframes) as the sites of
  * one frame u (sorted by loc, counters zero), so that they can be named

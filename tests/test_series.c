@@ -61,10 +61,10 @@ static void test_union_and_window(void)
     struct history *h = four_frames();
     struct history_frame u;
 
-    CU_ASSERT_EQUAL(series_first_frame(h, 0), 0);
-    CU_ASSERT_EQUAL(series_first_frame(h, 2 * SECOND), 1);
-    CU_ASSERT_EQUAL(series_first_frame(h, 2 * SECOND + 1), 2);
-    CU_ASSERT_EQUAL(series_first_frame(h, 5 * SECOND), 4);
+    CU_ASSERT_EQUAL(history_first_frame(h, 0), 0);
+    CU_ASSERT_EQUAL(history_first_frame(h, 2 * SECOND), 1);
+    CU_ASSERT_EQUAL(history_first_frame(h, 2 * SECOND + 1), 2);
+    CU_ASSERT_EQUAL(history_first_frame(h, 5 * SECOND), 4);
     CU_ASSERT_EQUAL_FATAL(series_union(h, 0, &u), 0);
     CU_ASSERT_EQUAL_FATAL(u.n, 4);
     CU_ASSERT(u.sites[0].loc == 3 && u.sites[1].loc == 5 &&
@@ -123,7 +123,7 @@ static void test_window_ranks_its_own_frames(void)
     struct history *h = four_frames();
     struct history_frame u;
     struct series_set set;
-    uint32_t from = series_first_frame(h, 3 * SECOND);
+    uint32_t from = history_first_frame(h, 3 * SECOND);
 
     CU_ASSERT_EQUAL_FATAL(series_union(h, from, &u), 0);
     CU_ASSERT_EQUAL_FATAL(u.n, 4);
@@ -147,7 +147,7 @@ static void test_no_frames(void)
     struct series_set set;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-    CU_ASSERT_EQUAL(series_first_frame(h, 0), 0);
+    CU_ASSERT_EQUAL(history_first_frame(h, 0), 0);
     CU_ASSERT_EQUAL_FATAL(series_union(h, 0, &u), 0);
     CU_ASSERT_EQUAL(u.n, 0);
     CU_ASSERT_EQUAL_FATAL(series_build(h, 0, &u, NULL, 0, 8, &set), 0);
