@@ -396,19 +396,6 @@ static int file_exists(const char *name)
     return access(path, F_OK) == 0;
 }
 
-/* Runs `ljmpctl ARGS` in the test's directory: its exit status, its
- * stderr in *err. */
-static int plot(const char *args, char **err)
-{
-    char cmd[1024];
-
-    snprintf(cmd, sizeof(cmd), "cd %s && %s %s >out.txt 2>err.txt", test_dir,
-             LJMPCTL_PATH, args);
-    int st = system(cmd);
-    *err = test_slurp("err.txt");
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* A recording charted: exit 0, the SVG in the file with the kept line
  * named (escaped) in its legend; truncated, drawn up to its end with exit
  * 2; garbage refused with its offset and no file; options of a live
@@ -420,9 +407,9 @@ static void test_plot_command(void)
 
     keeper_stream(&b, 1);
     write_file("keep.bin", b.data, b.len);
-    CU_ASSERT_EQUAL(plot("plot keep.bin -o keep.svg --peak --sites 3 "
-                         "--width 700 --height 420",
-                         &err),
+    CU_ASSERT_EQUAL(run_ljmpctl("plot keep.bin -o keep.svg --peak --sites 3 "
+                                "--width 700 --height 420",
+                                NULL, &err),
                     0);
     CU_ASSERT_STRING_EQUAL(err, "");
     free(err);
@@ -436,7 +423,7 @@ static void test_plot_command(void)
 
     /* Cut short: what it holds, and exit 2. */
     write_file("short.bin", b.data, b.len / 2);
-    CU_ASSERT_EQUAL(plot("plot short.bin -o short.svg", &err), 2);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot short.bin -o short.svg", NULL, &err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "short.bin"));
     free(err);
     svg = test_slurp("short.svg");
@@ -445,18 +432,19 @@ static void test_plot_command(void)
 
     /* Not a stream: exit 3, and no file. */
     write_file("junk.bin", "not a memprof stream at all", 27);
-    CU_ASSERT_EQUAL(plot("plot junk.bin -o junk.svg", &err), 3);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot junk.bin -o junk.svg", NULL, &err), 3);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "malformed stream at offset"));
     free(err);
     CU_ASSERT_FALSE(file_exists("junk.svg"));
 
-    CU_ASSERT_EQUAL(plot("plot keep.bin --window 60", &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot keep.bin --window 60", NULL, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--window is for a live session"));
     free(err);
-    CU_ASSERT_EQUAL(plot("plot keep.bin --sites 20 --height 300", &err), 1);
+    CU_ASSERT_EQUAL(
+        run_ljmpctl("plot keep.bin --sites 20 --height 300", NULL, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs --height"));
     free(err);
-    CU_ASSERT_EQUAL(plot("plot keep.bin --sites 21", &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot keep.bin --sites 21", NULL, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--sites wants a number from 1 to 20"));
     free(err);
     lm_buf_free(&b);
@@ -468,27 +456,29 @@ static void test_plot_live_options(void)
 {
     char *err;
 
-    CU_ASSERT_EQUAL(plot("-s none.sock plot 1 --window 60 --sites 3 --peak "
-                         "--session 2 --width 800 --height 500 --title T "
-                         "-o live.svg",
-                         &err),
-                    4);
+    CU_ASSERT_EQUAL(
+        run_ljmpctl("-s none.sock plot 1 --window 60 --sites 3 --peak "
+                    "--session 2 --width 800 --height 500 --title T "
+                    "-o live.svg",
+                    NULL, &err),
+        4);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "ljmpd is not running"));
     free(err);
     CU_ASSERT_FALSE(file_exists("live.svg"));
-    CU_ASSERT_EQUAL(plot("-s none.sock plot --session 7", &err), 4);
+    CU_ASSERT_EQUAL(run_ljmpctl("-s none.sock plot --session 7", NULL, &err),
+                    4);
     free(err);
-    CU_ASSERT_EQUAL(plot("plot 1 --window 5", &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot 1 --window 5", NULL, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(
         strstr(err, "--window wants a number of seconds from 10 to 604800"));
     free(err);
-    CU_ASSERT_EQUAL(plot("plot 1 --width 100", &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot 1 --width 100", NULL, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--width wants a number of pixels"));
     free(err);
-    CU_ASSERT_EQUAL(plot("plot 1 2", &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot 1 2", NULL, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected at most one PID or FILE"));
     free(err);
-    CU_ASSERT_EQUAL(plot("plot -h", &err), 0);
+    CU_ASSERT_EQUAL(run_ljmpctl("plot -h", NULL, &err), 0);
     CU_ASSERT_STRING_EQUAL(err, "");
     free(err);
     char *out = test_slurp("out.txt");

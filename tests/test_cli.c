@@ -34,18 +34,6 @@ static void write_file(const char *name, const void *data, size_t len)
     fclose(f);
 }
 
-/* Runs `ljmpctl ARGS` in dir; returns the exit status, captures output. */
-static int ljmpctl(const char *args, char **out, char **err)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "cd %s && %s %s >out.txt 2>err.txt", test_dir,
-             LJMPCTL_PATH, args);
-    int st = system(cmd);
-    *out = test_slurp("out.txt");
-    *err = test_slurp("err.txt");
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void test_clean_stream(void)
 {
     struct lm_buf b = {0};
@@ -54,13 +42,13 @@ static void test_clean_stream(void)
     sample_stream(&b, LM_REV_R3);
     write_file("clean.bin", b.data, b.len);
     char *want = read_expected("sample-r3.txt");
-    CU_ASSERT_EQUAL(ljmpctl("report clean.bin", &out, &err), 0);
+    CU_ASSERT_EQUAL(run_ljmpctl("report clean.bin", &out, &err), 0);
     CU_ASSERT_STRING_EQUAL(out, want);
     CU_ASSERT_STRING_EQUAL(err, "");
     free(out);
     free(err);
     /* Standard input, and a unique prefix of the command. */
-    CU_ASSERT_EQUAL(ljmpctl("rep - <clean.bin", &out, &err), 0);
+    CU_ASSERT_EQUAL(run_ljmpctl("rep - <clean.bin", &out, &err), 0);
     CU_ASSERT_STRING_EQUAL(out, want);
     free(out);
     free(err);
@@ -75,7 +63,7 @@ static void test_truncated_stream(void)
 
     sample_stream(&b, LM_REV_R3);
     write_file("cut.bin", b.data, b.len - 5);
-    CU_ASSERT_EQUAL(ljmpctl("report cut.bin", &out, &err), 2);
+    CU_ASSERT_EQUAL(run_ljmpctl("report cut.bin", &out, &err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "HEAP SUMMARY:"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "cut.bin: stream truncated"));
     free(out);
@@ -93,7 +81,7 @@ static void test_malformed_stream(void)
     lm_enc_begin_events(&b, LM_REV_R3);
     lm_buf_byte(&b, 0x7f);
     write_file("bad.bin", b.data, b.len);
-    CU_ASSERT_EQUAL(ljmpctl("report bad.bin", &out, &err), 3);
+    CU_ASSERT_EQUAL(run_ljmpctl("report bad.bin", &out, &err), 3);
     CU_ASSERT_STRING_EQUAL(out, "");
     CU_ASSERT_STRING_EQUAL(err, "ljmpctl report: bad.bin: malformed stream "
                                 "at offset 15: unknown event header 0x7f "
@@ -107,30 +95,31 @@ static void test_usage_errors(void)
 {
     char *out, *err;
 
-    CU_ASSERT_EQUAL(ljmpctl("report missing.bin", &out, &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("report missing.bin", &out, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot open missing.bin"));
     free(out);
     free(err);
-    CU_ASSERT_EQUAL(ljmpctl("report", &out, &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("report", &out, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected one FILE"));
     free(out);
     free(err);
-    CU_ASSERT_EQUAL(ljmpctl("frobnicate", &out, &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("frobnicate", &out, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown or ambiguous command"));
     free(out);
     free(err);
-    CU_ASSERT_EQUAL(ljmpctl("report --max-string 12x missing.bin", &out, &err),
-                    1);
+    CU_ASSERT_EQUAL(
+        run_ljmpctl("report --max-string 12x missing.bin", &out, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(
         strstr(err, "ljmpctl report: --max-string wants a number up to "));
     free(out);
     free(err);
-    CU_ASSERT_EQUAL(ljmpctl("report --threads 3 missing.bin", &out, &err), 1);
+    CU_ASSERT_EQUAL(run_ljmpctl("report --threads 3 missing.bin", &out, &err),
+                    1);
     CU_ASSERT_STRING_EQUAL(err,
                            "ljmpctl report: --threads wants 1 or 2, not '3'\n");
     free(out);
     free(err);
-    CU_ASSERT_EQUAL(ljmpctl("report --help", &out, &err), 0);
+    CU_ASSERT_EQUAL(run_ljmpctl("report --help", &out, &err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "Exit status: 0 complete stream"));
     free(out);
     free(err);
@@ -141,7 +130,7 @@ static void test_usage_errors(void)
 static int refused_with(const char *args, const char *want)
 {
     char *out, *err;
-    int st = ljmpctl(args, &out, &err);
+    int st = run_ljmpctl(args, &out, &err);
     int ok = st == 1 && strcmp(out, "") == 0 && strcmp(err, want) == 0;
 
     if (!ok)
@@ -261,7 +250,7 @@ static void test_own_options_accepted(void)
 
     for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
         snprintf(args, sizeof(args), "-s '%s/none.sock' %s", test_dir, live[i]);
-        CU_ASSERT_EQUAL(ljmpctl(args, &out, &err), 4);
+        CU_ASSERT_EQUAL(run_ljmpctl(args, &out, &err), 4);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "ljmpd is not running"));
         free(out);
         free(err);
@@ -271,9 +260,9 @@ static void test_own_options_accepted(void)
     sample_stream(&b, LM_REV_R3);
     write_file("opts.bin", b.data, b.len);
     lm_buf_free(&b);
-    CU_ASSERT_EQUAL(ljmpctl("report --leak-only --human-readable --json "
-                            "--max-string 4096 --threads 1 opts.bin",
-                            &out, &err),
+    CU_ASSERT_EQUAL(run_ljmpctl("report --leak-only --human-readable --json "
+                                "--max-string 4096 --threads 1 opts.bin",
+                                &out, &err),
                     0);
     CU_ASSERT_STRING_EQUAL(err, "");
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"totals\""));
@@ -339,7 +328,7 @@ static void test_diff_of_recordings(void)
 
     run_recording("old.bin", 0x100, 10, 3, 0);
     run_recording("new.bin", 0x900, 25, 0, 2);
-    CU_ASSERT_EQUAL(ljmpctl("diff old.bin new.bin", &out, &err), 0);
+    CU_ASSERT_EQUAL(run_ljmpctl("diff old.bin new.bin", &out, &err), 0);
     CU_ASSERT_STRING_EQUAL(err, "");
     CU_ASSERT_PTR_NOT_NULL(
         strstr(out, "from old.bin to new.bin: 5 sites changed, by growth"));
@@ -356,7 +345,8 @@ static void test_diff_of_recordings(void)
     free(out);
     free(err);
     CU_ASSERT_EQUAL(
-        ljmpctl("diff old.bin new.bin --json --sort allocs -n 1", &out, &err),
+        run_ljmpctl("diff old.bin new.bin --json --sort allocs -n 1", &out,
+                    &err),
         0);
     const char *first = strstr(out, "\"sites\":[");
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"name\":\"@app.lua:3\""));
@@ -371,7 +361,7 @@ static void test_diff_of_recordings(void)
     free(err);
     /* Reversed: losses first by change. */
     CU_ASSERT_EQUAL(
-        ljmpctl("diff new.bin old.bin --sort change -n 2", &out, &err), 0);
+        run_ljmpctl("diff new.bin old.bin --sort change -n 2", &out, &err), 0);
     l3 = strstr(out, "@app.lua:3");
     l9 = strstr(out, "@app.lua:9");
     CU_ASSERT(l3 != NULL && l9 != NULL && l3 < l9);
@@ -384,7 +374,7 @@ static void test_diff_of_recordings(void)
     snprintf(path, sizeof(path), "%s/new.bin", test_dir);
     CU_ASSERT_FATAL(stat(path, &sb) == 0);
     CU_ASSERT_EQUAL(truncate(path, sb.st_size - 3), 0);
-    CU_ASSERT_EQUAL(ljmpctl("diff old.bin new.bin", &out, &err), 2);
+    CU_ASSERT_EQUAL(run_ljmpctl("diff old.bin new.bin", &out, &err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "@app.lua:3"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "new.bin: stream truncated"));
     free(out);
@@ -427,7 +417,7 @@ static void test_diff_and_mark_usage(void)
                            "ljmpctl mark: --list and --delete take no NAME "
                            "operand\n"));
     /* Two recordings of the same run: nothing changed. */
-    CU_ASSERT_EQUAL(ljmpctl("diff one.bin one.bin", &out, &err), 0);
+    CU_ASSERT_EQUAL(run_ljmpctl("diff one.bin one.bin", &out, &err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "0 sites changed"));
     free(out);
     free(err);
@@ -447,7 +437,7 @@ static void test_help_of_each_command(void)
                  i % 2 ? "-h" : "--help");
         /* subscribe shares watch's help, whose second line names it. */
         snprintf(usage, sizeof(usage), "ljmpctl %s ", names[i]);
-        CU_ASSERT_EQUAL(ljmpctl(args, &out, &err), 0);
+        CU_ASSERT_EQUAL(run_ljmpctl(args, &out, &err), 0);
         CU_ASSERT_EQUAL(strncmp(out, "usage: ljmpctl ", 15), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, usage));
         CU_ASSERT_STRING_EQUAL(err, "");
@@ -467,13 +457,14 @@ static void test_record_file_not_followed(void)
     snprintf(path, sizeof(path), "%s/link.bin", test_dir);
     CU_ASSERT_EQUAL_FATAL(symlink("target.bin", path), 0);
     CU_ASSERT_EQUAL(
-        ljmpctl("-s none.sock record 1 -o link.bin --force", &out, &err), 1);
+        run_ljmpctl("-s none.sock record 1 -o link.bin --force", &out, &err),
+        1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "link.bin"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "symbolic link, not followed"));
     free(out);
     free(err);
-    CU_ASSERT_EQUAL(ljmpctl("-s none.sock record 1 -o link.bin", &out, &err),
-                    1);
+    CU_ASSERT_EQUAL(
+        run_ljmpctl("-s none.sock record 1 -o link.bin", &out, &err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--force overwrites"));
     free(out);
     free(err);

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "lm_report.h"
+#include "test_support.h"
 
 #ifndef LJMP_TEST_DATA
 #error "LJMP_TEST_DATA must name tests/expected"
@@ -198,4 +200,18 @@ char *read_expected(const char *name)
     s[got] = '\0';
     fclose(f);
     return s;
+}
+
+int run_ljmpctl(const char *args, char **out, char **err)
+{
+    char cmd[1024];
+
+    snprintf(cmd, sizeof(cmd), "cd %s && %s %s >out.txt 2>err.txt", test_dir,
+             LJMPCTL_PATH, args);
+    int st = system(cmd);
+    if (out != NULL)
+        *out = test_slurp("out.txt");
+    if (err != NULL)
+        *err = test_slurp("err.txt");
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -39,6 +39,10 @@ struct lm_loc_ref loc_trace(uint64_t traceno, uint64_t trace_addr);
  */
 void sample_stream(struct lm_buf *b, enum lm_revision rev);
 
+/* Runs `ljmpctl ARGS` in the test's directory: its exit status; its
+ * stdout and stderr in *out and *err (malloc'd), when not NULL. */
+int run_ljmpctl(const char *args, char **out, char **err);
+
 /* The prototype of @h.lua in census streams: above the census's names. */
 #define CENSUS_PROTO 0x10000
 
