@@ -1,13 +1,16 @@
-/* What a session's history costs ljmpd's loop: a tick, a leaks answer and a
- * snapshot's row trends, at a million locations (bench/README.md). */
+/* What the time dimension costs ljmpd's loop at a million locations: a
+ * history's tick, leaks, a snapshot's row trends, a mark and a diff. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "diff.h"
 #include "history.h"
+#include "lm_groups.h"
 #include "lm_state.h"
+#include "marks.h"
 
 #define SECOND 1000ull
 
@@ -62,6 +65,60 @@ static double median(double *v, size_t n)
 {
     qsort(v, n, sizeof(*v), cmp_double);
     return v[n / 2];
+}
+
+/* A mark of st and a diff from it to st a little later, as ljmpd makes
+ * them for `ljmpctl mark` and `diff MARK now`: 100 k names over st's
+ * locations, the top 20 by growth.  Returns -1 out of memory. */
+static int mark_and_diff(struct lm_state *st)
+{
+    enum { NAMES = 100000 };
+    struct lm_groups g = {0};
+    char(*names)[16] = malloc((size_t)NAMES * sizeof(*names));
+    struct mark *m = calloc(1, sizeof(*m));
+    int rc = -1;
+
+    g.v = calloc(NAMES, sizeof(*g.v));
+    g.group_of = malloc((size_t)st->nlocs * sizeof(*g.group_of));
+    if (names == NULL || m == NULL || g.v == NULL || g.group_of == NULL)
+        goto out;
+    for (uint32_t i = 0; i < NAMES; i++) {
+        snprintf(names[i], sizeof(names[i]), "@app.lua:%u", i);
+        g.v[i].name = names[i];
+    }
+    g.n = NAMES;
+    g.nlocs = st->nlocs;
+    for (uint32_t i = 0; i < st->nlocs; i++)
+        g.group_of[i] = (uint32_t)(((uint64_t)i * 2654435761u) % NAMES);
+    double t0 = seconds_now();
+    if (marks_pack(st, UINT64_MAX / 2, m) != 0)
+        goto out;
+    double pack = seconds_now() - t0;
+    for (uint32_t i = 0; i < st->nlocs; i += 3)
+        st->sides[i].live_blocks++;
+    struct diff_end from = {DIFF_END_MARK, m, NULL, NULL};
+    struct diff_end now = {DIFF_END_NOW, NULL, NULL, st};
+    struct diff_sums d = {0};
+    struct lm_diff_row rows[20], total;
+    struct lm_diff_top top = {rows, 0, 20, LM_DIFF_GROWTH};
+    t0 = seconds_now();
+    if (diff_sum_ends(&g, &from, &now, &d) != 0)
+        goto out;
+    (void)diff_top(&g, &d, &top, &total);
+    (void)lm_diff_top_finish(&top);
+    double diff = seconds_now() - t0;
+    diff_sums_free(&d);
+    printf("a mark %.1f ms, %zu B (%.1f B a location); a diff from it to now "
+           "over %u names %.1f ms\n",
+           pack * 1e3, m->len, (double)m->len / (m->nsites ? m->nsites : 1),
+           NAMES, diff * 1e3);
+    rc = 0;
+out:
+    mark_free(m);
+    free(g.v);
+    free(g.group_of);
+    free(names);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -119,6 +176,8 @@ int main(int argc, char **argv)
            n, seconds, median(tick, seconds) * 1e3, worst * 1e3,
            HISTORY_SCAN_PER_TICK, h->ntracked, points, median(q, 9) * 1e3,
            median(t, 9) * 1e3, ntrends, (unsigned long long)history_memory(h));
+    if (mark_and_diff(&st) != 0)
+        return 1;
     free(tick);
     free(group_of);
     free(st.locs);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "diff.h"
 #include "history.h"
@@ -427,81 +426,6 @@ static void test_session_memory_counts_marks(void)
 
 /* This thread's CPU time: what the work costs the loop, whatever else
  * the host runs meanwhile. */
-static double seconds_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/*
- * What a mark and a diff cost a session of a million locations in 100 k
- * names (the time the loop holds its lock to pack, the mark's bytes, and
- * a diff from the mark to now of the top 20): printed, not asserted,
- * and only when LJMP_MARKS_BENCH is set.
- */
-static void test_mark_cost(void)
-{
-    if (getenv("LJMP_MARKS_BENCH") == NULL)
-        return;
-    enum { N = 1 << 20, NAMES = 100000 };
-    struct lm_state st;
-    struct lm_groups g = {0};
-    char(*names)[16] = malloc((size_t)NAMES * sizeof(*names));
-    uint64_t x = 88172645463325252ull;
-
-    state_of(&st, N);
-    g.v = calloc(NAMES, sizeof(*g.v));
-    g.group_of = malloc((size_t)N * sizeof(*g.group_of));
-    CU_ASSERT_FATAL(names != NULL && g.v != NULL && g.group_of != NULL);
-    for (uint32_t i = 0; i < NAMES; i++) {
-        snprintf(names[i], sizeof(names[i]), "@app.lua:%u", i);
-        g.v[i].name = names[i];
-    }
-    g.n = NAMES;
-    g.nlocs = N;
-    for (uint32_t i = 0; i < N; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        set_loc(&st, i, x % 50, 16 + x % 200, 50 + (x >> 8) % 5000);
-        st.locs[i].ev.free_events = (x >> 20) % 3;
-        g.group_of[i] = (uint32_t)((x >> 24) % NAMES);
-    }
-    double t0 = seconds_now();
-    struct lm_counters *rows_now = malloc(NAMES * sizeof(*rows_now));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(rows_now);
-    lm_groups_sum(&g, &st, rows_now); /* what a snapshot's view reads */
-    double view = seconds_now() - t0;
-    free(rows_now);
-    t0 = seconds_now();
-    struct mark *m = mark_of(&st, "bench");
-    double pack = seconds_now() - t0;
-    for (uint32_t i = 0; i < N; i += 3)
-        st.sides[i].live_blocks++;
-    struct diff_end from = {DIFF_END_MARK, m, NULL, NULL};
-    struct diff_end now = {DIFF_END_NOW, NULL, NULL, &st};
-    struct diff_sums d = {0};
-    struct lm_diff_row rows[20], total;
-    struct lm_diff_top top = {rows, 0, 20, LM_DIFF_GROWTH};
-    t0 = seconds_now();
-    CU_ASSERT_EQUAL(diff_sum_ends(&g, &from, &now, &d), 0);
-    double sums = seconds_now() - t0;
-    (void)diff_top(&g, &d, &top, &total);
-    CU_ASSERT_EQUAL(lm_diff_top_finish(&top), 20);
-    double diff = seconds_now() - t0;
-    printf("\n    %u locations (CPU time): a mark %.1f ms, %zu bytes "
-           "(%.1f a location); a diff to now of %u names %.1f ms (%.1f ms "
-           "summing its ends); a snapshot's sums of the same %.1f ms ",
-           N, pack * 1e3, m->len, (double)m->len / m->nsites, NAMES, diff * 1e3,
-           sums * 1e3, view * 1e3);
-    diff_sums_free(&d);
-    mark_free(m);
-    free(g.v);
-    free(g.group_of);
-    free(names);
-    state_free(&st);
-}
-
 void register_marks_tests(void)
 {
     CU_pSuite s = CU_add_suite("marks", NULL, NULL);
@@ -514,5 +438,4 @@ void register_marks_tests(void)
     CU_add_test(s, "a diff with the peak", test_diff_with_peak);
     CU_add_test(s, "session memory counts its marks",
                 test_session_memory_counts_marks);
-    CU_add_test(s, "mark cost", test_mark_cost);
 }
