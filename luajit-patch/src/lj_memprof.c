@@ -95,8 +95,13 @@ typedef struct Memprof {
   /* Events the allocator's fast paths may write before the general path
   ** runs again: 0 while anything needs the general path (a stack being
   ** moved, an error, not running, too little room for a run of fast
-  ** events, a clock check due). */
-  uint32_t fast_left;
+  ** events, a clock check due).  The fast paths do not count their
+  ** events: the run's are added to events when it ends (mp_fast_end),
+  ** as armed less what is left. */
+  uint32_t fast_left, armed;
+  /* An allocation's size, kept here across the allocator's call by the
+  ** fast path for traces (a register fewer to save). */
+  size_t fast_nsize;
   uint64_t events, stream_bytes;
   uint64_t flushed_ns;  /* When the buffer was last written out. */
   pthread_t owner;  /* The thread that started it. */
@@ -161,11 +166,12 @@ static size_t mp_len(const Memprof *mp)
   return (size_t)(mp->cur - mp->buf);
 }
 
-/* Ends the fast paths' run: the next event takes the general path
-** (which arms a new run). */
+/* Ends the fast paths' run: its events counted, and the next event
+** takes the general path (which arms a new run). */
 static void mp_fast_end(Memprof *mp)
 {
-  mp->fast_left = 0;
+  mp->events += mp->armed - mp->fast_left;
+  mp->armed = mp->fast_left = 0;
 }
 
 /* The stream failed (err): the profile stops at the next allocation. */
@@ -270,28 +276,41 @@ static const uint64_t uleb_cont[64] = {
 #undef CONT
 #endif
 
-/* A ULEB128 at p by the table's lengths (any value); returns the byte
-** after it.  See put_uleb_with. */
+#if LJ_LE && defined(__GNUC__)
+#define MEMPROF_SPREAD 1
+/* A ULEB128 of v, below 2^56, at p by the tables: the 7-bit groups
+** spread into bytes without a loop (the lengths of addresses vary, which
+** a loop would mispredict), the continuation bits set, 8 bytes stored of
+** which as many are kept as needed.  The buffer's reserve covers the
+** slack. */
+static LJ_AINLINE uint8_t *put_uleb_spread(uint8_t *p, uint64_t v, int pdep)
+{
+#ifdef __x86_64__
+  uint64_t hb;  /* 0 to 55: BSR's whole register, no zero extension. */
+  __asm__("bsrq %1, %0" : "=r"(hb) : "r"(v | 1));
+#else
+  uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v | 1);
+#endif
+  uint64_t x;
+#ifdef LM_HAVE_BMI2
+  if (pdep)
+    x = spread_pdep(v);
+  else
+#endif
+    x = spread_shifts(v);
+  UNUSED(pdep);
+  x |= uleb_cont[hb];
+  memcpy(p, &x, 8);
+  return p + uleb_len[hb];
+}
+#endif
+
+/* A ULEB128 at p (any value); returns the byte after it.  See
+** put_uleb_with. */
 static LJ_AINLINE uint8_t *put_uleb_long(uint8_t *p, uint64_t v, int pdep)
 {
-#if LJ_LE && defined(__GNUC__)
-  if (LJ_LIKELY(v < ((uint64_t)1 << 56))) {
-    /* Spread the 7-bit groups into bytes without a loop (the lengths of
-    ** addresses vary, which a loop would mispredict), set the
-    ** continuation bits, store 8 bytes and keep as many as needed.  The
-    ** buffer's reserve covers the slack. */
-    uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v | 1);  /* 0 to 55 */
-    uint64_t x;
-#ifdef LM_HAVE_BMI2
-    if (pdep)
-      x = spread_pdep(v);
-    else
-#endif
-      x = spread_shifts(v);
-    x |= uleb_cont[hb];
-    memcpy(p, &x, 8);
-    return p + uleb_len[hb];
-  }
+#ifdef MEMPROF_SPREAD
+  if (LJ_LIKELY(v < ((uint64_t)1 << 56))) return put_uleb_spread(p, v, pdep);
 #endif
   UNUSED(pdep);
   while (v >= 0x80) {
@@ -318,10 +337,38 @@ static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
   return put_uleb_long(p, v, pdep);
 }
 
-/* The same for an address, which is never that small: no test for one
-** byte (the table's first lengths still write a small value right). */
-static LJ_AINLINE uint8_t *put_uleb_addr(uint8_t *p, uint64_t v, int pdep)
+/*
+** The same for an address, which is never that small: no test for one
+** byte (the table's first lengths still write a small value right).  A
+** block of LuaJIT's own allocator (direct) on x86-64 with 64-bit GC
+** references lies below 2^47, where the VM needs its objects: its
+** address is written in 7 bytes, the length of every address from 2^42
+** up (the heap's mmaps are there), padded when it is smaller (a form
+** every reader takes): the groups spread and the continuation bits set,
+** without finding the length.
+*/
+#if defined(MEMPROF_SPREAD) && LJ_TARGET_X64 && LJ_GC64
+#define MEMPROF_ADDR7 1
+#endif
+
+static LJ_AINLINE uint8_t *put_uleb_addr(uint8_t *p, uint64_t v, int pdep,
+					 int direct)
 {
+#ifdef MEMPROF_ADDR7
+  if (direct) {
+    uint64_t x;
+#ifdef LM_HAVE_BMI2
+    if (pdep)
+      x = spread_pdep(v);
+    else
+#endif
+      x = spread_shifts(v);
+    x |= 0x0000808080808080ULL;  /* Six bytes that go on, and the last. */
+    memcpy(p, &x, 8);
+    return p + 7;
+  }
+#endif
+  UNUSED(direct);
   return put_uleb_long(p, v, pdep);
 }
 
@@ -1543,7 +1590,8 @@ static int memprof_finish(Memprof *mp);
 ** with room for them in the buffer, and reads the clock.
 */
 static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
-				       size_t nsize, void *nptr, int pdep)
+				       size_t nsize, void *nptr, int pdep,
+				       int direct)
 {
   int rearm = mp->fast_left == 0;
   Site s;
@@ -1564,17 +1612,17 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
     uint8_t *p = mp->cur;
     if (nsize == 0) {
       p = put_head(p, EV_FREE, &s, pdep);
-      p = put_uleb_addr(p, (uintptr_t)ptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)ptr, pdep, direct);
       p = put_uleb_with(p, osize, pdep);
     } else if (ptr == NULL) {
       p = put_head(p, EV_ALLOC, &s, pdep);
-      p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)nptr, pdep, direct);
       p = put_uleb_with(p, nsize, pdep);
     } else {
       p = put_head(p, EV_REALLOC, &s, pdep);
-      p = put_uleb_addr(p, (uintptr_t)ptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)ptr, pdep, direct);
       p = put_uleb_with(p, osize, pdep);
-      p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)nptr, pdep, direct);
       p = put_uleb_with(p, nsize, pdep);
     }
     mp->cur = p;
@@ -1582,7 +1630,10 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
   if (rearm || (mp->events & (MEMPROF_CLOCK_EVERY - 1)) == 0)
     mp_flush_if_stale(mp);
   if (mp_len(mp) > MEMPROF_BUFSZ - MEMPROF_FAST_ROOM) mp_flush(mp);
-  if (rearm && mp->err == 0) mp->fast_left = MEMPROF_CLOCK_EVERY;
+  if (rearm) {
+    mp_fast_end(mp);  /* The last run's events, counted. */
+    if (mp->err == 0) mp->fast_left = mp->armed = MEMPROF_CLOCK_EVERY;
+  }
   return nptr;
 }
 
@@ -1608,7 +1659,7 @@ static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 {
   Memprof *mp = (Memprof *)ud;
   void *nptr = memprof_call(mp, direct, ptr, osize, nsize);
-  return memprof_record(mp, ptr, osize, nsize, nptr, pdep);
+  return memprof_record(mp, ptr, osize, nsize, nptr, pdep, direct);
 }
 
 /*
@@ -1617,10 +1668,10 @@ static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 ** site compiled code stored encodes them: the line at its prototype's
 ** stand-in for the trace, or the trace number) are copied before the
 ** allocator runs, its address and size written after, so that only the
-** size is kept across the call (the general path, a call of its own,
-** would keep three).  The allocator changes neither the buffer's cursor
-** nor fast_left, and cannot throw.  Anything else, or any event while
-** fast_left is 0, takes the general path.
+** profiler is kept across the call (the size waits in it, the general
+** path, a call of its own, would keep three).  The allocator changes
+** neither the buffer's cursor nor fast_left, and cannot throw.  Anything
+** else, or any event while fast_left is 0, takes the general path.
 */
 static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
 					   size_t nsize, int pdep, int direct,
@@ -1645,11 +1696,11 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
   *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
   mp->cur = put_uleb_with(p + 1, (uint64_t)g->vmstate, pdep);
 #endif
+  mp->fast_nsize = nsize;
   nptr = memprof_call(mp, direct, NULL, osize, nsize);
-  p = put_uleb_addr(mp->cur, (uintptr_t)nptr, pdep);
-  mp->cur = put_uleb_with(p, nsize, pdep);
+  p = put_uleb_addr(mp->cur, (uintptr_t)nptr, pdep, direct);
+  mp->cur = put_uleb_with(p, mp->fast_nsize, pdep);
   mp->fast_left--;
-  mp->events++;
   return nptr;
 }
 
@@ -1674,10 +1725,9 @@ static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
     return other(ud, ptr, osize, nsize);
   p = mp->cur;
   *p = EV_HEADER(EV_FREE, SRC_INTERNAL);
-  p = put_uleb_addr(p + 1, (uintptr_t)ptr, pdep);
+  p = put_uleb_addr(p + 1, (uintptr_t)ptr, pdep, direct);
   mp->cur = put_uleb_with(p, osize, pdep);
   mp->fast_left = left - 1;
-  mp->events++;
   return memprof_call(mp, direct, ptr, osize, 0);
 }
 
@@ -1927,7 +1977,7 @@ static int memprof_start_on(Memprof *mp, lua_State *L,
   mp->filling = 0;
   mp->err = 0;
   mp->moving = 0;
-  mp->fast_left = 0;
+  mp->fast_left = mp->armed = 0;
   mp->events = mp->stream_bytes = 0;
   memset(&mp->census, 0, sizeof(mp->census));
   dump_symtab(mp, G(L));
