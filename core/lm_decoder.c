@@ -325,27 +325,51 @@ static int parse_sym_body(struct lm_decoder *d, struct cursor *c,
     }
 }
 
-/*
- * A trace marker (docs/format.md, "Trace context"): a prototype symbol at
- * the reserved address with the reserved name, no prototype but the trace
- * in effect for the Lua located events after it: the decoder keeps it,
- * and the record stays out of the batch.  P_OK, or P_ERR for a trace number
- * past 32 bits, which no VM has.
- */
-static int take_trace_mark(struct lm_decoder *d, struct lm_record *rec)
+/* Whether a prototype symbol is at a reserved address with its reserved
+ * name (lm_format.h). */
+static int is_reserved(const struct lm_record *rec, uint64_t addr,
+                       const char *name, size_t len)
 {
-    if (rec->kind != LM_REC_SYM_LFUNC || rec->addr != LM_TRACE_MARK_ADDR ||
-        rec->str_len != sizeof(LM_TRACE_MARK_NAME) - 1 ||
-        memcmp(rec->str, LM_TRACE_MARK_NAME, rec->str_len) != 0)
+    return rec->addr == addr && rec->str_len == len &&
+           memcmp(rec->str, name, len) == 0;
+}
+
+/*
+ * The trace context (docs/format.md, "Trace context").  A trace marker, a
+ * prototype symbol at its reserved address with its reserved name, is no
+ * prototype but the trace in effect for the Lua located events after it:
+ * the decoder keeps it.  A stand-in symbol says the trace the prototype
+ * symbol after it stands for, which that record carries (traceno).  Both
+ * stay out of the batch.  P_OK, or P_ERR for a trace number past 32 bits,
+ * which no VM has.
+ */
+static int take_trace_context(struct lm_decoder *d, struct lm_record *rec)
+{
+    int mark;
+
+    if (rec->kind != LM_REC_SYM_LFUNC)
         return P_OK;
+    mark = is_reserved(rec, LM_TRACE_MARK_ADDR, LM_TRACE_MARK_NAME,
+                       sizeof(LM_TRACE_MARK_NAME) - 1);
+    if (!mark && !is_reserved(rec, LM_STANDIN_ADDR, LM_STANDIN_NAME,
+                              sizeof(LM_STANDIN_NAME) - 1)) {
+        rec->traceno = d->standin;
+        d->standin = 0;
+        return P_OK;
+    }
     if (rec->line > UINT32_MAX) {
-        fail(d, rec->offset, "trace marker of trace %" PRIu64 ", past 32 bits",
-             rec->line);
+        fail(d, rec->offset, "%s of trace %" PRIu64 ", past 32 bits",
+             mark ? "trace marker" : "stand-in", rec->line);
         return P_ERR;
     }
-    rec->kind = LM_REC_TRACE_MARK;
     rec->traceno = rec->line;
-    d->trace = (uint32_t)rec->line;
+    if (mark) {
+        rec->kind = LM_REC_TRACE_MARK;
+        d->trace = (uint32_t)rec->line;
+    } else {
+        rec->kind = LM_REC_STANDIN;
+        d->standin = (uint32_t)rec->line;
+    }
     return P_OK;
 }
 
@@ -385,7 +409,7 @@ static int parse_symtab_entry(struct lm_decoder *d, struct cursor *c,
     }
     rec->kind = (uint8_t)kind;
     int r = parse_sym_body(d, c, item, rec);
-    return r == P_OK ? take_trace_mark(d, rec) : r;
+    return r == P_OK ? take_trace_context(d, rec) : r;
 }
 
 /* Which symbols an event-symtab may carry in this revision. */
@@ -463,7 +487,7 @@ static int parse_event(struct lm_decoder *d, struct cursor *c,
         rec->kind = (uint8_t)kind;
         rec->in_events = 1;
         r = parse_sym_body(d, c, item, rec);
-        return r == P_OK ? take_trace_mark(d, rec) : r;
+        return r == P_OK ? take_trace_context(d, rec) : r;
     }
     case LM_EV_ALLOC:
         rec->kind = LM_REC_ALLOC;
@@ -825,9 +849,10 @@ static int parse_item(struct lm_decoder *d, struct cursor *c)
     }
     if (r == P_OK) {
         d->nrecords[rec->kind]++;
-        /* A trace marker is the decoder's: no record for the sink. */
-        if (rec->kind != LM_REC_TRACE_MARK && ++d->nbatch == LM_BATCH &&
-            flush_batch(d) != 0)
+        /* A trace marker and a stand-in symbol are the decoder's: no
+         * record for the sink. */
+        if (rec->kind != LM_REC_TRACE_MARK && rec->kind != LM_REC_STANDIN &&
+            ++d->nbatch == LM_BATCH && flush_batch(d) != 0)
             return P_ERR;
     }
     return r;

@@ -17,7 +17,10 @@
  */
 
 enum lm_record_kind {
-    LM_REC_SYM_LFUNC,    /* addr, str = chunk name, line = first line */
+    /* addr, str = chunk name, line = first line; traceno = the trace a
+     * stand-in stands for (docs/format.md, "Trace context"), 0 for a
+     * prototype */
+    LM_REC_SYM_LFUNC,
     LM_REC_SYM_CFUNC,    /* addr, str = name */
     LM_REC_SYM_TRACE,    /* traceno, trace_addr (R2/R3-seed), addr, line */
     LM_REC_SYMTAB_END,   /* the end of the symbol table at start */
@@ -28,6 +31,10 @@ enum lm_record_kind {
     /* A trace marker: counted, never handed to the sink (the decoder
      * keeps its trace, struct lm_decoder's trace). */
     LM_REC_TRACE_MARK,
+    /* The symbol that makes the next prototype symbol a stand-in:
+     * counted, never handed to the sink (the decoder gives its trace to
+     * that symbol, struct lm_decoder's standin). */
+    LM_REC_STANDIN,
     LM_REC_END, /* the epilogue */
 };
 
@@ -120,6 +127,9 @@ struct lm_decoder {
     /* The trace in effect for Lua located events: the last trace
      * marker's (docs/format.md, "Trace context"), 0 before any. */
     uint32_t trace;
+    /* The trace of a stand-in symbol read, for the prototype symbol
+     * after it (LM_REC_SYM_LFUNC's traceno), 0 if none is due. */
+    uint32_t standin;
     /* Per event header byte: kind << 8 | location words << 4 | source
      * for an alloc, free or realloc the fast path decodes, 0 for anything
      * else. */

@@ -196,6 +196,16 @@ void lm_enc_trace_mark(struct lm_buf *b, uint64_t traceno)
     lm_enc_event_lfunc(b, LM_TRACE_MARK_ADDR, LM_TRACE_MARK_NAME, traceno);
 }
 
+void lm_enc_standin(struct lm_buf *b, uint64_t traceno)
+{
+    lm_enc_event_lfunc(b, LM_STANDIN_ADDR, LM_STANDIN_NAME, traceno);
+}
+
+void lm_enc_sym_standin(struct lm_buf *b, uint64_t traceno)
+{
+    lm_enc_sym_lfunc(b, LM_STANDIN_ADDR, LM_STANDIN_NAME, traceno);
+}
+
 void lm_enc_event_cfunc(struct lm_buf *b, uint64_t addr, const char *name)
 {
     event_header(b, LM_EV_SYMTAB, LM_SRC_CFUNC);
@@ -242,6 +252,8 @@ void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
         if (p->chunk == LM_NONE)
             continue;
         const char *chunk = lm_symtab_str(t, p->chunk, &len);
+        if (p->trace != 0)
+            lm_enc_sym_standin(b, p->trace);
         lm_buf_byte(b, LM_SYM_LFUNC);
         sym_lfunc_body(b, p->addr, chunk, len, p->firstline);
     }

@@ -27,12 +27,15 @@ void lm_enc_sym_lfunc(struct lm_buf *b, uint64_t addr, const char *chunk,
 void lm_enc_sym_cfunc(struct lm_buf *b, uint64_t addr, const char *name);
 void lm_enc_sym_trace(struct lm_buf *b, enum lm_revision rev, uint64_t traceno,
                       uint64_t trace_addr, uint64_t proto, uint64_t line);
+/* A stand-in's trace (docs/format.md, "Trace context"): the prototype
+ * symbol written next is a stand-in for a prototype on trace traceno. */
+void lm_enc_sym_standin(struct lm_buf *b, uint64_t traceno);
 void lm_enc_symtab_end(struct lm_buf *b);
 
 /* The symbols a table holds now, as symtab entries of rev: every
- * announced epoch of each prototype and trace and (R3) every C symbol, in
- * arrival order, so that a reader ends with the same current symbols and
- * alias numbers.
+ * announced epoch of each prototype (a stand-in's with its trace) and
+ * trace and (R3) every C symbol, in arrival order, so that a reader ends
+ * with the same current symbols and alias numbers.
  * A reader of them names later events as the table would. */
 struct lm_symtab;
 void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
@@ -56,6 +59,8 @@ void lm_enc_event_trace(struct lm_buf *b, enum lm_revision rev,
 /* A trace marker (docs/format.md, "Trace context"): traceno is in effect
  * for the Lua located events that follow (0: none). */
 void lm_enc_trace_mark(struct lm_buf *b, uint64_t traceno);
+/* The same as lm_enc_sym_standin, as a symbol event. */
+void lm_enc_standin(struct lm_buf *b, uint64_t traceno);
 void lm_enc_epilogue(struct lm_buf *b);
 
 /* Prologues of a whole revision: symtab versions by revision. */

@@ -73,10 +73,22 @@ enum {
  * (lfunc-sym) at this reserved address with this chunk name is a marker,
  * not a prototype.  Its first line is the trace in effect for the Lua
  * located events that follow it (0: none), i.e. the trace whose compiled
- * code made them.
+ * code made them.  Earlier patched VMs wrote markers; they write
+ * stand-ins now (below).
  */
 enum { LM_TRACE_MARK_ADDR = 4 };
 #define LM_TRACE_MARK_NAME "[trace]"
+
+/*
+ * Stand-ins (docs/format.md, "Trace context"): a symbol event (lfunc-sym) at
+ * this reserved address with this chunk name says that the prototype
+ * symbol right after it is a stand-in, an address of its own standing for a
+ * prototype on one trace: its first line is that trace's number.  Lua
+ * located events at the stand-in are that trace's compiled code's, at the
+ * lines of the prototype whose chunk name and first line the stand-in has.
+ */
+enum { LM_STANDIN_ADDR = 5 };
+#define LM_STANDIN_NAME "[stand-in]"
 
 /* The stream revisions ljmp reads (docs/format.md). */
 enum lm_revision {

@@ -143,13 +143,24 @@ static void retire_renamed_cfunc_locs(struct lm_state *s)
     s->cfuncs_changed = 0;
 }
 
+/* A Lua location's trace in effect: its key's (a trace marker's), or
+ * its prototype epoch's if that is a stand-in's; 0 for none. */
+static uint32_t loc_trace(const struct lm_state *s, const struct lm_loc *l)
+{
+    if (l->trace != 0 || l->sym == LM_NONE)
+        return l->trace;
+    return s->sym.protos[l->sym].trace;
+}
+
 /* A new Lua location's trace in effect: bound to the trace's current
  * epoch (a placeholder if none was announced), listed in it. */
 static int bind_trace(struct lm_state *s, struct lm_loc *l, uint32_t id)
 {
-    if (l->trace == 0)
+    uint32_t trace = loc_trace(s, l);
+
+    if (trace == 0)
         return 0;
-    l->trace_sym = lm_symtab_trace_current(&s->sym, l->trace);
+    l->trace_sym = lm_symtab_trace_current(&s->sym, trace);
     if (l->trace_sym == LM_NONE)
         return -1;
     l->trace_next = s->sym.traces[l->trace_sym].ctx_locs;
@@ -917,7 +928,8 @@ static int apply_symbol(struct lm_state *s, const struct lm_record *r)
         if (r->addr == LM_CENSUS_BEGIN || r->addr == LM_CENSUS_COMPLETE)
             s->census.names = 1;
         if (lm_symtab_add_proto(&s->sym, r->addr, r->str, r->str_len, r->line,
-                                lm_census_addr(s, r->addr), &retired) != 0)
+                                lm_census_addr(s, r->addr),
+                                (uint32_t)r->traceno, &retired) != 0)
             return -1;
         if (retired != LM_NONE)
             retire_list(s, s->sym.protos[retired].locs);
@@ -1628,10 +1640,12 @@ int lm_state_loc_trace_name(const struct lm_state *s, uint32_t loc, char *buf,
 {
     const struct lm_loc *l = &s->locs[loc];
 
-    if (l->source != LM_SRC_LFUNC || l->trace == 0)
+    uint32_t trace = l->source == LM_SRC_LFUNC ? loc_trace(s, l) : 0;
+
+    if (trace == 0)
         return lm_state_loc_name(s, loc, buf, len);
-    /* A marker names no machine code: named as in R3. */
-    return trace_name(s, l->trace_sym, l->trace, 0, 0, buf, len);
+    /* The trace context names no machine code: named as in R3. */
+    return trace_name(s, l->trace_sym, trace, 0, 0, buf, len);
 }
 
 /* The parts of a Lua line of prototype epoch proto, as lfunc_name names
@@ -1667,7 +1681,7 @@ void lm_state_loc_parts(const struct lm_state *s, uint32_t loc,
     switch (l->source) {
     case LM_SRC_LFUNC:
         lfunc_parts(s, l->sym, l->addr, l->line, p);
-        p->trace = l->trace;
+        p->trace = loc_trace(s, l);
         return;
     case LM_SRC_CFUNC:
         p->kind = l->addr == 0 ? LM_PART_INTERNAL : LM_PART_C;

@@ -140,16 +140,16 @@ static uint32_t proto_push(struct lm_symtab *t, const struct lm_proto *p,
 uint32_t lm_symtab_proto_current(struct lm_symtab *t, uint64_t addr)
 {
     uint32_t slot, id = proto_find(t, addr, &slot);
-    struct lm_proto p = {addr, 0, LM_NONE, LM_NONE, 0};
+    struct lm_proto p = {addr, 0, LM_NONE, LM_NONE, 0, 0};
 
     return id != LM_NONE ? id : proto_push(t, &p, NULL);
 }
 
 int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
                         size_t len, uint64_t firstline, int census,
-                        uint32_t *retired)
+                        uint32_t trace, uint32_t *retired)
 {
-    struct lm_proto p = {addr, firstline, LM_NONE, LM_NONE, census != 0};
+    struct lm_proto p = {addr, firstline, LM_NONE, LM_NONE, census != 0, trace};
 
     p.chunk = lm_symtab_intern(t, chunk, len);
     if (p.chunk == LM_NONE || (!census && note_alias(t, p.chunk) != 0))

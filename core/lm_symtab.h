@@ -26,6 +26,10 @@ struct lm_proto {
      * chunk name is printed alone.  Fixed when announced, as a
      * location's name is when it is made. */
     uint8_t census;
+    /* A stand-in's trace (docs/format.md, "Trace context"): what events
+     * at this epoch count, that trace's compiled code allocated at the
+     * lines of the prototype whose name it has; 0 for a prototype. */
+    uint32_t trace;
 };
 
 struct lm_trace {
@@ -109,11 +113,12 @@ uint32_t lm_symtab_trace_current(struct lm_symtab *t, uint64_t traceno);
  * (LM_NONE if none) through *retired, so the caller can retire the
  * locations that hang off it; -1 when out of memory.  A prototype's chunk
  * name holding a newline gets an alias, unless it is a census's name
- * (census: see struct lm_proto), which is never source text.
+ * (census: see struct lm_proto), which is never source text.  A stand-in
+ * is announced as a prototype, with the trace it stands for.
  */
 int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
                         size_t len, uint64_t firstline, int census,
-                        uint32_t *retired);
+                        uint32_t trace, uint32_t *retired);
 int lm_symtab_add_trace(struct lm_symtab *t, uint64_t traceno,
                         uint64_t trace_addr, uint64_t start_addr,
                         uint64_t start_line, uint32_t *retired);

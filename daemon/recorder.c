@@ -578,6 +578,9 @@ static int record_from_now(struct session *s, struct recording *rec)
      * says it only when it changes (docs/format.md, "Trace context"). */
     if (d->trace != 0)
         lm_enc_trace_mark(&b, d->trace);
+    /* A stand-in's trace read, its prototype symbol still to come. */
+    if (d->standin != 0)
+        lm_enc_standin(&b, d->standin);
     lm_buf_bytes(&b, d->pend, d->pend_len);
     if (b.oom) {
         lm_buf_free(&b);

@@ -148,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         opts.json = 1;
         lm_report_write(devnull, &p.state, &opts);
-        opts.by_trace = 1; /* names by trace: trace markers' epochs */
+        opts.by_trace = 1; /* by trace: markers' and stand-ins' epochs */
         lm_report_write(devnull, &p.state, &opts);
         fclose(devnull);
     }

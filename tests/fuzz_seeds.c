@@ -1,7 +1,8 @@
 /* Writes fuzz seeds that reach what random bytes seldom build: big heaps,
- * a primary released by more sites than it keeps pending, and a census
- * (its markers, duplicates, older blocks' frees, remainder); and, for
- * the control protocol's target, one frame of each request. */
+ * a primary released by more sites than it keeps pending, a census (its
+ * markers, duplicates, older blocks' frees, remainder), trace markers and
+ * stand-ins; and, for the control protocol's target, one frame of each
+ * request. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,40 @@ static void trace_markers(struct lm_buf *b)
     lm_enc_epilogue(b);
 }
 
+/*
+ * Stand-ins (docs/format.md, "Trace context"), as the VM writes them: a
+ * line allocated at by the interpreter and by two traces at stand-ins of
+ * its prototype, one trace made anew with its stand-in at the same
+ * address, a stand-in symbol whose prototype comes after events, and a
+ * collector's frees of their blocks.
+ */
+static void standins(struct lm_buf *b)
+{
+    struct lm_loc_ref at = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 3},
+                      gc = {.source = LM_SRC_INTERNAL};
+
+    begin(b);
+    lm_enc_event_trace(b, LM_REV_R3, 1, 0, 0x100, 2);
+    lm_enc_standin(b, 1);
+    lm_enc_event_lfunc(b, 0x7100, "@seed.lua", 1);
+    lm_enc_event_trace(b, LM_REV_R3, 2, 0, 0x100, 3);
+    lm_enc_standin(b, 2);
+    for (uint64_t k = 1; k <= 30; k++) {
+        at.addr = k % 3 == 0 ? 0x100 : 0x7000 + (k % 3) * 0x100;
+        lm_enc_alloc(b, LM_REV_R3, &at, k * 16, 8);
+        if (k == 2)
+            lm_enc_event_lfunc(b, 0x7200, "@seed.lua", 1);
+        if (k == 15) {
+            lm_enc_event_trace(b, LM_REV_R3, 1, 0, 0x100, 4);
+            lm_enc_standin(b, 1);
+            lm_enc_event_lfunc(b, 0x7100, "@seed.lua", 1);
+        }
+    }
+    for (uint64_t k = 1; k <= 30; k += 2)
+        lm_enc_free(b, LM_REV_R3, &gc, k * 16, 8);
+    lm_enc_epilogue(b);
+}
+
 /* One control request, framed as a client sends it, into dir/name. */
 static int write_request(const char *dir, const char *name, Ljmp__Request *req)
 {
@@ -294,7 +329,8 @@ static int marks_seeds(const char *dir)
 
 int main(int argc, char **argv)
 {
-    struct lm_buf heap = {0}, releasers = {0}, taken = {0}, marked = {0};
+    struct lm_buf heap = {0}, releasers = {0}, taken = {0}, marked = {0},
+                  standing = {0};
     int rc;
 
     if (argc != 2 && argc != 3) {
@@ -307,13 +343,16 @@ int main(int argc, char **argv)
     many_releasers(&releasers);
     census(&taken);
     trace_markers(&marked);
+    standins(&standing);
     rc = write_seed(argv[1], "big-heap", &heap) != 0 ||
          write_seed(argv[1], "many-releasers", &releasers) != 0 ||
          write_seed(argv[1], "census", &taken) != 0 ||
-         write_seed(argv[1], "trace-markers", &marked) != 0;
+         write_seed(argv[1], "trace-markers", &marked) != 0 ||
+         write_seed(argv[1], "stand-ins", &standing) != 0;
     lm_buf_free(&heap);
     lm_buf_free(&releasers);
     lm_buf_free(&taken);
     lm_buf_free(&marked);
+    lm_buf_free(&standing);
     return rc;
 }

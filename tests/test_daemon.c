@@ -1137,6 +1137,15 @@ static void test_record_mid_stream(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"overwritten_blocks\":0,"));
     free(text);
     free(json);
+    /* The loop's trace came with the symbol table the recording began
+     * with, its stand-ins too: by trace, what it made is its row. */
+    snprintf(args, sizeof(args), "report --by-trace '%s/mid.bin'", test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "mid-trace.txt"), 0);
+    text = test_slurp("mid-trace.txt");
+    char *row = strstr(text, "TRACE [");
+    CU_ASSERT_PTR_NOT_NULL(row);
+    CU_ASSERT_PTR_NOT_NULL(row != NULL ? strstr(row, "busy.lua:") : NULL);
+    free(text);
 }
 
 /* A VM killed mid-stream leaves a truncated session with its state. */

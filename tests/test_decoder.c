@@ -731,6 +731,84 @@ static void test_trace_marker_past_32_bits(void)
     lm_buf_free(&b);
 }
 
+/* Stand-ins (docs/format.md, "Trace context"): the stand-in symbol is the
+ * decoder's own (no record), and the prototype symbol right after it, in
+ * the symbol table or as an event, carries its trace; one at the reserved
+ * address with another name is a prototype, and no symbol but the next
+ * one takes the trace, however the stream is cut.  Events stay as they
+ * are: the state names them (test_state). */
+static void test_standins(void)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref at = loc_lua(0x7100, 3);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@h.lua", 1);
+    lm_enc_sym_standin(&b, 4);
+    lm_enc_sym_lfunc(&b, 0x7100, "@h.lua", 1);
+    lm_enc_sym_lfunc(&b, 0x7200, "@h.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &at, 0x1000, 16);
+    lm_enc_standin(&b, 9);
+    for (uint64_t i = 0; i < 40; i++) /* the fast path does not take it */
+        lm_enc_alloc(&b, LM_REV_R3, &at, 0x2000 + 16 * i, 16);
+    lm_enc_event_lfunc(&b, 0x7300, "@i.lua", 5);
+    lm_enc_event_lfunc(&b, LM_STANDIN_ADDR, "@five.lua", 1);
+    lm_enc_event_lfunc(&b, 0x7400, "@i.lua", 5);
+    lm_enc_epilogue(&b);
+    CU_ASSERT_FATAL(!b.oom);
+
+    size_t chunks[] = {0, 1, 7, 100};
+    for (size_t k = 0; k < sizeof(chunks) / sizeof(*chunks); k++) {
+        struct recorder r = {0};
+        struct lm_decoder d;
+        CU_ASSERT_EQUAL_FATAL(decode_to(&r, b.data, b.len, chunks[k], &d),
+                              LM_DONE);
+        CU_ASSERT_EQUAL(d.nrecords[LM_REC_STANDIN], 2);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_STANDIN), 0);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_LFUNC), 6);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 0)->rec.traceno, 0);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 1)->rec.addr, 0x7100);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 1)->rec.traceno, 4);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 2)->rec.traceno, 0);
+        /* Events between a stand-in symbol and its prototype's. */
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 3)->rec.addr, 0x7300);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 3)->rec.traceno, 9);
+        CU_ASSERT_STRING_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 4)->str, "@five.lua");
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 4)->rec.traceno, 0);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_SYM_LFUNC, 5)->rec.traceno, 0);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_ALLOC), 41);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 40)->rec.loc.trace, 0);
+        CU_ASSERT_EQUAL(d.standin, 0);
+        recorder_free(&r);
+        lm_decoder_free(&d);
+    }
+    lm_buf_free(&b);
+}
+
+/* A stand-in's trace past 32 bits is no VM's: an error at its symbol. */
+static void test_standin_past_32_bits(void)
+{
+    struct lm_buf b = {0};
+    struct recorder r = {0};
+    struct lm_decoder d;
+
+    lm_enc_begin(&b, LM_REV_R3);
+    size_t at = b.len;
+    lm_enc_sym_standin(&b, 1ull << 32);
+    lm_enc_sym_lfunc(&b, 0x7100, "@h.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_epilogue(&b);
+    CU_ASSERT_EQUAL(decode_to(&r, b.data, b.len, 0, &d), LM_ERROR);
+    CU_ASSERT_EQUAL(d.err_offset, at);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.errmsg, "stand-in"));
+    recorder_free(&r);
+    lm_decoder_free(&d);
+    lm_buf_free(&b);
+}
+
 /* Records before a malformed item are delivered, nothing after it. */
 static void test_records_before_error_are_kept(void)
 {
@@ -795,6 +873,8 @@ void register_decoder_tests(void)
     CU_add_test(s, "truncation message", test_truncation_message);
     CU_add_test(s, "trace markers", test_trace_markers);
     CU_add_test(s, "trace marker past 32 bits", test_trace_marker_past_32_bits);
+    CU_add_test(s, "stand-ins", test_standins);
+    CU_add_test(s, "stand-in past 32 bits", test_standin_past_32_bits);
     CU_add_test(s, "huge limits are lowered", test_huge_limits);
     CU_add_test(s, "sink error offsets", test_sink_error_offsets);
 }

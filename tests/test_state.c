@@ -977,47 +977,70 @@ static char *report_by(const struct lm_state *s, int by_trace)
     return report_with(s, &o);
 }
 
+/* How a stream says which trace allocated at a line (docs/format.md,
+ * "Trace context"). */
+enum trace_context { TC_NONE, TC_MARKERS, TC_STANDINS };
+
 /*
  * Events at line 3 of @h.lua: two allocations and a realloc by trace 7's
  * compiled code (one of its blocks freed later by the collector), one by
  * the interpreter, then trace 7 made anew (a new epoch, started at line
- * 5) allocating there once more.  With markers if marked, else the same
- * events as a stream without them.
+ * 5) allocating there once more.  With markers, or at stand-ins for the
+ * prototype on the trace as the VM writes them (the new trace's at the
+ * same address, as one made after a flush may be), else the same events
+ * as a stream without them.
  */
-static void trace_context_stream(struct lm_buf *b, int marked)
+static void trace_context_stream(struct lm_buf *b, enum trace_context tc)
 {
     struct lm_loc_ref at3 = loc_lua(0x100, 3), in = loc_internal();
+    struct lm_loc_ref on7 = tc == TC_STANDINS ? loc_lua(0x7100, 3) : at3;
 
     lm_enc_begin(b, LM_REV_R3);
     lm_enc_sym_lfunc(b, 0x100, "@h.lua", 1);
     lm_enc_sym_trace(b, LM_REV_R3, 7, 0, 0x100, 2);
+    if (tc == TC_STANDINS) {
+        lm_enc_sym_standin(b, 7);
+        lm_enc_sym_lfunc(b, 0x7100, "@h.lua", 1);
+    }
     lm_enc_symtab_end(b);
     lm_enc_begin_events(b, LM_REV_R3);
-    if (marked)
+    if (tc == TC_MARKERS)
         lm_enc_trace_mark(b, 7);
-    lm_enc_alloc(b, LM_REV_R3, &at3, 0x1000, 32);
-    lm_enc_alloc(b, LM_REV_R3, &at3, 0x2000, 32);
-    lm_enc_realloc(b, LM_REV_R3, &at3, 0x2000, 32, 0x2800, 64);
-    if (marked)
+    lm_enc_alloc(b, LM_REV_R3, &on7, 0x1000, 32);
+    lm_enc_alloc(b, LM_REV_R3, &on7, 0x2000, 32);
+    lm_enc_realloc(b, LM_REV_R3, &on7, 0x2000, 32, 0x2800, 64);
+    if (tc == TC_MARKERS)
         lm_enc_trace_mark(b, 0);
     lm_enc_alloc(b, LM_REV_R3, &at3, 0x3000, 16);
     lm_enc_free(b, LM_REV_R3, &in, 0x1000, 32);
     lm_enc_event_trace(b, LM_REV_R3, 7, 0, 0x100, 5);
-    if (marked)
+    if (tc == TC_MARKERS)
         lm_enc_trace_mark(b, 7);
-    lm_enc_alloc(b, LM_REV_R3, &at3, 0x4000, 8);
+    if (tc == TC_STANDINS) {
+        lm_enc_standin(b, 7);
+        lm_enc_event_lfunc(b, 0x7100, "@h.lua", 1);
+    }
+    lm_enc_alloc(b, LM_REV_R3, &on7, 0x4000, 8);
     lm_enc_epilogue(b);
 }
 
+static void check_trace_context(enum trace_context tc);
+
 /* What a trace allocated at a line is that line's in the default report
- * (the same as without markers), its trace's in the by-trace one, live
- * counts and overrides included, on one thread and on two. */
+ * (the same as without markers or stand-ins), its trace's in the by-trace
+ * one, live counts and overrides included, on one thread and on two. */
 static void test_trace_context(void)
+{
+    check_trace_context(TC_MARKERS);
+    check_trace_context(TC_STANDINS);
+}
+
+static void check_trace_context(enum trace_context tc)
 {
     struct lm_buf plain = {0}, marked = {0};
 
-    trace_context_stream(&plain, 0);
-    trace_context_stream(&marked, 1);
+    trace_context_stream(&plain, TC_NONE);
+    trace_context_stream(&marked, tc);
     struct lm_profile p0, p1;
     run(&p0, &plain, LM_DONE);
     run(&p1, &marked, LM_DONE);
@@ -1073,8 +1096,10 @@ static void test_trace_context(void)
         group_sum(&g, sum, "TRACE [7] started at @h.lua:5").live_bytes, 8);
     CU_ASSERT_EQUAL(group_sum(&g, sum, "@h.lua:3").live_bytes, 16);
     lm_groups_free(&g);
-    /* Markers are no prototypes: no symbol of theirs is kept. */
-    CU_ASSERT_EQUAL(p1.state.sym.nprotos, p0.state.sym.nprotos);
+    /* Markers and stand-in symbols are no prototypes: no symbol of theirs
+     * is kept; a stand-in is one (each announcement an epoch). */
+    CU_ASSERT_EQUAL(p1.state.sym.nprotos,
+                    p0.state.sym.nprotos + (tc == TC_STANDINS ? 2 : 0));
     lm_profile_free(&p0);
     lm_profile_free(&p1);
     lm_profile_free(&p2);
@@ -1156,7 +1181,8 @@ static char *loc_names(const struct lm_state *s)
 
 /* The symbol table re-encoded (a recording started mid-stream) names
  * later events as the original did, alias numbers included, even when
- * chunks were replaced at their address. */
+ * chunks were replaced at their address, and by trace too (a stand-in
+ * stays one). */
 static void test_symtab_reencoded(void)
 {
     struct lm_buf b = {0}, r = {0}, tail = {0};
@@ -1164,6 +1190,7 @@ static void test_symtab_reencoded(void)
     struct lm_loc_ref a5 = loc_lua(0x30, 5);
     struct lm_loc_ref b7 = loc_lua(0x20, 7);
     struct lm_loc_ref c9 = loc_lua(0x10, 9);
+    struct lm_loc_ref t9 = loc_lua(0x7100, 9);
 
     lm_enc_begin(&b, LM_REV_R3);
     lm_enc_sym_lfunc(&b, 0x10, "local a\nreturn 'A'", 1);
@@ -1173,10 +1200,14 @@ static void test_symtab_reencoded(void)
     lm_enc_begin_events(&b, LM_REV_R3);
     lm_enc_event_lfunc(&b, 0x10, "local c\nreturn 'C'", 1);
     lm_enc_event_lfunc(&b, 0x30, "local a\nreturn 'A'", 1);
+    lm_enc_event_trace(&b, LM_REV_R3, 3, 0, 0x10, 8);
+    lm_enc_standin(&b, 3);
+    lm_enc_event_lfunc(&b, 0x7100, "local c\nreturn 'C'", 1);
     /* The events after the point where a recording would start. */
     lm_enc_alloc(&tail, LM_REV_R3, &a5, 0x1000, 16);
     lm_enc_alloc(&tail, LM_REV_R3, &b7, 0x2000, 16);
     lm_enc_alloc(&tail, LM_REV_R3, &c9, 0x3000, 16);
+    lm_enc_alloc(&tail, LM_REV_R3, &t9, 0x4000, 16);
     lm_enc_epilogue(&tail);
     CU_ASSERT_EQUAL_FATAL(lm_profile_init(&p, NULL, NULL), 0);
     CU_ASSERT_EQUAL(feed_chunked(&p, b.data, b.len, 0), LM_NEED_MORE);
@@ -1197,6 +1228,15 @@ static void test_symtab_reencoded(void)
     x = report_text(&p.state);
     y = report_text(&q.state);
     CU_ASSERT_STRING_EQUAL(x, y);
+    /* The stand-in's line is the line's by default, with c9's. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(x, "function_alias_3:9: 2 events"));
+    free(x);
+    free(y);
+    x = report_by(&p.state, 1);
+    y = report_by(&q.state, 1);
+    CU_ASSERT_STRING_EQUAL(x, y);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(x, "TRACE [3] started at function_alias_3:8: 1 events"));
     free(x);
     free(y);
     lm_profile_free(&p);

@@ -247,6 +247,42 @@ static void test_trace_rows(void)
     free(out);
 }
 
+/* A trace compiled before the stream starts, and one made after a flush:
+ * what each makes at the line is the line's (no trace markers: the VM
+ * writes it at stand-ins for the prototype on each trace, announced in
+ * the symbol table and when the second trace is made), and by trace it is
+ * each trace's, two epochs. */
+static void test_trace_standins(void)
+{
+    struct lm_profile p;
+    char *out, name[1024];
+
+    CU_ASSERT_EQUAL(run_script("jit_standins", "jit_standins.bin", &out), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("jit_standins.bin", &p), LM_DONE);
+    uint64_t line = allocs_at(&p.state, "@", "jit_standins.lua:11");
+    CU_ASSERT(line >= 2000 && line <= 2002);
+    CU_ASSERT_EQUAL(p.dec.nrecords[LM_REC_TRACE_MARK], 0);
+    CU_ASSERT(p.dec.nrecords[LM_REC_STANDIN] >= 2);
+    struct lm_counters tr =
+        by_trace_at(&p.state, "TRACE [", "jit_standins.lua:10");
+    /* The new trace's first iterations are the interpreter's. */
+    CU_ASSERT(tr.alloc_events >= 1990 && tr.alloc_events <= 2000);
+    uint32_t epochs[2] = {LM_NONE, LM_NONE}, nepochs = 0;
+    for (uint32_t i = 0; i < p.state.nlocs; i++) {
+        const struct lm_loc *l = &p.state.locs[i];
+        lm_state_loc_trace_name(&p.state, i, name, sizeof(name));
+        if (strncmp(name, "TRACE [", 7) != 0 || l->ev.alloc_events == 0 ||
+            l->trace_sym == epochs[0] || l->trace_sym == epochs[1])
+            continue;
+        if (nepochs < 2)
+            epochs[nepochs] = l->trace_sym;
+        nepochs++;
+    }
+    CU_ASSERT_EQUAL(nepochs, 2);
+    lm_profile_free(&p);
+    free(out);
+}
+
 /* Tarantool's jit-output case: a loop compiled after 10 iterations makes
  * 20 strings; the 11th, made while the JIT records its instruction, is the
  * interpreter's, on its line, not the recorder's (INTERNAL), and the 9 the
@@ -1372,6 +1408,7 @@ int main(void)
     CU_add_test(s, "unnamed chunk alias", test_unnamed_chunk_alias);
     CU_add_test(s, "trace allocations", test_trace_allocations);
     CU_add_test(s, "trace rows", test_trace_rows);
+    CU_add_test(s, "trace stand-ins", test_trace_standins);
     CU_add_test(s, "recorded iteration on its line",
                 test_recorded_iteration_on_its_line);
     CU_add_test(s, "lines inside compiled code",

@@ -92,14 +92,18 @@ typedef struct Memprof {
   int err;  /* errno of the first failed write; the stream stops there. */
   int last_err;  /* How the last stream ended, for readers after it. */
   volatile int moving;  /* The Lua stack is being reallocated. */
-  /* Events the allocator's fast path may write before the general path
+  /* Events the allocator's fast paths may write before the general path
   ** runs again: 0 while anything needs the general path (a stack being
   ** moved, an error, not running, too little room for a run of fast
-  ** events, a clock check due). */
-  uint32_t fast_left;
+  ** events, a clock check due).  The fast paths do not count their
+  ** events: the run's are added to events when it ends (mp_fast_end),
+  ** as armed less what is left. */
+  uint32_t fast_left, armed;
+  /* An allocation's size, kept here across the allocator's call by the
+  ** fast path for traces (a register fewer to save). */
+  size_t fast_nsize;
   uint64_t events, stream_bytes;
   uint64_t flushed_ns;  /* When the buffer was last written out. */
-  uint32_t trace;  /* The trace in effect the stream last said, 0: none. */
   pthread_t owner;  /* The thread that started it. */
   /* The census (see its section below). */
   MemprofCensus census;
@@ -162,11 +166,19 @@ static size_t mp_len(const Memprof *mp)
   return (size_t)(mp->cur - mp->buf);
 }
 
+/* Ends the fast paths' run: its events counted, and the next event
+** takes the general path (which arms a new run). */
+static void mp_fast_end(Memprof *mp)
+{
+  mp->events += mp->armed - mp->fast_left;
+  mp->armed = mp->fast_left = 0;
+}
+
 /* The stream failed (err): the profile stops at the next allocation. */
 static void mp_fail(Memprof *mp, int err)
 {
   mp->err = err;
-  mp->fast_left = 0;
+  mp_fast_end(mp);
   /* Part of the ring may be in a pipe that is still read: what is written
   ** from now on (the epilogue, symbols), never sent, goes to pages of its
   ** own, mapped over the ring. */
@@ -264,28 +276,41 @@ static const uint64_t uleb_cont[64] = {
 #undef CONT
 #endif
 
-/* A ULEB128 at p by the table's lengths (any value); returns the byte
-** after it.  See put_uleb_with. */
+#if LJ_LE && defined(__GNUC__)
+#define MEMPROF_SPREAD 1
+/* A ULEB128 of v, below 2^56, at p by the tables: the 7-bit groups
+** spread into bytes without a loop (the lengths of addresses vary, which
+** a loop would mispredict), the continuation bits set, 8 bytes stored of
+** which as many are kept as needed.  The buffer's reserve covers the
+** slack. */
+static LJ_AINLINE uint8_t *put_uleb_spread(uint8_t *p, uint64_t v, int pdep)
+{
+#ifdef __x86_64__
+  uint64_t hb;  /* 0 to 55: BSR's whole register, no zero extension. */
+  __asm__("bsrq %1, %0" : "=r"(hb) : "r"(v | 1));
+#else
+  uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v | 1);
+#endif
+  uint64_t x;
+#ifdef LM_HAVE_BMI2
+  if (pdep)
+    x = spread_pdep(v);
+  else
+#endif
+    x = spread_shifts(v);
+  UNUSED(pdep);
+  x |= uleb_cont[hb];
+  memcpy(p, &x, 8);
+  return p + uleb_len[hb];
+}
+#endif
+
+/* A ULEB128 at p (any value); returns the byte after it.  See
+** put_uleb_with. */
 static LJ_AINLINE uint8_t *put_uleb_long(uint8_t *p, uint64_t v, int pdep)
 {
-#if LJ_LE && defined(__GNUC__)
-  if (LJ_LIKELY(v < ((uint64_t)1 << 56))) {
-    /* Spread the 7-bit groups into bytes without a loop (the lengths of
-    ** addresses vary, which a loop would mispredict), set the
-    ** continuation bits, store 8 bytes and keep as many as needed.  The
-    ** buffer's reserve covers the slack. */
-    uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v | 1);  /* 0 to 55 */
-    uint64_t x;
-#ifdef LM_HAVE_BMI2
-    if (pdep)
-      x = spread_pdep(v);
-    else
-#endif
-      x = spread_shifts(v);
-    x |= uleb_cont[hb];
-    memcpy(p, &x, 8);
-    return p + uleb_len[hb];
-  }
+#ifdef MEMPROF_SPREAD
+  if (LJ_LIKELY(v < ((uint64_t)1 << 56))) return put_uleb_spread(p, v, pdep);
 #endif
   UNUSED(pdep);
   while (v >= 0x80) {
@@ -312,10 +337,38 @@ static LJ_AINLINE uint8_t *put_uleb_with(uint8_t *p, uint64_t v, int pdep)
   return put_uleb_long(p, v, pdep);
 }
 
-/* The same for an address, which is never that small: no test for one
-** byte (the table's first lengths still write a small value right). */
-static LJ_AINLINE uint8_t *put_uleb_addr(uint8_t *p, uint64_t v, int pdep)
+/*
+** The same for an address, which is never that small: no test for one
+** byte (the table's first lengths still write a small value right).  A
+** block of LuaJIT's own allocator (direct) on x86-64 with 64-bit GC
+** references lies below 2^47, where the VM needs its objects: its
+** address is written in 7 bytes, the length of every address from 2^42
+** up (the heap's mmaps are there), padded when it is smaller (a form
+** every reader takes): the groups spread and the continuation bits set,
+** without finding the length.
+*/
+#if defined(MEMPROF_SPREAD) && LJ_TARGET_X64 && LJ_GC64
+#define MEMPROF_ADDR7 1
+#endif
+
+static LJ_AINLINE uint8_t *put_uleb_addr(uint8_t *p, uint64_t v, int pdep,
+					 int direct)
 {
+#ifdef MEMPROF_ADDR7
+  if (direct) {
+    uint64_t x;
+#ifdef LM_HAVE_BMI2
+    if (pdep)
+      x = spread_pdep(v);
+    else
+#endif
+      x = spread_shifts(v);
+    x |= 0x0000808080808080ULL;  /* Six bytes that go on, and the last. */
+    memcpy(p, &x, 8);
+    return p + 7;
+  }
+#endif
+  UNUSED(direct);
   return put_uleb_long(p, v, pdep);
 }
 
@@ -395,9 +448,15 @@ static void dump_protos(Memprof *mp, global_State *g)
   }
 }
 
+#if LJ_MEMPROF_JITSITES
+static void jit_say_standins(Memprof *mp, global_State *g, const GCtrace *T,
+			    int symtab);
+#endif
+
 #if LJ_HASJIT
-/* Every live trace, from the JIT's table of them.  The trace being
-** recorded holds a slot there too; it is announced once saved. */
+/* Every live trace, from the JIT's table of them, with its stand-ins.  The
+** trace being recorded holds a slot there too; it is announced once
+** saved. */
 static void dump_traces(Memprof *mp, global_State *g)
 {
   jit_State *J = G2J(g);
@@ -408,6 +467,9 @@ static void dump_traces(Memprof *mp, global_State *g)
     mp_reserve(mp, MEMPROF_ITEM_MAX);
     mp_byte(mp, SYM_TRACE);
     sym_trace(mp, gco2trace(o));
+#if LJ_MEMPROF_JITSITES
+    jit_say_standins(mp, g, gco2trace(o), 1);
+#endif
   }
 }
 #endif
@@ -431,7 +493,7 @@ void lj_memprof_add_proto(global_State *g, const GCproto *pt)
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
   sym_proto(mp, pt);
-  mp->fast_left = 0;  /* The room it counted on is used. */
+  mp_fast_end(mp);  /* The room it counted on is used. */
 }
 
 void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
@@ -442,7 +504,10 @@ void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_TRACE));
   sym_trace(mp, tr);
-  mp->fast_left = 0;
+#if LJ_MEMPROF_JITSITES
+  jit_say_standins(mp, g, tr, 0);
+#endif
+  mp_fast_end(mp);
 #else
   UNUSED(g); UNUSED(tr);
 #endif
@@ -453,53 +518,8 @@ void lj_memprof_stack_moving(global_State *g, int moving)
   Memprof *mp = memprof_of(g);
   if (mp != NULL) {
     mp->moving = moving;
-    mp->fast_left = 0;  /* The move's allocation names no Lua site. */
+    mp_fast_end(mp);  /* The move's allocation names no Lua site. */
   }
-}
-
-/* -- Trace context ------------------------------------------------------- */
-
-/*
-** An allocation compiled code makes is written at its Lua line (see
-** "Lines inside compiled code" below); the trace that made it is said
-** apart, by a marker: a symbol event at a reserved prototype address
-** (lm_format.h), whose first line is the trace in effect for the Lua
-** located events after it, 0 for none.  It is written only before such
-** an event whose trace differs from the last one said.  Readers that do
-** not know it read a prototype announced at an address no event names.
-** Where traces take turns at every allocation (a recursive function's),
-** there is one before most events: it is written inline, from its bytes
-** but the trace number.
-*/
-#define TRACE_MARK_HEAD_LEN (3 + sizeof(LM_TRACE_MARK_NAME) - 1)
-/* The header, the address and the name's length, each one byte, then
-** the name. */
-static const char trace_mark_head[TRACE_MARK_HEAD_LEN + 1] =
-  "\x08\x04\x07" LM_TRACE_MARK_NAME;
-LJ_STATIC_ASSERT(EV_HEADER(EV_SYMTAB, SRC_LFUNC) == 0x08 &&
-		 LM_TRACE_MARK_ADDR == 0x04 &&
-		 sizeof(LM_TRACE_MARK_NAME) - 1 == 0x07);
-/* A marker's bytes at most: its head, and a 16-bit trace number. */
-#define TRACE_MARK_MAX (TRACE_MARK_HEAD_LEN + 3)
-
-static LJ_AINLINE uint8_t *put_trace_mark(uint8_t *p, uint32_t traceno,
-					  int pdep)
-{
-  memcpy(p, trace_mark_head, TRACE_MARK_HEAD_LEN);
-  return put_uleb_with(p + TRACE_MARK_HEAD_LEN, traceno, pdep);
-}
-
-static void mp_trace_mark(Memprof *mp, uint32_t traceno)
-{
-  mp_reserve(mp, MEMPROF_ITEM_MAX);
-  mp->cur = put_trace_mark(mp->cur, traceno, 0);
-  mp->trace = traceno;
-}
-
-/* Before a Lua located event: the trace in effect, if it changed. */
-static LJ_AINLINE void mp_trace_say(Memprof *mp, uint32_t traceno)
-{
-  if (LJ_UNLIKELY(traceno != mp->trace)) mp_trace_mark(mp, traceno);
 }
 
 /* -- Census of the heap a stream finds ----------------------------------- */
@@ -612,7 +632,7 @@ static void census_name(Memprof *mp, uint64_t addr, const char *prefix,
   mp_uleb(mp, addr);
   mp_string(mp, buf, plen + len);
   mp_uleb(mp, line);
-  mp->fast_left = 0;  /* The room it counted on is used. */
+  mp_fast_end(mp);  /* The room it counted on is used. */
 }
 
 static uint64_t census_type_site(Memprof *mp, int kind)
@@ -681,7 +701,7 @@ static void census_block(Memprof *mp, uint64_t site, uint64_t line,
 			 const void *p, uint64_t size)
 {
   if (p == NULL || size == 0) return;
-  mp_trace_say(mp, 0);  /* The census is no trace's. */
+  mp_fast_end(mp);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_ALLOC, SRC_LFUNC));
   mp_uleb(mp, site);
@@ -691,7 +711,6 @@ static void census_block(Memprof *mp, uint64_t site, uint64_t line,
   mp->census.blocks++;
   mp->census.bytes += size;
   mp->events++;
-  mp->fast_left = 0;
 }
 
 static void census_type_block(Memprof *mp, int kind, const void *p,
@@ -984,46 +1003,102 @@ void lj_memprof_census_get(global_State *g, MemprofCensus *out)
 
 /* -- Allocation sites ---------------------------------------------------- */
 
-/* A site: the source, and its address and line (or trace number). */
+struct MemprofJitSite;
+
+/* A site: the source, and its address and line (or trace number); or, on
+** compiled code, the site it stored, whose event head is encoded. */
 typedef struct Site {
   int src;
-  uint32_t trace;  /* A Lua site's trace in effect: compiled code's, or 0. */
   uint64_t addr, line;
+  const struct MemprofJitSite *jit;
 } Site;
 
 #if LJ_MEMPROF_JITSITES
 /*
-** A site is a number for a (prototype address, line) pair, interned per
-** VM: the recorder gives each IR instruction the site of its bytecode, the
-** assembler stores an instruction's site before each call the trace makes
-** (lj_asm_x86.h), and the allocator, on a trace, reads it back as an
-** ordinary Lua location.  The pairs are numbers only, never dereferenced:
-** a prototype freed and another made at its address is announced anew.
-** Sites live as long as the VM (traces compiled before a stream started
-** keep theirs), up to MEMPROF_JIT_MAXSITE; past it, new instructions get
-** no site and their allocations are named by their trace, as elsewhere.
+** Lines inside compiled code.  The recorder gives each IR instruction the
+** line of the bytecode it came from: a number for a (prototype address,
+** line) pair, interned per VM (MemprofJitLine).  The assembler asks, for
+** each call a trace makes, for its instruction's site: a number standing
+** for that line on that trace (MemprofJitSite), which the trace stores
+** before the call (lj_asm_x86.h) and the allocator reads on the trace.  A
+** site holds its allocation event's header and location, encoded once, so
+** that an event copies them: the line, at a stand-in for its prototype for
+** the trace (see "Stand-ins" below), which tells readers the trace too.  A
+** call whose instruction has no line (or no room for a site) stores the
+** trace's own site, which names the trace by its number, as elsewhere.
+**
+** Lines live as long as the VM, up to MEMPROF_JIT_MAXLINE; past it, new
+** instructions have none.  A trace's sites are made while it is assembled,
+** given their stand-ins when it is saved, and made free again once another
+** trace is saved under its number (an assembly that fails frees its own
+** at the next).  Numbers only, read inside the allocator: the tables are
+** outside the Lua heap, and a prototype is read only to announce a live
+** trace's stand-ins.
+**
+** Stand-ins: the k-th prototype a trace allocates for has, for that trace,
+** the address of the trace's machine code plus k: an address of its own
+** for the pair, which no GC object can have.  It is announced as a
+** prototype with the real one's chunk name and first line (so that any R3
+** reader names its events by their lines), right after a symbol event that
+** says which trace it stands for (LM_STANDIN_ADDR, lm_format.h): when the
+** trace is saved, or in the symbol table of a stream that starts while it
+** lives.  A trace made at the same address after a flush announces its own.
 */
+#define MEMPROF_JIT_MAXLINE (1u << 20)
 #define MEMPROF_JIT_MAXSITE (1u << 20)
 #define MEMPROF_JIT_NREF 32768  /* Instruction refs, REF_BIAS to 65535. */
 
-typedef struct MemprofJitSite {
-  /* The event's loc, encoded once (two ULEBs, at most 15 bytes): the
-  ** allocator copies it, where a trace number took one byte. */
-  uint64_t loc[2];
+typedef struct MemprofJitLine {
   uintptr_t pt;
   uint32_t line;
-  uint32_t loclen;
+  uint32_t asm_no;  /* The assembly that last asked for it, */
+  uint32_t asm_site;  /* and the site it got there. */
+} MemprofJitLine;
+
+typedef struct MemprofJitSite {
+  /* An allocation event's header and location, as the stream has them
+  ** (the header, two ULEBs of at most 7 and 5 bytes): an event copies all
+  ** 16 bytes, and keeps len of them. */
+  uint8_t ev[16];
+  uint32_t len;
+  uint32_t line;  /* Its line (0: the trace's number); if free, the next. */
+  uint64_t unused;
 } MemprofJitSite;  /* 32 bytes: an index is a shift. */
 
+/* Site 0, stored by nothing but compiled code that found no room for a
+** site of its own: internal. */
+static const MemprofJitSite jit_nosite = {
+  {EV_HEADER(EV_ALLOC, SRC_INTERNAL)}, 1, 0, 0
+};
+
+/* A saved trace's: its sites, its stand-ins' prototypes, and the lines of
+** the allocations the JIT may sink, for the exits (snapshot restore) and
+** side traces (replay) that make them.  By trace number, with the trace,
+** as numbers are reused. */
+typedef struct MemprofJitTrace {
+  const GCtrace *T;
+  uint32_t nsite, nstandin, nsunk;
+  uint32_t *site;
+  uint32_t *sunk;  /* nsunk pairs: an allocation's ref, its line. */
+  uintptr_t standin[1];  /* The prototype of stand-in k, at T->mcode + k. */
+} MemprofJitTrace;
+
 typedef struct MemprofJitSites {
-  MemprofJitSite *site;  /* By id; site[0] is none. */
-  uint32_t nsite, szsite;
-  uint32_t *hash;  /* Ids by (pt, line), open addressing; 0 is empty. */
+  MemprofJitLine *line;  /* By id; line[0] is none. */
+  uint32_t nline, szline;
+  uint32_t *hash;  /* Line ids by (pt, line), open addressing; 0 is empty. */
   uint32_t hmask;
-  uint32_t lua_site;  /* The site of the last Lua bytecode recorded. */
-  struct MemprofJitAllocs **trace;  /* By trace number. */
+  uint32_t lua_line;  /* The line of the last Lua bytecode recorded. */
+  MemprofJitSite *site;  /* By id; site[0] is jit_nosite. */
+  uint32_t nsite, szsite;
+  uint32_t free_site;  /* The first free site, 0: none. */
+  uint32_t asm_no;  /* The assembly under way, from 1. */
+  uint32_t *pend;  /* Its sites of lines, */
+  uint32_t npend, szpend;
+  uint32_t pend_no;  /* and its site of the trace's number (0: none yet). */
+  MemprofJitTrace **trace;  /* By trace number. */
   uint32_t sztrace;
-  uint32_t irsite[MEMPROF_JIT_NREF];  /* The current trace's, by ref. */
+  uint32_t irline[MEMPROF_JIT_NREF];  /* The current trace's, by ref. */
 } MemprofJitSites;
 
 static uint32_t jit_hash(uintptr_t pt, uint32_t line)
@@ -1039,8 +1114,8 @@ static int jit_rehash(MemprofJitSites *js)
   uint32_t n = js->hmask ? (js->hmask + 1) * 2 : 1024, i;
   uint32_t *h = (uint32_t *)calloc(n, sizeof(uint32_t));
   if (h == NULL) return 0;
-  for (i = 1; i < js->nsite; i++) {
-    uint32_t k = jit_hash(js->site[i].pt, js->site[i].line) & (n - 1);
+  for (i = 1; i < js->nline; i++) {
+    uint32_t k = jit_hash(js->line[i].pt, js->line[i].line) & (n - 1);
     while (h[k] != 0) k = (k + 1) & (n - 1);
     h[k] = i;
   }
@@ -1050,42 +1125,41 @@ static int jit_rehash(MemprofJitSites *js)
   return 1;
 }
 
-/* The id of (pt, line), made if new; 0 if there is no room. */
+/* The line id of (pt, line), made if new; 0 if there is no room. */
 static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line)
 {
   uint32_t k, id;
-  if ((js->nsite + 1) * 2 > js->hmask + 1 && !jit_rehash(js)) return 0;
+  if ((js->nline + 1) * 2 > js->hmask + 1 && !jit_rehash(js)) return 0;
   for (k = jit_hash(pt, line) & js->hmask; (id = js->hash[k]) != 0;
        k = (k + 1) & js->hmask)
-    if (js->site[id].pt == pt && js->site[id].line == line) return id;
-  if (js->nsite >= MEMPROF_JIT_MAXSITE) return 0;
-  if (js->nsite == js->szsite) {
-    uint32_t sz = js->szsite ? js->szsite * 2 : 1024;
-    MemprofJitSite *s = (MemprofJitSite *)realloc(js->site, sz * sizeof(*s));
-    if (s == NULL) return 0;
-    js->site = s;
-    js->szsite = sz;
+    if (js->line[id].pt == pt && js->line[id].line == line) return id;
+  if (js->nline >= MEMPROF_JIT_MAXLINE) return 0;
+  if (js->nline == js->szline) {
+    uint32_t sz = js->szline ? js->szline * 2 : 1024;
+    MemprofJitLine *l = (MemprofJitLine *)realloc(js->line, sz * sizeof(*l));
+    if (l == NULL) return 0;
+    js->line = l;
+    js->szline = sz;
   }
-  if (js->nsite == 0) js->nsite = 1;  /* Id 0 is none. */
-  id = js->nsite++;
-  js->site[id].pt = pt;
-  js->site[id].line = line;
-  {
-    uint8_t enc[32];  /* put_uleb() may store 7 bytes past the end. */
-    uint8_t *e = put_uleb(put_uleb(enc, pt), line);
-    memcpy(js->site[id].loc, enc, sizeof(js->site[id].loc));
-    js->site[id].loclen = (uint32_t)(e - enc);
-  }
+  if (js->nline == 0) js->nline = 1;  /* Id 0 is none. */
+  id = js->nline++;
+  js->line[id].pt = pt;
+  js->line[id].line = line;
+  js->line[id].asm_no = 0;
+  js->line[id].asm_site = 0;
   js->hash[k] = id;
   return id;
 }
 
-/* The VM's tables, made at its first recorded instruction.  Outside the
-** Lua heap: they are the profiler's, and read inside the allocator. */
+/* The VM's tables, made at its first recorded instruction (so before any
+** trace runs).  Outside the Lua heap: they are the profiler's, and read
+** inside the allocator. */
 static MemprofJitSites *jit_sites(jit_State *J)
 {
-  if (J->ljmp_sites == NULL)
+  if (J->ljmp_sites == NULL) {
+    J->ljmp_sitetab = &jit_nosite;
     J->ljmp_sites = (MemprofJitSites *)calloc(1, sizeof(MemprofJitSites));
+  }
   return J->ljmp_sites;
 }
 
@@ -1099,13 +1173,13 @@ void lj_memprof_jit_ins(jit_State *J, uint32_t ref)
   if (J->pt != NULL && J->pc != NULL) {
     BCLine line = lj_debug_line(J->pt, proto_bcpos(J->pt, J->pc));
     if (line >= 0) id = jit_intern(js, (uintptr_t)J->pt, (uint32_t)line);
-    js->lua_site = id;
+    js->lua_line = id;
   } else {
     /* A fast function, recorded at its own entry: what it makes is its
     ** Lua caller's, at the call just recorded (as in the interpreter). */
-    id = js->lua_site;
+    id = js->lua_line;
   }
-  js->irsite[ref - REF_BIAS] = id;
+  js->irline[ref - REF_BIAS] = id;
 }
 
 void lj_memprof_jit_copy(jit_State *J, uint32_t ref, uint32_t from)
@@ -1113,29 +1187,123 @@ void lj_memprof_jit_copy(jit_State *J, uint32_t ref, uint32_t from)
   MemprofJitSites *js = J->ljmp_sites;
   if (js != NULL && ref >= REF_BIAS && from >= REF_BIAS &&
       ref - REF_BIAS < MEMPROF_JIT_NREF && from - REF_BIAS < MEMPROF_JIT_NREF)
-    js->irsite[ref - REF_BIAS] = js->irsite[from - REF_BIAS];
+    js->irline[ref - REF_BIAS] = js->irline[from - REF_BIAS];
+}
+
+/* Encodes a site as an allocation at addr (a prototype or a stand-in) and
+** line. */
+static void jit_site_at(MemprofJitSite *s, uintptr_t addr, uint32_t line)
+{
+  uint8_t enc[32];  /* put_uleb() may store 7 bytes past the end. */
+  uint8_t *e = enc;
+  *e++ = EV_HEADER(EV_ALLOC, SRC_LFUNC);
+  e = put_uleb(put_uleb(e, addr), line);
+  memcpy(s->ev, enc, sizeof(s->ev));
+  s->len = (uint32_t)(e - enc);
+}
+
+/* Encodes a site as an allocation on trace traceno. */
+static void jit_site_trace(MemprofJitSite *s, uint32_t traceno)
+{
+  uint8_t enc[32];
+  uint8_t *e = enc;
+  *e++ = EV_HEADER(EV_ALLOC, SRC_TRACE);
+  e = put_uleb(e, traceno);
+  memcpy(s->ev, enc, sizeof(s->ev));
+  s->len = (uint32_t)(e - enc);
+}
+
+/* A new site of line (0: the trace's number), from the free ones or
+** made; 0 if there is no room.  Sites only move when the table grows,
+** which compiled code, not running while a trace is assembled, never
+** sees: the allocator reads them through ljmp_sitetab. */
+static uint32_t jit_site_new(jit_State *J, MemprofJitSites *js, uint32_t line)
+{
+  uint32_t id = js->free_site;
+  if (id != 0) {
+    js->free_site = js->site[id].line;
+  } else {
+    if (js->nsite >= MEMPROF_JIT_MAXSITE) return 0;
+    if (js->nsite == js->szsite) {
+      uint32_t sz = js->szsite ? js->szsite * 2 : 1024;
+      MemprofJitSite *s = (MemprofJitSite *)realloc(js->site, sz * sizeof(*s));
+      if (s == NULL) return 0;
+      js->site = s;
+      js->szsite = sz;
+      J->ljmp_sitetab = s;
+    }
+    if (js->nsite == 0) js->site[js->nsite++] = jit_nosite;
+    id = js->nsite++;
+  }
+  js->site[id].line = line;
+  js->site[id].unused = 0;
+  return id;
+}
+
+/* A site no trace stores any more: free, and still a valid event head
+** (as it was) for a stale read. */
+static void jit_site_free(MemprofJitSites *js, uint32_t id)
+{
+  js->site[id].line = js->free_site;
+  js->free_site = id;
+}
+
+/* Frees the sites of an assembly that made no trace. */
+static void jit_pend_free(MemprofJitSites *js)
+{
+  uint32_t i;
+  for (i = 0; i < js->npend; i++) jit_site_free(js, js->pend[i]);
+  if (js->pend_no != 0) jit_site_free(js, js->pend_no);
+  js->npend = js->pend_no = 0;
+}
+
+/* The assembler starts on a trace (again, after an abort or an mcode
+** limit): a new set of sites. */
+void lj_memprof_jit_asm(jit_State *J)
+{
+  MemprofJitSites *js = J->ljmp_sites;
+  if (js == NULL) return;
+  jit_pend_free(js);
+  if (++js->asm_no == 0) {  /* Wrapped: no line may seem asked already. */
+    uint32_t i;
+    for (i = 1; i < js->nline; i++) js->line[i].asm_no = 0;
+    js->asm_no = 1;
+  }
 }
 
 uint32_t lj_memprof_jit_site(jit_State *J, uint32_t ref)
 {
   MemprofJitSites *js = J->ljmp_sites;
+  uint32_t line, id;
   if (js == NULL || ref < REF_BIAS || ref - REF_BIAS >= MEMPROF_JIT_NREF)
     return 0;
-  return js->irsite[ref - REF_BIAS];
+  line = js->irline[ref - REF_BIAS];
+  if (line != 0) {
+    MemprofJitLine *l = &js->line[line];
+    if (l->asm_no == js->asm_no) return l->asm_site;
+    if (js->npend == js->szpend) {
+      uint32_t sz = js->szpend ? js->szpend * 2 : 64;
+      uint32_t *p = (uint32_t *)realloc(js->pend, sz * sizeof(*p));
+      if (p != NULL) {
+	js->pend = p;
+	js->szpend = sz;
+      }
+    }
+    if (js->npend < js->szpend && (id = jit_site_new(J, js, line)) != 0) {
+      /* The prototype itself until the trace is saved with its stand-ins. */
+      jit_site_at(&js->site[id], l->pt, l->line);
+      js->pend[js->npend++] = id;
+      l->asm_no = js->asm_no;
+      l->asm_site = id;
+      return id;
+    }
+  }
+  if (js->pend_no == 0 && (id = jit_site_new(J, js, 0)) != 0) {
+    jit_site_trace(&js->site[id], J->cur.traceno);
+    js->pend_no = id;
+  }
+  return js->pend_no;
 }
-
-/*
-** A trace's allocations that the JIT may sink: an exit that makes one
-** (snapshot restore), or a side trace that makes it in its parent's stead,
-** names it by its instruction's site, which the recorder's table no longer
-** holds by then.  Kept by trace number, with the trace they belong to, as
-** numbers are reused.
-*/
-typedef struct MemprofJitAllocs {
-  const GCtrace *T;
-  uint32_t n;
-  uint32_t ref_site[1];  /* n pairs: ref, site. */
-} MemprofJitAllocs;
 
 static int jit_sinkable(const IRIns *ir)
 {
@@ -1143,60 +1311,100 @@ static int jit_sinkable(const IRIns *ir)
 	 ir->o == IR_CNEWI;
 }
 
+/* Frees a trace's record and the sites it held. */
+static void jit_trace_free(MemprofJitSites *js, MemprofJitTrace *t)
+{
+  uint32_t i;
+  if (t == NULL) return;
+  for (i = 0; i < t->nsite; i++) jit_site_free(js, t->site[i]);
+  free(t);
+}
+
+/* The trace T was saved: its sites get their stand-ins, and its record
+** what the exits and side traces that make its sunk allocations need. */
 void lj_memprof_jit_trace(jit_State *J, const GCtrace *T)
 {
   MemprofJitSites *js = J->ljmp_sites;
-  MemprofJitAllocs *a;
+  MemprofJitTrace *t;
   IRRef ref;
-  uint32_t n = 0, no = T->traceno;
+  uint32_t nsunk = 0, nsite, i, no = T->traceno;
   if (js == NULL) return;
   if (no >= js->sztrace) {
     uint32_t sz = no + 64;
-    MemprofJitAllocs **t = (MemprofJitAllocs **)realloc(js->trace,
-							sz * sizeof(*t));
-    if (t == NULL) return;
-    memset(t + js->sztrace, 0, (sz - js->sztrace) * sizeof(*t));
-    js->trace = t;
+    MemprofJitTrace **v = (MemprofJitTrace **)realloc(js->trace,
+						      sz * sizeof(*v));
+    if (v == NULL) goto keep;
+    memset(v + js->sztrace, 0, (sz - js->sztrace) * sizeof(*v));
+    js->trace = v;
     js->sztrace = sz;
   }
-  free(js->trace[no]);  /* A freed trace's, of the same number. */
+  jit_trace_free(js, js->trace[no]);  /* A freed trace's, of the number. */
   js->trace[no] = NULL;
-  for (ref = REF_FIRST; ref < T->nins; ref++)
-    if (jit_sinkable(&T->ir[ref])) n++;
-  if (n == 0 || T->nins - REF_BIAS > MEMPROF_JIT_NREF) return;
-  a = (MemprofJitAllocs *)malloc(sizeof(*a) + 2 * n * sizeof(uint32_t));
-  if (a == NULL) return;
-  a->T = T;
-  a->n = 0;
-  for (ref = REF_FIRST; ref < T->nins; ref++)
-    if (jit_sinkable(&T->ir[ref])) {
-      a->ref_site[2 * a->n] = ref;
-      a->ref_site[2 * a->n + 1] = js->irsite[ref - REF_BIAS];
-      a->n++;
-    }
-  js->trace[no] = a;
+  if (T->nins - REF_BIAS <= MEMPROF_JIT_NREF)
+    for (ref = REF_FIRST; ref < T->nins; ref++)
+      if (jit_sinkable(&T->ir[ref])) nsunk++;
+  nsite = js->npend + (js->pend_no != 0);
+  /* At most one stand-in a site. */
+  t = (MemprofJitTrace *)malloc(sizeof(*t) + js->npend * sizeof(uintptr_t) +
+				(nsite + 2 * nsunk) * sizeof(uint32_t));
+  if (t == NULL) goto keep;
+  t->T = T;
+  t->nsite = t->nstandin = t->nsunk = 0;
+  t->site = (uint32_t *)(t->standin + (js->npend ? js->npend : 1));
+  t->sunk = t->site + nsite;
+  for (i = 0; i < js->npend; i++) {
+    MemprofJitSite *s = &js->site[js->pend[i]];
+    const MemprofJitLine *l = &js->line[s->line];
+    uint32_t k;
+    for (k = 0; k < t->nstandin && t->standin[k] != l->pt; k++) ;
+    if (k == t->nstandin && k < T->szmcode) t->standin[t->nstandin++] = l->pt;
+    if (k < t->nstandin)
+      jit_site_at(s, (uintptr_t)T->mcode + k, l->line);
+    t->site[t->nsite++] = js->pend[i];
+  }
+  if (js->pend_no != 0) t->site[t->nsite++] = js->pend_no;
+  if (nsunk != 0)
+    for (ref = REF_FIRST; ref < T->nins; ref++)
+      if (jit_sinkable(&T->ir[ref])) {
+	t->sunk[2 * t->nsunk] = ref;
+	t->sunk[2 * t->nsunk + 1] = js->irline[ref - REF_BIAS];
+	t->nsunk++;
+      }
+  js->trace[no] = t;
+keep:
+  /* The trace's now (out of memory: kept as they are, at the prototypes
+  ** themselves, for good). */
+  js->npend = js->pend_no = 0;
+}
+
+/* The record of trace T, or NULL. */
+static const MemprofJitTrace *jit_trace_of(const MemprofJitSites *js,
+					   const GCtrace *T)
+{
+  const MemprofJitTrace *t;
+  if (js == NULL || T->traceno >= js->sztrace ||
+      (t = js->trace[T->traceno]) == NULL || t->T != T)
+    return NULL;
+  return t;
 }
 
 uint32_t lj_memprof_jit_sunk_site(jit_State *J, const GCtrace *T,
 				  uint32_t ref)
 {
-  MemprofJitSites *js = J->ljmp_sites;
-  const MemprofJitAllocs *a;
+  const MemprofJitTrace *t = jit_trace_of(J->ljmp_sites, T);
   uint32_t i;
-  if (js == NULL || T->traceno >= js->sztrace ||
-      (a = js->trace[T->traceno]) == NULL || a->T != T)
-    return 0;
-  for (i = 0; i < a->n; i++)
-    if (a->ref_site[2 * i] == ref) return a->ref_site[2 * i + 1];
+  if (t == NULL) return 0;
+  for (i = 0; i < t->nsunk; i++)
+    if (t->sunk[2 * i] == ref) return t->sunk[2 * i + 1];
   return 0;
 }
 
 void lj_memprof_jit_replay(jit_State *J, uint32_t ref, const GCtrace *T,
 			   uint32_t pref)
 {
-  uint32_t site = lj_memprof_jit_sunk_site(J, T, pref);
-  if (site != 0 && ref >= REF_BIAS && ref - REF_BIAS < MEMPROF_JIT_NREF)
-    J->ljmp_sites->irsite[ref - REF_BIAS] = site;
+  uint32_t line = lj_memprof_jit_sunk_site(J, T, pref);
+  if (line != 0 && ref >= REF_BIAS && ref - REF_BIAS < MEMPROF_JIT_NREF)
+    J->ljmp_sites->irline[ref - REF_BIAS] = line;
 }
 
 void lj_memprof_jit_free(jit_State *J)
@@ -1204,42 +1412,59 @@ void lj_memprof_jit_free(jit_State *J)
   MemprofJitSites *js = J->ljmp_sites;
   uint32_t i;
   J->ljmp_sites = NULL;
-  J->ljmp_site = J->ljmp_exit_site = 0;  /* No site names freed tables. */
+  J->ljmp_sitetab = &jit_nosite;  /* No site names freed tables. */
+  J->ljmp_site = J->ljmp_exit_site = 0;
   if (js == NULL) return;
   for (i = 0; i < js->sztrace; i++) free(js->trace[i]);
   free(js->trace);
+  free(js->pend);
   free(js->site);
+  free(js->line);
   free(js->hash);
   free(js);
 }
 
-/* The site compiled code last stored, or NULL.  A site other than 0 was
-** interned, in tables that only grow while the VM lives: no more checks
-** on the allocator's fast path. */
-static LJ_AINLINE const MemprofJitSite *jit_site(global_State *g)
+/* The symbol that says which trace a stand-in stands for: its header and
+** name, then the trace number. */
+static void mp_standin_of(Memprof *mp, int symtab, uint32_t traceno)
 {
-  jit_State *J = G2J(g);
-  uint32_t id = J->ljmp_site;
-  if (id == 0) return NULL;
-  return &J->ljmp_sites->site[id];
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, symtab ? SYM_LFUNC : EV_HEADER(EV_SYMTAB, SRC_LFUNC));
+  mp_uleb(mp, LM_STANDIN_ADDR);
+  mp_string(mp, LM_STANDIN_NAME, sizeof(LM_STANDIN_NAME) - 1);
+  mp_uleb(mp, traceno);
 }
 
-/* The same as a Site: 1 and s filled in, or 0.  At an exit, the site of
-** the sunk allocation being made, if any. */
-static int jit_site_of(global_State *g, Site *s, int exiting)
+/* Announces the stand-ins of trace T (a live one: the prototypes it
+** allocates for are alive), as symbol table entries or as events. */
+static void jit_say_standins(Memprof *mp, global_State *g, const GCtrace *T,
+			    int symtab)
 {
-  const MemprofJitSite *js;
-  if (exiting) {
-    jit_State *J = G2J(g);
-    if (J->ljmp_exit_site == 0) return 0;
-    js = &J->ljmp_sites->site[J->ljmp_exit_site];
-  } else {
-    js = jit_site(g);
+  const MemprofJitTrace *t = jit_trace_of(G2J(g)->ljmp_sites, T);
+  uint32_t k;
+  for (k = 0; t != NULL && k < t->nstandin; k++) {
+    const GCproto *pt = (const GCproto *)t->standin[k];
+    GCstr *name = proto_chunkname(pt);
+    mp_standin_of(mp, symtab, T->traceno);
+    mp_reserve(mp, MEMPROF_ITEM_MAX);
+    mp_byte(mp, symtab ? SYM_LFUNC : EV_HEADER(EV_SYMTAB, SRC_LFUNC));
+    mp_uleb(mp, (uintptr_t)T->mcode + k);
+    mp_string(mp, strdata(name), name->len);
+    mp_uleb(mp, pt->firstline);
   }
-  if (js == NULL) return 0;
+}
+
+/* The line stored for an exit's sunk allocation, as a Site: 1, or 0 if
+** none. */
+static int jit_exit_site(global_State *g, Site *s)
+{
+  jit_State *J = G2J(g);
+  const MemprofJitLine *l;
+  if (J->ljmp_exit_site == 0 || J->ljmp_sites == NULL) return 0;
+  l = &J->ljmp_sites->line[J->ljmp_exit_site];
   s->src = SRC_LFUNC;
-  s->addr = js->pt;
-  s->line = js->line;
+  s->addr = l->pt;
+  s->line = l->line;
   return 1;
 }
 #endif
@@ -1296,16 +1521,16 @@ static void site_now(const Memprof *mp, Site *s)
   global_State *g = mp->g;
   int32_t st = g->vmstate;
   s->addr = s->line = 0;
-  s->trace = 0;
-  if (st >= 0) {  /* Running compiled code: its line, or the trace. */
+  s->jit = NULL;
+  if (st > 0) {  /* Running compiled code: the site it stored. */
 #if LJ_MEMPROF_JITSITES
-    if (jit_site_of(g, s, 0)) {
-      s->trace = (uint32_t)st;
-      return;
-    }
-#endif
+    jit_State *J = G2J(g);
+    s->jit = &J->ljmp_sitetab[J->ljmp_site];
+    s->src = s->jit->ev[0] >> 2;
+#else
     s->src = SRC_TRACE;
     s->line = (uint64_t)st;
+#endif
     return;
   }
   switch (~st) {
@@ -1314,17 +1539,27 @@ static void site_now(const Memprof *mp, Site *s)
     break;
 #if LJ_MEMPROF_JITSITES
   case LJ_VMST_EXIT:  /* A sunk allocation made at an exit, or internal. */
-    if (!jit_site_of(g, s, 1)) s->src = SRC_INTERNAL;
+    if (!jit_exit_site(g, s)) s->src = SRC_INTERNAL;
     break;
 #endif
-  default:  /* GC, trace exits, the compiler. */
+  default:  /* GC, trace exits, the compiler; 0, before the VM ran. */
     s->src = SRC_INTERNAL;
     break;
   }
 }
 
-static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s, int pdep)
+/* An event's header (event ev) and location. */
+static LJ_AINLINE uint8_t *put_head(uint8_t *p, int ev, const Site *s,
+				    int pdep)
 {
+#if LJ_MEMPROF_JITSITES
+  if (s->jit != NULL) {  /* Encoded as an allocation's. */
+    memcpy(p, s->jit->ev, sizeof(s->jit->ev));  /* Within the room. */
+    *p = (uint8_t)((*p & ~3) | ev);
+    return p + s->jit->len;
+  }
+#endif
+  *p++ = EV_HEADER(ev, s->src);
   switch (s->src) {
   case SRC_LFUNC:
     p = put_uleb_with(p, s->addr, pdep);
@@ -1342,20 +1577,21 @@ static LJ_AINLINE uint8_t *put_site(uint8_t *p, const Site *s, int pdep)
 
 static int memprof_finish(Memprof *mp);
 
-/* A fast event: a trace marker, a header, four ULEBs of at most 10 bytes
-** (an allocation at a line inside a trace), and the 7 bytes past its end
-** put_uleb() may store. */
-#define MEMPROF_FAST_MAX (TRACE_MARK_MAX + 48)
+/* A fast event: a site's 16 bytes (an allocation at a line inside a
+** trace: at most 13 of them kept), two ULEBs of at most 10 bytes, and the
+** 7 bytes past its end put_uleb() may store. */
+#define MEMPROF_FAST_MAX 48
 /* The room the general path leaves for a run of fast events. */
 #define MEMPROF_FAST_ROOM (MEMPROF_CLOCK_EVERY * MEMPROF_FAST_MAX)
 
 /*
 ** An event of any kind from any state, after the allocator ran: the
-** general path.  It also arms the fast path below for the next run of
-** events, with room for them in the buffer, and reads the clock.
+** general path.  It also arms the fast paths for the next run of events,
+** with room for them in the buffer, and reads the clock.
 */
 static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
-				       size_t nsize, void *nptr, int pdep)
+				       size_t nsize, void *nptr, int pdep,
+				       int direct)
 {
   int rearm = mp->fast_left == 0;
   Site s;
@@ -1371,26 +1607,22 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
   /* A stack reallocation is a single call: if it throws (out of memory),
   ** the flag must not outlive it. */
   mp->moving = 0;
-  if (s.src == SRC_LFUNC) mp_trace_say(mp, s.trace);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   {
     uint8_t *p = mp->cur;
     if (nsize == 0) {
-      *p++ = EV_HEADER(EV_FREE, s.src);
-      p = put_site(p, &s, pdep);
-      p = put_uleb_addr(p, (uintptr_t)ptr, pdep);
+      p = put_head(p, EV_FREE, &s, pdep);
+      p = put_uleb_addr(p, (uintptr_t)ptr, pdep, direct);
       p = put_uleb_with(p, osize, pdep);
     } else if (ptr == NULL) {
-      *p++ = EV_HEADER(EV_ALLOC, s.src);
-      p = put_site(p, &s, pdep);
-      p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
+      p = put_head(p, EV_ALLOC, &s, pdep);
+      p = put_uleb_addr(p, (uintptr_t)nptr, pdep, direct);
       p = put_uleb_with(p, nsize, pdep);
     } else {
-      *p++ = EV_HEADER(EV_REALLOC, s.src);
-      p = put_site(p, &s, pdep);
-      p = put_uleb_addr(p, (uintptr_t)ptr, pdep);
+      p = put_head(p, EV_REALLOC, &s, pdep);
+      p = put_uleb_addr(p, (uintptr_t)ptr, pdep, direct);
       p = put_uleb_with(p, osize, pdep);
-      p = put_uleb_addr(p, (uintptr_t)nptr, pdep);
+      p = put_uleb_addr(p, (uintptr_t)nptr, pdep, direct);
       p = put_uleb_with(p, nsize, pdep);
     }
     mp->cur = p;
@@ -1398,7 +1630,10 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
   if (rearm || (mp->events & (MEMPROF_CLOCK_EVERY - 1)) == 0)
     mp_flush_if_stale(mp);
   if (mp_len(mp) > MEMPROF_BUFSZ - MEMPROF_FAST_ROOM) mp_flush(mp);
-  if (rearm && mp->err == 0) mp->fast_left = MEMPROF_CLOCK_EVERY;
+  if (rearm) {
+    mp_fast_end(mp);  /* The last run's events, counted. */
+    if (mp->err == 0) mp->fast_left = mp->armed = MEMPROF_CLOCK_EVERY;
+  }
   return nptr;
 }
 
@@ -1424,58 +1659,48 @@ static LJ_AINLINE void *memprof_general_with(void *ud, void *ptr,
 {
   Memprof *mp = (Memprof *)ud;
   void *nptr = memprof_call(mp, direct, ptr, osize, nsize);
-  return memprof_record(mp, ptr, osize, nsize, nptr, pdep);
+  return memprof_record(mp, ptr, osize, nsize, nptr, pdep, direct);
 }
 
 /*
 ** Everything but a collector's free, behind the wrapper below.  An
-** allocation on a trace needs no stack walk: its header and site (the
-** line compiled code stored, or the trace number) are written before the
-** allocator runs, its address and size after, so
-** that only the size is kept across the call (the general path, a call
-** of its own, would keep three).  The allocator changes neither the
-** buffer's cursor nor fast_left, and cannot throw.  Anything else, or
-** any event while fast_left is 0, takes the general path.  A line on a
-** trace other than the one in effect is preceded by its trace marker.
+** allocation on a trace needs no stack walk: its header and site (as the
+** site compiled code stored encodes them: the line at its prototype's
+** stand-in for the trace, or the trace number) are copied before the
+** allocator runs, its address and size written after, so that only the
+** profiler is kept across the call (the size waits in it, the general
+** path, a call of its own, would keep three).  The allocator changes
+** neither the buffer's cursor nor fast_left, and cannot throw.  Anything
+** else, or any event while fast_left is 0, takes the general path.
 */
 static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
 					   size_t nsize, int pdep, int direct,
 					   lua_Alloc general)
 {
   Memprof *mp = (Memprof *)ud;
+  global_State *g;
   void *nptr;
-  int32_t st;
   uint8_t *p;
   if (LJ_UNLIKELY(mp->fast_left == 0 || ptr != NULL || nsize == 0) ||
-      (st = mp->g->vmstate) < 0)
+      (g = mp->g)->vmstate <= 0)
     return general(ud, ptr, osize, nsize);
   p = mp->cur;
 #if LJ_MEMPROF_JITSITES
   {
-    const MemprofJitSite *js = jit_site(mp->g);
-    if (js != NULL) {
-      if (LJ_UNLIKELY((uint32_t)st != mp->trace)) {  /* Said first. */
-	p = put_trace_mark(p, (uint32_t)st, pdep);
-	mp->trace = (uint32_t)st;
-      }
-      *p = EV_HEADER(EV_ALLOC, SRC_LFUNC);
-      memcpy(p + 1, js->loc, sizeof(js->loc));  /* Within the event's room. */
-      mp->cur = p + 1 + js->loclen;
-    } else {
-      *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
-      mp->cur = put_uleb_with(p + 1, (uint64_t)st, pdep);
-    }
+    jit_State *J = G2J(g);
+    const MemprofJitSite *js = &J->ljmp_sitetab[J->ljmp_site];
+    memcpy(p, js->ev, sizeof(js->ev));  /* Within the event's room. */
+    mp->cur = p + js->len;
   }
 #else
   *p = EV_HEADER(EV_ALLOC, SRC_TRACE);
-  mp->cur = put_uleb_with(p + 1, (uint64_t)st, pdep);
+  mp->cur = put_uleb_with(p + 1, (uint64_t)g->vmstate, pdep);
 #endif
+  mp->fast_nsize = nsize;
   nptr = memprof_call(mp, direct, NULL, osize, nsize);
-  p = put_uleb_addr(mp->cur, (uintptr_t)nptr, pdep);
-  p = put_uleb_with(p, nsize, pdep);
-  mp->cur = p;
+  p = put_uleb_addr(mp->cur, (uintptr_t)nptr, pdep, direct);
+  mp->cur = put_uleb_with(p, mp->fast_nsize, pdep);
   mp->fast_left--;
-  mp->events++;
   return nptr;
 }
 
@@ -1500,11 +1725,9 @@ static LJ_AINLINE void *memprof_event(void *ud, void *ptr, size_t osize,
     return other(ud, ptr, osize, nsize);
   p = mp->cur;
   *p = EV_HEADER(EV_FREE, SRC_INTERNAL);
-  p = put_uleb_addr(p + 1, (uintptr_t)ptr, pdep);
-  p = put_uleb_with(p, osize, pdep);
-  mp->cur = p;
+  p = put_uleb_addr(p + 1, (uintptr_t)ptr, pdep, direct);
+  mp->cur = put_uleb_with(p, osize, pdep);
   mp->fast_left = left - 1;
-  mp->events++;
   return memprof_call(mp, direct, ptr, osize, 0);
 }
 
@@ -1633,7 +1856,7 @@ static void memprof_detach(Memprof *mp)
     g->allocd = mp->allocd;
   }
   mp->g = NULL;
-  mp->fast_left = 0;
+  mp_fast_end(mp);
   if (census_running(mp)) census_end(mp, LJ_MEMPROF_CENSUS_PARTIAL);
 }
 
@@ -1754,9 +1977,8 @@ static int memprof_start_on(Memprof *mp, lua_State *L,
   mp->filling = 0;
   mp->err = 0;
   mp->moving = 0;
-  mp->fast_left = 0;
+  mp->fast_left = mp->armed = 0;
   mp->events = mp->stream_bytes = 0;
-  mp->trace = 0;  /* A reader starts with no trace in effect. */
   memset(&mp->census, 0, sizeof(mp->census));
   dump_symtab(mp, G(L));
   mp_reserve(mp, MEMPROF_ITEM_MAX);
@@ -1768,6 +1990,10 @@ static int memprof_start_on(Memprof *mp, lua_State *L,
     errno = e;
     return LJ_MEMPROF_ERRIO;
   }
+#if LJ_MEMPROF_JITSITES
+  /* Compiled code's sites, read inside the allocator: none yet. */
+  if (G2J(G(L))->ljmp_sitetab == NULL) G2J(G(L))->ljmp_sitetab = &jit_nosite;
+#endif
   mp->allocf = lua_getallocf(L, &mp->allocd);
   mp->last_err = 0;
   mp->g = G(L);

@@ -125,9 +125,10 @@ LJ_FUNC void lj_memprof_census_get(global_State *g, MemprofCensus *out);
 /*
 ** Lines inside compiled code (x86-64 only; elsewhere an allocation on a
 ** trace is named by the trace).  While recording, each IR instruction
-** keeps the site (prototype and line) of the bytecode it came from; the
-** assembler stores the site of the instruction before each call the trace
-** makes, in jit_State's ljmp_site, which the allocator reads on a trace.
+** keeps the line (prototype and line) of the bytecode it came from; the
+** assembler stores, before each call the trace makes, the site of the
+** instruction (its line on this trace) in jit_State's ljmp_site, which
+** the allocator reads on a trace, in ljmp_sitetab.
 */
 #define LJ_MEMPROF_JITSITES (LJ_HASJIT && LJ_TARGET_X64)
 #if LJ_MEMPROF_JITSITES
@@ -136,11 +137,15 @@ struct jit_State;
 LJ_FUNC void lj_memprof_jit_ins(struct jit_State *J, uint32_t ref);
 LJ_FUNC void lj_memprof_jit_copy(struct jit_State *J, uint32_t ref,
 				 uint32_t from);
-/* The site id of instruction ref (0: none), for the assembler. */
+/* The assembler starts on the current trace; then wants the site of
+** instruction ref (0: none) to store before a call. */
+LJ_FUNC void lj_memprof_jit_asm(struct jit_State *J);
 LJ_FUNC uint32_t lj_memprof_jit_site(struct jit_State *J, uint32_t ref);
 LJ_FUNC void lj_memprof_jit_free(struct jit_State *J);
-/* A trace was made: its sunk allocations' sites are kept, for the exits
-** (snapshot restore) and side traces (replay) that make them. */
+/* A trace was made: its sites get their stand-ins, and its sunk
+** allocations' lines are kept, for the exits (snapshot restore) and side
+** traces (replay) that make them.  Before lj_memprof_add_trace, which
+** announces the stand-ins. */
 struct GCtrace;
 LJ_FUNC void lj_memprof_jit_trace(struct jit_State *J,
 				  const struct GCtrace *T);

@@ -1,5 +1,5 @@
 -- One line allocates on a trace, then in the interpreter: the stream says
--- which trace made what (trace markers), while the line stays one line.
+-- which trace made what (its stand-ins), while the line stays one line.
 local out = assert(arg[1], "usage: jit_trace.lua OUT.bin")
 jit.on()
 jit.opt.start("hotloop=1")
