@@ -814,7 +814,12 @@ static void take_notice(struct session *n)
     TAILQ_FOREACH(s, &srv->sessions, link)
     {
         if (s == n || s->pid != n->pid || s->uid != n->uid ||
-            s->start_ms > n->start_ms || s->stream_bytes > at)
+            s->start_ms > n->start_ms)
+            continue;
+        session_lock(s); /* a feed thread may be counting its bytes */
+        uint64_t fed = s->stream_bytes;
+        session_unlock(s);
+        if (fed > at)
             continue;
         if (s->phase == SESSION_ENDED &&
             s->state != LJMP__SESSION_STATE__TRUNCATED)
