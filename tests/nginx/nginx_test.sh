@@ -542,11 +542,16 @@ case_latency() {
   mb=$(awk '/^VmRSS/ { printf "%d", $2 / 1024 }' "/proc/$workers/status")
   say "$filled; worker RSS $mb MiB"
   latency_run "store of 200000 tables, worker RSS $mb MiB" big
-  # The start costs the worker no more than 10 ms (it walks prototypes
-  # and traces, not the heap, and does not wait for ljmpd's answer)
-  # beyond the slowest request before the attach (the machine's noise).
-  awk -v l="$lat_worst" -v m="$lat_before_max" 'BEGIN { exit !(l < m + 10) }' ||
-    fail "expected no request to take 10 ms more than the slowest before ($lat_before_max ms) while attaching, the slowest took $lat_worst ms"
+  # The start costs the worker a few ms (it walks prototypes and traces,
+  # not the heap, and does not wait for ljmpd's answer); the census that
+  # follows runs in slices of at most 1 ms, each leaving the program at
+  # least as long, and a request that allocates across many of them is
+  # slowed by up to its own length again (bench/start_pause.sh measures
+  # the pauses themselves).  So no request takes 25 ms more than the
+  # slowest before the attach (the machine's noise): a start that walked
+  # the heap, as before the census, stopped a worker 79 ms at 118 MB.
+  awk -v l="$lat_worst" -v m="$lat_before_max" 'BEGIN { exit !(l < m + 25) }' ||
+    fail "expected no request to take 25 ms more than the slowest before ($lat_before_max ms) while attaching, the slowest took $lat_worst ms"
   stop_nginx
   stop_ljmpd
 }
