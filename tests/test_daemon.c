@@ -2719,6 +2719,19 @@ static void test_symbols_users_in_turn(void)
     char *log = test_slurp("ljmpd.log");
     long root_at = symbols_given_at(log, from, getpid());
     int before = 0;
+    if (root_at < 0 && strstr(log + from, "were not read within") != NULL) {
+        /* Reads too slow here (ThreadSanitizer's ljmpd takes some 2 s for
+         * one of these) ran into ljmpd's wait for symbols: no order to
+         * see. */
+        test_skip("C symbol reads here outlast ljmpd's wait for them");
+        free(log);
+        close(fd);
+        close(p[0]);
+        close(p[1]);
+        munmap(m, size);
+        unlink(path);
+        return;
+    }
     CU_ASSERT_FATAL(root_at >= 0);
     for (const char *q = log + from;
          (q = strstr(q, " C symbols in ")) != NULL && q - log < root_at; q++)
