@@ -278,6 +278,17 @@ static const uint64_t uleb_cont[64] = {
 
 #if LJ_LE && defined(__GNUC__)
 #define MEMPROF_SPREAD 1
+/* v's 7-bit groups spread into bytes, by PDEP where the wrapper was
+** compiled for it (pdep), else by shifts. */
+static LJ_AINLINE uint64_t spread_groups(uint64_t v, int pdep)
+{
+#ifdef LM_HAVE_BMI2
+  if (pdep) return spread_pdep(v);
+#endif
+  UNUSED(pdep);
+  return spread_shifts(v);
+}
+
 /* A ULEB128 of v, below 2^56, at p by the tables: the 7-bit groups
 ** spread into bytes without a loop (the lengths of addresses vary, which
 ** a loop would mispredict), the continuation bits set, 8 bytes stored of
@@ -291,15 +302,7 @@ static LJ_AINLINE uint8_t *put_uleb_spread(uint8_t *p, uint64_t v, int pdep)
 #else
   uint32_t hb = 63 ^ (uint32_t)__builtin_clzll(v | 1);
 #endif
-  uint64_t x;
-#ifdef LM_HAVE_BMI2
-  if (pdep)
-    x = spread_pdep(v);
-  else
-#endif
-    x = spread_shifts(v);
-  UNUSED(pdep);
-  x |= uleb_cont[hb];
+  uint64_t x = spread_groups(v, pdep) | uleb_cont[hb];
   memcpy(p, &x, 8);
   return p + uleb_len[hb];
 }
@@ -356,14 +359,8 @@ static LJ_AINLINE uint8_t *put_uleb_addr(uint8_t *p, uint64_t v, int pdep,
 {
 #ifdef MEMPROF_ADDR7
   if (direct) {
-    uint64_t x;
-#ifdef LM_HAVE_BMI2
-    if (pdep)
-      x = spread_pdep(v);
-    else
-#endif
-      x = spread_shifts(v);
-    x |= 0x0000808080808080ULL;  /* Six bytes that go on, and the last. */
+    /* Six bytes that go on, and the last. */
+    uint64_t x = spread_groups(v, pdep) | 0x0000808080808080ULL;
     memcpy(p, &x, 8);
     return p + 7;
   }
