@@ -97,6 +97,35 @@ enum lm_revision {
     LM_REV_R2,      /* ljs 2, ljm 2 */
     LM_REV_R3_SEED, /* ljs 2, ljm 3 */
     LM_REV_R3,      /* ljs 3, ljm 3 */
+    LM_REV_R3S,     /* ljs 3, ljm 0x53: R3 with call stacks */
+};
+
+/*
+ * Call stacks (docs/format.md, "Stacks (R3S)"): R3S's events prologue has
+ * version LM_LJM_STACKS and the extension's version in its first reserved
+ * byte.  An alloc or realloc header with LM_EV_STACK set is followed, after
+ * the event's body, by a stack id.  Stacks are defined by symbol events of
+ * source LM_SRC_STACK (header 0x14), whose first byte is the kind.
+ */
+enum {
+    LM_LJM_STACKS = 0x53,
+    LM_STACKS_EXT_VERSION = 1,
+    LM_EV_STACK = 0x20,
+    LM_SRC_STACK = 5,
+    LM_STACK_DEF = 0,    /* id:uleb nframes:uleb frame* */
+    LM_STACK_CONFIG = 1, /* depth:uleb sample-bytes:uleb */
+    LM_STACK_RESET = 2,  /* every id forgotten */
+    LM_STACK_MAX_DEPTH = 64,
+    /* frame = tag:uleb [addr:uleb], tag = value << 2 | kind */
+    LM_FRAME_LUA = 0,    /* value: line; addr: prototype */
+    LM_FRAME_C = 1,      /* value: 0; addr: function, a builtin's number */
+    LM_FRAME_MARKER = 2, /* value: the marker; no addr */
+    LM_FRAME_KIND_MASK = 3,
+    LM_MARK_TRUNCATED = 1,
+    LM_MARK_TAILCALL = 2,
+    LM_MARK_COROUTINE = 3,
+    /* a C frame below this is a builtin, named by the C symbol there */
+    LM_BUILTIN_ADDR_LIMIT = 4096,
 };
 
 const char *lm_revision_name(enum lm_revision rev);

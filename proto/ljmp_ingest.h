@@ -57,6 +57,17 @@
  * asked still looks now and then (LJMP_WAKE_LOOK_MS), so a lost answer
  * only slows it.
  *
+ * Since version 4, the hello says what the stream carries beyond R3,
+ * after the version string:
+ *
+ *   stacks(u8) stack-sample(u64)   (little endian)
+ *
+ * stacks is the depth of the call stacks asked for (1 to 64), 0 for none
+ * (the stream is then R3); stack-sample is their sampling mean in bytes,
+ * 0 for a stack on every allocation (docs/format.md, "Stacks (R3S)").
+ * A version 4 hello streams through a pipe exactly when it comes with
+ * one (its read end, as in version 3).
+ *
  * The trailer carries the VM's own totals (alloc, realloc and free events
  * written; bytes of the stream, from "ljs" to the epilogue), so that the
  * daemon can tell a complete session from a truncated one.  A VM whose
@@ -83,17 +94,20 @@
 
 #define LJMP_HELLO_MAGIC         "LJMP"
 #define LJMP_TRAILER_MAGIC       "LJMT"
-#define LJMP_INGEST_VERSION      3
+#define LJMP_INGEST_VERSION      4
 #define LJMP_INGEST_MIN_VERSION  1 /* the oldest hello ljmpd takes */
 #define LJMP_INGEST_ACK_VERSION  2 /* the first whose hello is answered */
 #define LJMP_INGEST_PIPE_VERSION 3 /* the first whose stream is a pipe's */
+#define LJMP_INGEST_STACKS_VERSION 4 /* the first that says its stacks */
+#define LJMP_HELLO_STACKS_SIZE     (1 + 8)
 #define LJMP_HELLO_ACK           0x06
 #define LJMP_ACK_WAIT_MS         1000
 #define LJMP_WAKE_ASK            0x57 /* 'W' */
 #define LJMP_WAKE_ASK_SIZE       (1 + 4)
 #define LJMP_WAKE                0x52 /* 'R' */
 #define LJMP_WAKE_LOOK_MS        250
-#define LJMP_HELLO_MAX           (4 + 3 + 255 + LJMP_RELAY_PID_SIZE)
+/* The stacks' part is the larger of a hello's tails (the relay's pid) */
+#define LJMP_HELLO_MAX           (4 + 3 + 255 + LJMP_HELLO_STACKS_SIZE)
 #define LJMP_TRAILER_SIZE        (4 + 8 + 8)
 
 /*
@@ -118,6 +132,25 @@ enum ljmp_request {
     /* an attach whose stream skips the census of the heap it finds */
     LJMP_REQ_ATTACH_NO_CENSUS = 3,
 };
+
+/*
+ * The request travels in the signal's value (sival_ptr, 64 bits): the
+ * request in bits 0-7; for an attach, the depth of the call stacks asked
+ * for in bits 8-15 (0: none) and their sampling mean in bytes in bits
+ * 16-63 (0: every allocation).
+ */
+#define LJMP_REQ_MASK          0xffu
+#define LJMP_REQ_STACKS_SHIFT  8
+#define LJMP_REQ_SAMPLE_SHIFT  16
+#define LJMP_REQ_SAMPLE_MAX    ((1ull << 48) - 1)
+
+static inline uint64_t ljmp_request_value(int request, unsigned depth,
+                                          uint64_t sample)
+{
+    return (uint64_t)(request & LJMP_REQ_MASK) |
+           (uint64_t)(depth & 0xffu) << LJMP_REQ_STACKS_SHIFT |
+           (sample & LJMP_REQ_SAMPLE_MAX) << LJMP_REQ_SAMPLE_SHIFT;
+}
 
 enum ljmp_vm_flavour {
     LJMP_VM_LUAJIT = 1,    /* upstream LuaJIT 2.1 (Debian's luajit) */
