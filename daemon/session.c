@@ -660,6 +660,8 @@ static int take_pipe(struct session *s, size_t after)
                           "the hello");
         return -1;
     }
+    if (s->hello[4] >= LJMP_INGEST_STACKS_VERSION && s->pipe_fd < 0)
+        return 0; /* since version 4, a pipe is the VM's choice */
     if (s->hello[4] < LJMP_INGEST_PIPE_VERSION) {
         if (s->pipe_fd < 0)
             return 0;
@@ -717,8 +719,9 @@ static size_t hello_size(const struct session *s)
         return LJMP_NOTICE_SIZE;
     if (s->hello_len < 7)
         return 7;
-    return 7 + (size_t)s->hello[6] +
-           (s->hello[5] == LJMP_VM_RELAYED ? LJMP_RELAY_PID_SIZE : 0);
+    if (s->hello[5] == LJMP_VM_RELAYED)
+        return 7 + (size_t)s->hello[6] + LJMP_RELAY_PID_SIZE;
+    return ljmp_hello_size(s->hello, s->hello_len);
 }
 
 /* Names s by process pid rather than by its peer: its command line, its
@@ -840,6 +843,18 @@ static void take_notice(struct session *n)
     session_free(n);
 }
 
+/* The stacks a version 4 hello says its stream carries (a depth past the
+ * format's is the stream's to refuse: the decoder checks what comes). */
+static void take_hello_stacks(struct session *s)
+{
+    const uint8_t *p = s->hello + 7 + s->hello[6];
+
+    if (s->hello[4] < LJMP_INGEST_STACKS_VERSION)
+        return;
+    s->stacks = p[0];
+    s->stack_sample = ljmp_get_u64le(p + 1);
+}
+
 static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
 {
     size_t want = hello_size(s);
@@ -877,6 +892,7 @@ static ssize_t take_hello(struct session *s, const uint8_t *p, size_t n)
         s->vm_flavour = s->hello[5];
         memcpy(s->vm_version, s->hello + 7, s->hello[6]);
         s->vm_version[s->hello[6]] = '\0';
+        take_hello_stacks(s);
         session_set_phase(s, SESSION_STREAM);
         event_add(s->ev, NULL); /* no more hello deadline */
         log_debug("session %llu: hello from %s", (unsigned long long)s->id,

@@ -59,6 +59,10 @@ struct session {
     size_t hello_len;
     char vm_version[256];
     uint8_t vm_flavour;
+    /* The call stacks the hello says the stream carries: their depth (0:
+     * none) and sampling mean in bytes (0: every allocation). */
+    uint8_t stacks;
+    uint64_t stack_sample;
     uint8_t trailer[LJMP_TRAILER_SIZE];
     size_t trailer_len;
     uint64_t trailer_events, trailer_bytes;

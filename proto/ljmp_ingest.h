@@ -92,23 +92,23 @@
 #define LJMP_NOTICE_SIZE     (4 + 1 + 8)
 #define LJMP_GAVE_UP_STALLED 1 /* the reader stalled past the VM's bound */
 
-#define LJMP_HELLO_MAGIC         "LJMP"
-#define LJMP_TRAILER_MAGIC       "LJMT"
-#define LJMP_INGEST_VERSION      4
-#define LJMP_INGEST_MIN_VERSION  1 /* the oldest hello ljmpd takes */
-#define LJMP_INGEST_ACK_VERSION  2 /* the first whose hello is answered */
-#define LJMP_INGEST_PIPE_VERSION 3 /* the first whose stream is a pipe's */
+#define LJMP_HELLO_MAGIC           "LJMP"
+#define LJMP_TRAILER_MAGIC         "LJMT"
+#define LJMP_INGEST_VERSION        4
+#define LJMP_INGEST_MIN_VERSION    1 /* the oldest hello ljmpd takes */
+#define LJMP_INGEST_ACK_VERSION    2 /* the first whose hello is answered */
+#define LJMP_INGEST_PIPE_VERSION   3 /* the first whose stream is a pipe's */
 #define LJMP_INGEST_STACKS_VERSION 4 /* the first that says its stacks */
 #define LJMP_HELLO_STACKS_SIZE     (1 + 8)
-#define LJMP_HELLO_ACK           0x06
-#define LJMP_ACK_WAIT_MS         1000
-#define LJMP_WAKE_ASK            0x57 /* 'W' */
-#define LJMP_WAKE_ASK_SIZE       (1 + 4)
-#define LJMP_WAKE                0x52 /* 'R' */
-#define LJMP_WAKE_LOOK_MS        250
+#define LJMP_HELLO_ACK             0x06
+#define LJMP_ACK_WAIT_MS           1000
+#define LJMP_WAKE_ASK              0x57 /* 'W' */
+#define LJMP_WAKE_ASK_SIZE         (1 + 4)
+#define LJMP_WAKE                  0x52 /* 'R' */
+#define LJMP_WAKE_LOOK_MS          250
 /* The stacks' part is the larger of a hello's tails (the relay's pid) */
-#define LJMP_HELLO_MAX           (4 + 3 + 255 + LJMP_HELLO_STACKS_SIZE)
-#define LJMP_TRAILER_SIZE        (4 + 8 + 8)
+#define LJMP_HELLO_MAX    (4 + 3 + 255 + LJMP_HELLO_STACKS_SIZE)
+#define LJMP_TRAILER_SIZE (4 + 8 + 8)
 
 /*
  * Attach and detach: ljmpd sends the VM's process SIGRTMIN + offset
@@ -139,10 +139,10 @@ enum ljmp_request {
  * for in bits 8-15 (0: none) and their sampling mean in bytes in bits
  * 16-63 (0: every allocation).
  */
-#define LJMP_REQ_MASK          0xffu
-#define LJMP_REQ_STACKS_SHIFT  8
-#define LJMP_REQ_SAMPLE_SHIFT  16
-#define LJMP_REQ_SAMPLE_MAX    ((1ull << 48) - 1)
+#define LJMP_REQ_MASK         0xffu
+#define LJMP_REQ_STACKS_SHIFT 8
+#define LJMP_REQ_SAMPLE_SHIFT 16
+#define LJMP_REQ_SAMPLE_MAX   ((1ull << 48) - 1)
 
 static inline uint64_t ljmp_request_value(int request, unsigned depth,
                                           uint64_t sample)
@@ -188,6 +188,17 @@ static inline size_t ljmp_hello_encode(uint8_t *out, uint8_t version,
     out[6] = (uint8_t)n;
     memcpy(out + 7, vm_version, n);
     return 7 + n;
+}
+
+/* A VM's hello's whole size (not a relayed one's), as far as its first
+ * have bytes tell. */
+static inline size_t ljmp_hello_size(const uint8_t *hello, size_t have)
+{
+    if (have < 7)
+        return 7;
+    return 7 + (size_t)hello[6] +
+           (hello[4] >= LJMP_INGEST_STACKS_VERSION ? LJMP_HELLO_STACKS_SIZE
+                                                   : 0);
 }
 
 /* Writes a relayed stream's hello (above) into out (LJMP_HELLO_MAX

@@ -190,16 +190,17 @@ int test_take_hello(int sock, unsigned char *hello, size_t *len)
             return -1;
         }
         got += (size_t)n;
-        if (got == 7)
-            want = 7 + hello[6];
+        want = ljmp_hello_size(hello, got);
     }
     *len = got;
     if (in < 0)
         in = sock;
-    if ((hello[4] >= LJMP_INGEST_PIPE_VERSION) != (in != sock)) {
+    if (hello[4] == LJMP_INGEST_PIPE_VERSION
+            ? in == sock
+            : hello[4] < LJMP_INGEST_PIPE_VERSION && in != sock) {
         if (in != sock)
             close(in);
-        return -1; /* a pipe without version 3, or the other way round */
+        return -1; /* a pipe without version 3 or later, or none with 3 */
     }
     return in;
 }

@@ -810,11 +810,10 @@ static int decode_session(const uint8_t *buf, size_t len, struct lm_profile *p)
     /* The hello. */
     CU_ASSERT_FATAL(len > 7 + LJMP_TRAILER_SIZE);
     CU_ASSERT(memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
-    CU_ASSERT(buf[4] == LJMP_INGEST_PIPE_VERSION ||
-              buf[4] == LJMP_INGEST_ACK_VERSION);
+    CU_ASSERT_EQUAL(buf[4], LJMP_INGEST_STACKS_VERSION);
     CU_ASSERT_EQUAL(buf[5], VM_FLAVOUR);
     CU_ASSERT(buf[6] > 0 && memcmp(buf + 7, "LuaJIT 2.1", 10) == 0);
-    size_t hello = 7 + buf[6];
+    size_t hello = ljmp_hello_size(buf, len);
     /* The stream, then the trailer. */
     if (lm_profile_feed(p, buf + hello, len - hello, &used) != LM_DONE ||
         len - hello - used != LJMP_TRAILER_SIZE ||
@@ -836,9 +835,8 @@ static void check_env_socket_stream(int answer, int pipe)
     struct lm_profile p;
 
     CU_ASSERT_EQUAL_FATAL(accept_vm(lfd, 10000, answer, &c), 0);
-    /* Through a pipe (version 3) with LJMP_PIPE=1, else on the socket. */
-    CU_ASSERT_EQUAL(c.buf[4],
-                    pipe ? LJMP_INGEST_PIPE_VERSION : LJMP_INGEST_ACK_VERSION);
+    /* Through a pipe with LJMP_PIPE=1, else on the socket. */
+    CU_ASSERT_EQUAL(c.buf[4], LJMP_INGEST_STACKS_VERSION);
     CU_ASSERT_EQUAL(c.fd != c.sock, pipe);
     read_all(&c);
     conn_close(&c);
@@ -912,7 +910,7 @@ static void test_env_socket_refused(void)
     ssize_t n;
 
     CU_ASSERT_FATAL(cfd >= 0);
-    while ((got < 7 || got < 7 + (size_t)(uint8_t)hello[6]) &&
+    while (got < ljmp_hello_size((const uint8_t *)hello, got) &&
            (n = read(cfd, hello + got, sizeof(hello) - got)) > 0)
         got += (size_t)n;
     CU_ASSERT(got >= 7);
@@ -1046,7 +1044,7 @@ static void test_attach_and_detach(void)
 
     struct lm_profile p;
     CU_ASSERT_FATAL(len > 7 && memcmp(buf, LJMP_HELLO_MAGIC, 4) == 0);
-    size_t hello = 7 + buf[6];
+    size_t hello = ljmp_hello_size(buf, len);
     lm_profile_init(&p, NULL, NULL);
     CU_ASSERT_EQUAL_FATAL(lm_profile_feed(&p, buf + hello, len - hello, &used),
                           LM_DONE);
@@ -1102,7 +1100,7 @@ static void check_socket_stall_bound(const char *env)
      * pages the pipe still held. */
     read_all(&c);
     lm_profile_init(&p, NULL, NULL);
-    size_t hello = 7 + c.buf[6];
+    size_t hello = ljmp_hello_size(c.buf, c.len);
     CU_ASSERT_EQUAL(lm_profile_feed(&p, c.buf + hello, c.len - hello, &used),
                     LM_NEED_MORE);
     CU_ASSERT_EQUAL(used, c.len - hello);

@@ -6,7 +6,9 @@
 **   misc.memprof.start{path = path}          the same
 **   misc.memprof.start{socket = path,        stream to ljmpd
 **                      max_stall_ms = n}     (bound on blocking, 0: none)
-**     either table may say census = false: no census of the heap found
+**     either table may say census = false: no census of the heap found,
+**     stacks = DEPTH (or true: 16): Lua call stacks of allocations, and
+**     stack_sample = BYTES: one stack per BYTES allocated on average
 **     -> true | nil, message, errno
 **   misc.memprof.stop()  -> true | nil, message, errno
 **   misc.memprof.status() -> running (boolean), message and errno of the
@@ -32,6 +34,7 @@
 #include "lj_gc.h"
 #include "lj_ljmp.h"
 #include "lj_memprof.h"
+#include "lm_format.h"
 
 static int push_failure(lua_State *L, const char *where, int err)
 {
@@ -52,14 +55,39 @@ static int push_misuse(lua_State *L, const char *msg)
   return 3;
 }
 
+#define STACKS_DEFAULT_DEPTH 16
+
+/* The start table's stacks and stack_sample, into *want. */
+static void stacks_option(lua_State *L, LjmpWant *want)
+{
+  lua_Integer depth = 0, sample = 0;
+  lua_getfield(L, 1, "stacks");
+  lua_getfield(L, 1, "stack_sample");
+  if (lua_isboolean(L, -2))
+    depth = lua_toboolean(L, -2) ? STACKS_DEFAULT_DEPTH : 0;
+  else if (!lua_isnil(L, -2))
+    depth = luaL_checkinteger(L, -2);
+  luaL_argcheck(L, depth >= 0 && depth <= LM_STACK_MAX_DEPTH, 1,
+		"stacks = DEPTH expects 1 to 64");
+  if (!lua_isnil(L, -1)) sample = luaL_checkinteger(L, -1);
+  luaL_argcheck(L, sample >= 0, 1, "stack_sample = BYTES expects >= 0");
+  luaL_argcheck(L, sample == 0 || depth > 0, 1,
+		"stack_sample needs stacks = DEPTH");
+  want->stacks = (uint32_t)depth;
+  want->stack_sample = (uint64_t)sample;
+  lua_pop(L, 2);
+}
+
 static int memprof_start(lua_State *L)
 {
   LjmpError e;
+  LjmpWant want = {1, 0, 0};
   const char *where;
   int r;
   if (lua_istable(L, 1)) {
     const char *file;
-    int stall, census;
+    int stall;
+    stacks_option(L, &want);
     lua_getfield(L, 1, "socket");
     lua_getfield(L, 1, "path");
     lua_getfield(L, 1, "max_stall_ms");
@@ -70,16 +98,16 @@ static int memprof_start(lua_State *L)
 		  "socket = PATH or path = FILE expected");
     /* Absent: the default bound; 0: none. */
     stall = lua_isnil(L, -2) ? -1 : (int)luaL_checkinteger(L, -2);
-    census = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    want.census = lua_isnil(L, -1) || lua_toboolean(L, -1);
     if (where != NULL) {
-      r = lj_ljmp_start_socket(L, where, stall, census, &e);
+      r = lj_ljmp_start_socket(L, where, stall, &want, &e);
     } else {
       where = file;
-      r = lj_ljmp_start_file(L, where, census, &e);
+      r = lj_ljmp_start_file(L, where, &want, &e);
     }
   } else {
     where = luaL_checkstring(L, 1);
-    r = lj_ljmp_start_file(L, where, 1, &e);
+    r = lj_ljmp_start_file(L, where, &want, &e);
   }
   if (r == 0) {
     lua_pushboolean(L, 1);

@@ -39,6 +39,7 @@
 #include "luajit.h"
 #include "lmemprof.h"
 #include "ljmp_ingest.h"
+#include "lm_format.h"
 
 static void vm_set_error(global_State *g, int err);
 
@@ -77,9 +78,10 @@ typedef struct Sink {
   uint32_t filling;  /* the buffer memprof fills */
   lua_State *L;      /* main thread of the VM profiled */
   char path[108];    /* the socket's, for a forked child's own session */
+  LjmpWant want;     /* what the stream carries; a child's asks the same */
 } Sink;
 
-static void follow_fork(lua_State *L, const char *path, int max_stall_ms);
+static void follow_fork(lua_State *L, const Sink *sk);
 
 /* write(2) to a pipe, or vmsplice(2) into it (lend), with SIGPIPE
 ** blocked, and the one it raised, if any, taken back: the host's
@@ -400,7 +402,7 @@ static void sink_stop(void *ctx, const MemprofResult *res)
     notice_gave_up(sk);
   if (res->err == ECHILD) {
     /* A forked child's copy: the connection is the parent's to end. */
-    if (sink_is_ljmpd(sk)) follow_fork(sk->L, sk->path, sk->max_stall_ms);
+    if (sink_is_ljmpd(sk)) follow_fork(sk->L, sk);
   } else if (sink_is_ljmpd(sk) && res->err == 0 && res->stream_bytes > 0) {
     uint8_t t[LJMP_TRAILER_SIZE];
     ljmp_trailer_encode(t, res->events, res->stream_bytes);
@@ -431,7 +433,7 @@ static void sink_at_exit(void *ctx)
   }
 }
 
-static int start_sink(lua_State *L, Sink *sk, int census, LjmpError *e)
+static int start_sink(lua_State *L, Sink *sk, LjmpError *e)
 {
   MemprofOptions opt;
   int r;
@@ -441,7 +443,9 @@ static int start_sink(lua_State *L, Sink *sk, int census, LjmpError *e)
   opt.at_exit = sink_at_exit;
   opt.nbufs = sk->conn >= 0 ? sk->nbufs : 1;
   opt.next_buf = sink_next_buf;
-  opt.census = census;
+  opt.census = sk->want.census;
+  opt.stacks = sk->want.stacks;
+  opt.stack_sample = sk->want.stack_sample;
   opt.backlog = sink_backlog;
   sk->L = mainthread(G(L));
   r = lj_memprof_start(L, &opt);  /* on_stop frees sk if this fails. */
@@ -455,7 +459,8 @@ static int start_sink(lua_State *L, Sink *sk, int census, LjmpError *e)
   return -1;
 }
 
-static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
+static Sink *new_sink(int fd, int is_socket, int max_stall_ms,
+		      const LjmpWant *want)
 {
   Sink *sk = (Sink *)malloc(sizeof(*sk));
   struct stat st;
@@ -476,6 +481,7 @@ static Sink *new_sink(int fd, int is_socket, int max_stall_ms)
   sk->filling = 0;
   sk->L = NULL;
   sk->path[0] = '\0';
+  sk->want = *want;
   return sk;
 }
 
@@ -490,18 +496,18 @@ static int running_already(lua_State *L, LjmpError *e)
   return 1;
 }
 
-int lj_ljmp_start_file(lua_State *L, const char *path, int census,
+int lj_ljmp_start_file(lua_State *L, const char *path, const LjmpWant *want,
 		       LjmpError *e)
 {
   Sink *sk;
   int fd;
   if (running_already(L, e)) return -1;
   fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0 || (sk = new_sink(fd, 0, 0)) == NULL) {
+  if (fd < 0 || (sk = new_sink(fd, 0, 0, want)) == NULL) {
     e->err = fd < 0 ? errno : ENOMEM;
     return -1;
   }
-  return start_sink(L, sk, census, e);
+  return start_sink(L, sk, e);
 }
 
 #ifdef OPENRESTY_LUAJIT
@@ -549,7 +555,17 @@ static int open_pipe(Sink *sk, int *read_end)
   return 0;
 }
 
-/* The hello: version 3 with a pipe's read end, else version 2. */
+/* The hello (version 4: with a pipe's read end, or without), which says
+** the stacks the stream carries. */
+static size_t make_hello(const Sink *sk, uint8_t *hello)
+{
+  size_t n = ljmp_hello_encode(hello, LJMP_INGEST_STACKS_VERSION, VM_FLAVOUR,
+			       LUAJIT_VERSION);
+  hello[n] = (uint8_t)sk->want.stacks;
+  ljmp_put_u64le(hello + n + 1, sk->want.stacks ? sk->want.stack_sample : 0);
+  return n + LJMP_HELLO_STACKS_SIZE;
+}
+
 static int send_hello(Sink *sk, uint8_t *hello)
 {
   int rd;
@@ -562,13 +578,8 @@ static int send_hello(Sink *sk, uint8_t *hello)
   } ctl;
   struct cmsghdr *cm;
   ssize_t sent;
-  if (open_pipe(sk, &rd) != 0) {
-    n = ljmp_hello_encode(hello, LJMP_INGEST_ACK_VERSION, VM_FLAVOUR,
-			  LUAJIT_VERSION);
-    return write_all(sk, hello, n);
-  }
-  n = ljmp_hello_encode(hello, LJMP_INGEST_PIPE_VERSION, VM_FLAVOUR,
-			LUAJIT_VERSION);
+  n = make_hello(sk, hello);
+  if (open_pipe(sk, &rd) != 0) return write_all(sk, hello, n);
   memset(&msg, 0, sizeof(msg));
   memset(&ctl, 0, sizeof(ctl));
   iov.iov_base = hello;
@@ -600,7 +611,7 @@ static int send_hello(Sink *sk, uint8_t *hello)
 ** not waited for (see take_due_ack), unless the stream goes by a pipe,
 ** whose wakes the answer tells of. */
 static int start_socket(lua_State *L, const char *path, int max_stall_ms,
-			int defer_ack, int census, LjmpError *e)
+			int defer_ack, const LjmpWant *want, LjmpError *e)
 {
   struct sockaddr_un sa;
   uint8_t hello[LJMP_HELLO_MAX];
@@ -641,7 +652,7 @@ static int start_socket(lua_State *L, const char *path, int max_stall_ms,
     close(fd);
     return -1;
   }
-  if ((sk = new_sink(fd, 1, max_stall_ms)) == NULL) {
+  if ((sk = new_sink(fd, 1, max_stall_ms, want)) == NULL) {
     e->err = ENOMEM;
     return -1;
   }
@@ -658,14 +669,34 @@ static int start_socket(lua_State *L, const char *path, int max_stall_ms,
     free(sk);
     return -1;
   }
-  return start_sink(L, sk, census, e);
+  return start_sink(L, sk, e);
 }
 
 int lj_ljmp_start_socket(lua_State *L, const char *path, int max_stall_ms,
-			 int census, LjmpError *e)
+			 const LjmpWant *want, LjmpError *e)
 {
-  return start_socket(L, path, lj_ljmp_stall_bound(max_stall_ms), 0, census,
+  return start_socket(L, path, lj_ljmp_stall_bound(max_stall_ms), 0, want,
 		      e);
+}
+
+/* A number from the environment, or 0. */
+static uint64_t env_number(const char *name)
+{
+  const char *v = getenv(name);
+  char *end;
+  unsigned long long n;
+  if (v == NULL || *v == '\0') return 0;
+  errno = 0;
+  n = strtoull(v, &end, 10);
+  return errno != 0 || *end != '\0' ? 0 : (uint64_t)n;
+}
+
+void lj_ljmp_env_stacks(LjmpWant *want)
+{
+  uint64_t depth = env_number("LJMP_STACKS");
+  want->stacks = depth > LM_STACK_MAX_DEPTH ? LM_STACK_MAX_DEPTH
+					    : (uint32_t)depth;
+  want->stack_sample = want->stacks ? env_number("LJMP_STACK_SAMPLE") : 0;
 }
 
 int lj_ljmp_stall_bound(int asked)
@@ -699,16 +730,19 @@ int lj_ljmp_stall_bound(int asked)
 */
 
 /* Not a signal's request: a forked child starts a session of its own. */
-#define REQ_FOLLOW_FORK 0x100
+#define REQ_FOLLOW_FORK 0x80
 #define AGENT_VMS 16
 
 typedef struct AgentVM {
   lua_State *volatile L;  /* main thread; NULL: a free slot */
-  volatile sig_atomic_t request;  /* LJMP_REQ_*, REQ_FOLLOW_FORK or 0 */
+  /* The request's value (LJMP_REQ_* or REQ_FOLLOW_FORK, with an attach's
+  ** stacks, see ljmp_ingest.h), or 0. */
+  volatile uint64_t request;
   lua_Hook saved_hook;  /* the program's own hook, given back */
   int saved_mask, saved_count;
   char follow[108];  /* where a forked child connects */
   int follow_stall_ms;
+  LjmpWant follow_want;  /* the stacks its parent's stream carried */
   int err;  /* why its last LJMP_SOCKET or attach start failed, for status() */
 } AgentVM;
 
@@ -745,6 +779,8 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
 {
   AgentVM *v = agent_vm(G(L));
   int req, running = lj_memprof_running(G(L));
+  uint64_t value;
+  LjmpWant want;
   LjmpError e;
   UNUSED(ar);
   if (v == NULL) {
@@ -753,16 +789,22 @@ static void agent_hook(lua_State *L, lua_Debug *ar)
   }
   lua_sethook(L, v->saved_hook, v->saved_mask, v->saved_count);
   /* A signal may come between the two: the exchange keeps it. */
-  req = __atomic_exchange_n(&v->request, 0, __ATOMIC_SEQ_CST);
+  value = __atomic_exchange_n(&v->request, 0, __ATOMIC_SEQ_CST);
+  req = (int)(value & LJMP_REQ_MASK);
   if ((req == LJMP_REQ_ATTACH || req == LJMP_REQ_ATTACH_NO_CENSUS) &&
       !running) {
+    uint32_t depth = (uint32_t)(value >> LJMP_REQ_STACKS_SHIFT) & 0xff;
+    want.census = req == LJMP_REQ_ATTACH;
+    want.stacks = depth > LM_STACK_MAX_DEPTH ? LM_STACK_MAX_DEPTH : depth;
+    want.stack_sample = value >> LJMP_REQ_SAMPLE_SHIFT;
     /* ljmpd asked for it and waits: the program need not wait for it. */
-    if (start_socket(L, agent.ingest, agent.max_stall_ms, 1,
-		     req == LJMP_REQ_ATTACH, &e) != 0)
+    if (start_socket(L, agent.ingest, agent.max_stall_ms, 1, &want, &e) != 0)
       v->err = e.err;
   } else if (req == REQ_FOLLOW_FORK && !running) {
     /* A forked child's heap was made before: a census shows it. */
-    if (lj_ljmp_start_socket(L, v->follow, v->follow_stall_ms, 1, &e) != 0)
+    want = v->follow_want;
+    want.census = 1;
+    if (lj_ljmp_start_socket(L, v->follow, v->follow_stall_ms, &want, &e) != 0)
       v->err = e.err;
   } else if (req == LJMP_REQ_DETACH && running) {
     lj_memprof_stop(L);
@@ -793,9 +835,10 @@ static void agent_arm(AgentVM *v, int mask, int count)
 ** nothing running, and stops nothing. */
 static void agent_signal(int sig, siginfo_t *si, void *uc)
 {
-  int req = si->si_code == SI_QUEUE ? si->si_value.sival_int
-				    : LJMP_REQ_ATTACH;
-  int i;
+  uint64_t value = si->si_code == SI_QUEUE
+		   ? (uint64_t)(uintptr_t)si->si_value.sival_ptr
+		   : LJMP_REQ_ATTACH;
+  int req = (int)(value & LJMP_REQ_MASK), i;
   UNUSED(sig); UNUSED(uc);
   if (req != LJMP_REQ_ATTACH && req != LJMP_REQ_ATTACH_NO_CENSUS &&
       req != LJMP_REQ_DETACH)
@@ -803,7 +846,7 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
   for (i = 0; i < AGENT_VMS; i++) {
     AgentVM *v = &agent.vm[i];
     if (v->L == NULL) continue;
-    v->request = req;
+    v->request = value;
     agent_arm(v, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
   }
 }
@@ -821,12 +864,13 @@ static void agent_signal(int sig, siginfo_t *si, void *uc)
 */
 #define FOLLOW_AFTER_INS 1000
 
-static void follow_fork(lua_State *L, const char *path, int max_stall_ms)
+static void follow_fork(lua_State *L, const Sink *sk)
 {
   AgentVM *v = L != NULL ? agent_vm(G(L)) : NULL;
   if (v == NULL) return;  /* a VM past the AGENT_VMS the agent serves */
-  strcpy(v->follow, path);
-  v->follow_stall_ms = max_stall_ms;
+  strcpy(v->follow, sk->path);
+  v->follow_stall_ms = sk->max_stall_ms;
+  v->follow_want = sk->want;
   v->request = REQ_FOLLOW_FORK;
   agent_arm(v, LUA_MASKCOUNT, FOLLOW_AFTER_INS);
 }
@@ -979,10 +1023,12 @@ void lj_ljmp_vm_closing(global_State *g)
 void lj_ljmp_env_start(lua_State *L)
 {
   const char *path = getenv("LJMP_SOCKET");
+  LjmpWant want = {0, 0, 0};
   LjmpError e;
   agent_install(L);
   if (path == NULL || *path == '\0') return;
-  if (lj_ljmp_start_socket(L, path, -1, 0, &e) != 0)
+  lj_ljmp_env_stacks(&want);
+  if (lj_ljmp_start_socket(L, path, -1, &want, &e) != 0)
     vm_set_error(G(L), e.err);
 }
 
@@ -994,12 +1040,20 @@ int lj_ljmp_env_error(global_State *g)
 
 /* -- The C API (lmemprof.h) ------------------------------------------------ */
 
-/* Whether the API's starts take a census (ljmp_memprof_set_census). */
-static int api_census = 1;
+/* What the API's starts carry (ljmp_memprof_set_census, _set_stacks). */
+static LjmpWant api_want = {1, 0, 0};
 
 LUA_API void ljmp_memprof_set_census(int on)
 {
-  api_census = on != 0;
+  api_want.census = on != 0;
+}
+
+LUA_API void ljmp_memprof_set_stacks(int depth, size_t sample_bytes)
+{
+  api_want.stacks = depth <= 0 ? 0 :
+		    depth > LM_STACK_MAX_DEPTH ? LM_STACK_MAX_DEPTH :
+		    (uint32_t)depth;
+  api_want.stack_sample = api_want.stacks ? (uint64_t)sample_bytes : 0;
 }
 
 typedef struct ApiSink {
@@ -1047,7 +1101,9 @@ LUA_API int ljmp_memprof_start(lua_State *L, ljmp_memprof_writer writer,
   opt.at_exit = NULL;  /* the host's writer may be gone by then */
   opt.nbufs = 1;  /* the host's writer may reuse nothing */
   opt.next_buf = NULL;
-  opt.census = api_census;
+  opt.census = api_want.census;
+  opt.stacks = api_want.stacks;
+  opt.stack_sample = api_want.stack_sample;
   opt.backlog = NULL;
   return api_result(lj_memprof_start(L, &opt));  /* api_stop frees a */
 }
@@ -1056,7 +1112,7 @@ LUA_API int ljmp_memprof_start_socket(lua_State *L, const char *path,
 				      int max_stall_ms)
 {
   LjmpError e;
-  if (lj_ljmp_start_socket(L, path, max_stall_ms, api_census, &e) == 0)
+  if (lj_ljmp_start_socket(L, path, max_stall_ms, &api_want, &e) == 0)
     return LJMP_MEMPROF_OK;
   errno = e.err;
   return e.running ? LJMP_MEMPROF_ERRRUN :

@@ -13,14 +13,27 @@ typedef struct LjmpError {
   int running;  /* the profiler was running already */
 } LjmpError;
 
+/* What a stream carries besides the events: a census of the heap it
+** finds, and call stacks (their depth, 0 for none; their sampling mean in
+** allocated bytes, 0 for a stack with every allocation). */
+typedef struct LjmpWant {
+  int census;
+  uint32_t stacks;
+  uint64_t stack_sample;
+} LjmpWant;
+
 /* Start profiling to a file, or to ljmpd's ingest socket (hello, stream,
 ** trailer; max_stall_ms bounds how long a write may block, see
-** lj_ljmp_stall_bound), with a census of the heap or not.  0, or -1 with
-** the reason in *e. */
-LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path, int census,
-			       LjmpError *e);
+** lj_ljmp_stall_bound).  0, or -1 with the reason in *e. */
+LJ_FUNC int lj_ljmp_start_file(lua_State *L, const char *path,
+			       const LjmpWant *want, LjmpError *e);
 LJ_FUNC int lj_ljmp_start_socket(lua_State *L, const char *path,
-				 int max_stall_ms, int census, LjmpError *e);
+				 int max_stall_ms, const LjmpWant *want,
+				 LjmpError *e);
+
+/* The stacks asked for by LJMP_STACKS (a depth) and LJMP_STACK_SAMPLE (a
+** mean in bytes), into *want. */
+LJ_FUNC void lj_ljmp_env_stacks(LjmpWant *want);
 
 /*
 ** How long a write to ljmpd may keep the program waiting, in ms, before

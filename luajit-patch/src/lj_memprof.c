@@ -47,9 +47,10 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 #define EV_HEADER(ev, src) ((uint8_t)((ev) | (src) << 2))
 
 /* The buffer is flushed when less than one item's worth is left: the
-** longest event (61 bytes) and the 7 bytes put_uleb() may store past it. */
+** longest event (61 bytes, and a stack id of 5), and the 7 bytes
+** put_uleb() may store past it. */
 #define MEMPROF_BUFSZ LJ_MEMPROF_BUFSZ
-#define MEMPROF_ITEM_MAX 72
+#define MEMPROF_ITEM_MAX 80
 
 /* A live reader should not wait for a slow allocator to fill the buffer:
 ** every MEMPROF_CLOCK_EVERY events the clock is read (a coarse clock, a
@@ -112,6 +113,16 @@ typedef struct Memprof {
   GCstr *census_key;  /* "__name", fixed; NULL: no names by metatable */
   uint64_t slice_ns, next_slice_ns;
   uint64_t slice_pos;  /* stream bytes when the slice began */
+  /* Call stacks (lj_memprof_stacks.h): the depth asked for (0: none),
+  ** the sampling mean in bytes (0: every allocation), the distance to
+  ** the next sample (counted down by the trace's fast path too), whether
+  ** that path found one due, and the stacks sent. */
+  uint32_t stacks;
+  int sample_due;
+  uint64_t stack_sample;
+  int64_t sample_left;
+  uint64_t prng;
+  struct MemStacks *st;
 } Memprof;
 
 /* The records of the process's VMs, under memprof_lock: starts, stops,
@@ -396,16 +407,21 @@ static void mp_string(Memprof *mp, const char *s, size_t len)
   mp_reserve(mp, MEMPROF_ITEM_MAX);
 }
 
+/* A prologue: R3's, or R3S's events prologue when the stream has stacks
+** (its version, and the extension's in the first reserved byte). */
 static void mp_prologue(Memprof *mp, const char *magic)
 {
+  int stacks = magic[2] == 'm' && mp->stacks != 0;
   mp_byte(mp, (uint8_t)magic[0]);
   mp_byte(mp, (uint8_t)magic[1]);
   mp_byte(mp, (uint8_t)magic[2]);
-  mp_byte(mp, 3);
-  mp_byte(mp, 0);
+  mp_byte(mp, stacks ? LM_LJM_STACKS : 3);
+  mp_byte(mp, stacks ? LM_STACKS_EXT_VERSION : 0);
   mp_byte(mp, 0);
   mp_byte(mp, 0);
 }
+
+#include "lj_memprof_stacks.h"
 
 /* -- Symbols ------------------------------------------------------------- */
 
@@ -487,6 +503,7 @@ void lj_memprof_add_proto(global_State *g, const GCproto *pt)
 {
   Memprof *mp = memprof_of(g);
   if (mp == NULL) return;
+  stacks_new_proto(mp, pt);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_LFUNC));
   sym_proto(mp, pt);
@@ -1045,9 +1062,14 @@ typedef struct Site {
 #define MEMPROF_JIT_MAXSITE (1u << 20)
 #define MEMPROF_JIT_NREF 32768  /* Instruction refs, REF_BIAS to 65535. */
 
+/* A line, in the chain of frames a trace runs it in: the line of its
+** caller's frame on the trace (0: none, the trace's root frame runs it).
+** pt is a prototype, or (ffid << 1 | 1) for a builtin's frame (pcall's,
+** on the way to a function it calls), whose line is 0. */
 typedef struct MemprofJitLine {
   uintptr_t pt;
   uint32_t line;
+  uint32_t parent;
   uint32_t asm_no;  /* The assembly that last asked for it, */
   uint32_t asm_site;  /* and the site it got there. */
 } MemprofJitLine;
@@ -1098,10 +1120,11 @@ typedef struct MemprofJitSites {
   uint32_t irline[MEMPROF_JIT_NREF];  /* The current trace's, by ref. */
 } MemprofJitSites;
 
-static uint32_t jit_hash(uintptr_t pt, uint32_t line)
+static uint32_t jit_hash(uintptr_t pt, uint32_t line, uint32_t parent)
 {
   uint64_t h = ((uint64_t)pt ^ ((uint64_t)line << 40) ^ line) *
 	       0x9e3779b97f4a7c15ull;
+  h = (h ^ parent) * 0xff51afd7ed558ccdull;
   return (uint32_t)(h >> 32);
 }
 
@@ -1112,7 +1135,8 @@ static int jit_rehash(MemprofJitSites *js)
   uint32_t *h = (uint32_t *)calloc(n, sizeof(uint32_t));
   if (h == NULL) return 0;
   for (i = 1; i < js->nline; i++) {
-    uint32_t k = jit_hash(js->line[i].pt, js->line[i].line) & (n - 1);
+    uint32_t k = jit_hash(js->line[i].pt, js->line[i].line,
+			  js->line[i].parent) & (n - 1);
     while (h[k] != 0) k = (k + 1) & (n - 1);
     h[k] = i;
   }
@@ -1122,14 +1146,18 @@ static int jit_rehash(MemprofJitSites *js)
   return 1;
 }
 
-/* The line id of (pt, line), made if new; 0 if there is no room. */
-static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line)
+/* The line id of (pt, line) called from parent, made if new; 0 if there
+** is no room. */
+static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line,
+			   uint32_t parent)
 {
   uint32_t k, id;
   if ((js->nline + 1) * 2 > js->hmask + 1 && !jit_rehash(js)) return 0;
-  for (k = jit_hash(pt, line) & js->hmask; (id = js->hash[k]) != 0;
+  for (k = jit_hash(pt, line, parent) & js->hmask; (id = js->hash[k]) != 0;
        k = (k + 1) & js->hmask)
-    if (js->line[id].pt == pt && js->line[id].line == line) return id;
+    if (js->line[id].pt == pt && js->line[id].line == line &&
+	js->line[id].parent == parent)
+      return id;
   if (js->nline >= MEMPROF_JIT_MAXLINE) return 0;
   if (js->nline == js->szline) {
     uint32_t sz = js->szline ? js->szline * 2 : 1024;
@@ -1142,10 +1170,69 @@ static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line)
   id = js->nline++;
   js->line[id].pt = pt;
   js->line[id].line = line;
+  js->line[id].parent = parent;
   js->line[id].asm_no = 0;
   js->line[id].asm_site = 0;
   js->hash[k] = id;
   return id;
+}
+
+/*
+** The chain of the frame being recorded on the trace: its caller's line,
+** interned with its own caller's, down to the trace's root frame (0 if
+** the root frame is the one recorded).  The recorder runs beside the
+** interpreter, so the frames it has inlined are on the stack: from the
+** current one (L->base) down to the root, J->baseslot slots below.  A
+** walk that does not meet the root frame exactly names no chain.
+*/
+#define JIT_CHAIN_MAX 64
+
+static uint32_t jit_caller_line(jit_State *J, MemprofJitSites *js)
+{
+  lua_State *L = J->L;
+  cTValue *root = L->base - J->baseslot + LJ_FR2, *cur = L->base - 1;
+  uintptr_t pt[JIT_CHAIN_MAX];
+  uint32_t line[JIT_CHAIN_MAX], n = 0, parent = 0;
+  StackWalk w;
+  GCfunc *fn;
+  BCLine l;
+  if (cur <= root) return 0;
+  walk_init(&w, L, cur, NULL);
+  walk_skip(&w);  /* The frame recorded: J->pt's. */
+  while (n < JIT_CHAIN_MAX && walk_next(&w, &fn, &l)) {
+    if (w.at < root) return 0;
+    pt[n] = isluafunc(fn) ? (uintptr_t)funcproto(fn) :
+	    isffunc(fn) ? ((uintptr_t)fn->c.ffid << 1 | 1) : 1;
+    line[n++] = l < 0 ? 0 : (uint32_t)l;
+    if (w.at == root) break;
+  }
+  if (n == 0 || w.at != root) return 0;
+  while (n-- > 0 && (parent = jit_intern(js, pt[n], line[n], parent)) != 0) ;
+  return parent;
+}
+
+/* Frames a trace runs at a line (its chain, innermost first), then the
+** frames below the trace, from its root frame's at root_base (NULL: none
+** known). */
+static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
+		      lua_State *L, cTValue *root_base)
+{
+  StackWalk w;
+  for (; id != 0 && js != NULL; id = js->line[id].parent) {
+    const MemprofJitLine *l = &js->line[id];
+    if (build_full(b)) {
+      build_marker(b, LM_MARK_TRUNCATED);
+      return;
+    }
+    if (l->pt & 1)
+      build_builtin(b, (uint32_t)(l->pt >> 1));
+    else
+      build_lua(b, (const GCproto *)l->pt, (BCLine)l->line);
+  }
+  if (root_base == NULL) return;
+  walk_init(&w, L, root_base - 1, NULL);
+  if (b->n > 0) walk_skip(&w);  /* The root frame, the chain's last. */
+  build_walk(b, &w);
 }
 
 /* The VM's tables, made at its first recorded instruction (so before any
@@ -1169,7 +1256,9 @@ void lj_memprof_jit_ins(jit_State *J, uint32_t ref)
     return;
   if (J->pt != NULL && J->pc != NULL) {
     BCLine line = lj_debug_line(J->pt, proto_bcpos(J->pt, J->pc));
-    if (line >= 0) id = jit_intern(js, (uintptr_t)J->pt, (uint32_t)line);
+    if (line >= 0)
+      id = jit_intern(js, (uintptr_t)J->pt, (uint32_t)line,
+		      jit_caller_line(J, js));
     js->lua_line = id;
   } else {
     /* A fast function, recorded at its own entry: what it makes is its
@@ -1570,6 +1659,40 @@ static LJ_AINLINE uint8_t *put_head(uint8_t *p, int ev, const Site *s,
   }
 }
 
+/* The stack of the allocation at site s (not internal), announced if
+** new; 0 if none. */
+static uint32_t stacks_capture(Memprof *mp, const Site *s)
+{
+  global_State *g = mp->g;
+  lua_State *L = gco2th(gcref(g->cur_L));
+  int32_t st = g->vmstate;
+  StackBuild b;
+  b.n = b.nbuiltin = 0;
+  b.depth = mp->stacks;
+  if (L == NULL) return 0;
+  if (st > 0 || st == ~LJ_VMST_EXIT) {
+#if LJ_MEMPROF_JITSITES
+    jit_State *J = G2J(g);
+    const MemprofJitSites *js = J->ljmp_sites;
+    uint32_t id = st > 0 ? s->jit->line : J->ljmp_exit_site;
+    if (js == NULL || id >= js->nline) id = 0;  /* a freed site's */
+    jit_build(&b, js, id, L, st > 0 ? tvref(g->jit_base) : L->base);
+#else
+    UNUSED(s);
+    if (st > 0) {
+      StackWalk w;
+      walk_init(&w, L, tvref(g->jit_base) - 1, NULL);
+      build_walk(&b, &w);
+    }
+#endif
+  } else if (st == ~LJ_VMST_INTERP || st == ~LJ_VMST_C) {
+    StackWalk w;
+    walk_init(&w, L, L->base - 1, NULL);
+    build_walk(&b, &w);
+  }
+  return b.n != 0 ? stacks_id(mp, &b) : 0;
+}
+
 /* -- The allocator wrapper ----------------------------------------------- */
 
 static int memprof_finish(Memprof *mp);
@@ -1590,7 +1713,8 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
 				       size_t nsize, void *nptr, int pdep,
 				       int direct)
 {
-  int rearm = mp->fast_left == 0;
+  int rearm = mp->fast_left == 0, counted = mp->sample_due;
+  uint32_t sid = 0;
   Site s;
   if (mp->g == NULL) return nptr;
   if (mp->err != 0) {
@@ -1604,9 +1728,13 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
   /* A stack reallocation is a single call: if it throws (out of memory),
   ** the flag must not outlive it. */
   mp->moving = 0;
+  mp->sample_due = 0;
+  if (nsize != 0 && s.src != SRC_INTERNAL &&
+      stacks_wanted(mp, nsize, counted))
+    sid = stacks_capture(mp, &s);
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   {
-    uint8_t *p = mp->cur;
+    uint8_t *p = mp->cur, *head = p;
     if (nsize == 0) {
       p = put_head(p, EV_FREE, &s, pdep);
       p = put_uleb_addr(p, (uintptr_t)ptr, pdep, direct);
@@ -1621,6 +1749,10 @@ static LJ_AINLINE void *memprof_record(Memprof *mp, void *ptr, size_t osize,
       p = put_uleb_with(p, osize, pdep);
       p = put_uleb_addr(p, (uintptr_t)nptr, pdep, direct);
       p = put_uleb_with(p, nsize, pdep);
+    }
+    if (sid != 0) {
+      *head |= LM_EV_STACK;
+      p = put_uleb_with(p, sid, pdep);
     }
     mp->cur = p;
   }
@@ -1681,6 +1813,11 @@ static LJ_AINLINE void *memprof_other_with(void *ud, void *ptr, size_t osize,
   if (LJ_UNLIKELY(mp->fast_left == 0 || ptr != NULL || nsize == 0) ||
       (g = mp->g)->vmstate <= 0)
     return general(ud, ptr, osize, nsize);
+  /* A sample due (see lj_memprof_stacks.h): never with stacks off. */
+  if (LJ_UNLIKELY((mp->sample_left -= (int64_t)nsize) <= 0)) {
+    mp->sample_due = 1;
+    return general(ud, ptr, osize, nsize);
+  }
   p = mp->cur;
 #if LJ_MEMPROF_JITSITES
   {
@@ -1871,6 +2008,7 @@ static void memprof_release(Memprof *mp, int err)
   MemprofResult res;
   munmap(mp->ring, memprof_ring_size(mp));
   mp->ring = mp->buf = NULL;
+  stacks_free(mp);
   res.events = mp->events;
   res.stream_bytes = mp->stream_bytes;
   res.err = err;
@@ -1977,9 +2115,15 @@ static int memprof_start_on(Memprof *mp, lua_State *L,
   mp->fast_left = mp->armed = 0;
   mp->events = mp->stream_bytes = 0;
   memset(&mp->census, 0, sizeof(mp->census));
+  mp->stacks = opt->stacks > LM_STACK_MAX_DEPTH ? LM_STACK_MAX_DEPTH
+						  : opt->stacks;
+  mp->stack_sample = mp->stacks != 0 ? opt->stack_sample : 0;
+  mp->st = NULL;
+  stacks_arm(mp);
   dump_symtab(mp, G(L));
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_prologue(mp, "ljm");
+  if (mp->stacks != 0) stacks_say_config(mp);
   mp_flush(mp);
   if (mp->err != 0) {
     int e = mp->err;

@@ -60,6 +60,11 @@ typedef struct MemprofOptions {
   ** holds (the census waits while it is over a quarter full, so as not to
   ** make the program wait for the reader); -1 if it cannot say. */
   int (*backlog)(void *ctx);
+  /* Call stacks (revision R3S, see lj_memprof_stacks.h): the depth of
+  ** each (0: none, the stream is R3; at most 64), and the mean of their
+  ** sampling in allocated bytes (0: a stack with every allocation). */
+  uint32_t stacks;
+  uint64_t stack_sample;
 } MemprofOptions;
 
 enum {

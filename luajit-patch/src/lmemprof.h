@@ -2,7 +2,8 @@
 ** ljmp memory profiler: the C API for programs that embed LuaJIT.
 ** New VM file of ljmp's luajit-patch (not part of LuaJIT).
 **
-** A profile is a memprof stream (revision R3) that the VM hands to a
+** A profile is a memprof stream (revision R3, or R3S with call stacks)
+** that the VM hands to a
 ** writer, from inside its allocator: the writer must not call into the
 ** VM, allocate from the Lua heap or throw.  It returns 0, or an errno
 ** value that ends the profile (the program goes on).
@@ -46,6 +47,11 @@ LUA_API int ljmp_memprof_start_socket(lua_State *L, const char *path,
 ** live block announced as an allocation, see ljmp's docs/format.md): on
 ** unless turned off here, for the whole process. */
 LUA_API void ljmp_memprof_set_census(int on);
+/* Whether the starts above carry Lua call stacks (revision R3S, see ljmp's
+** docs/format.md), for the whole process: the depth of each (0: none, the
+** default; at most 64), and the mean of their sampling in allocated bytes
+** (0: a stack with every allocation). */
+LUA_API void ljmp_memprof_set_stacks(int depth, size_t sample_bytes);
 /* Ends the stream: the epilogue, the allocator restored. */
 LUA_API int ljmp_memprof_stop(lua_State *L);
 

@@ -1,0 +1,407 @@
+/*
+** ljmp memory profiler: Lua call stacks of allocations (format R3S).
+** New VM file of ljmp's luajit-patch (not part of LuaJIT), included by
+** lj_memprof.c only, as LuaJIT's lj_asm_*.h are by lj_asm.c.
+*/
+
+/*
+** A stream asked for stacks (MemprofOptions.stacks, the depth) writes,
+** with each allocation and reallocation it samples, the id of the call
+** chain that made it (docs/format.md, "Stacks (R3S)").  The chain is the
+** allocating thread's frames, innermost first: a Lua function at its
+** current line, a C function by its address, a builtin by its number
+** (announced once as a C symbol named after it).  On compiled code the
+** frames the trace runs, inlined calls included, come from the recorder
+** (the chain of each instruction's line, lj_memprof.c's MemprofJitLine),
+** and the frames below the trace from the stack.
+**
+** The profiler keeps a table of the stacks it has sent, so that a stack
+** costs its frames once and an id after that.  The table is mapped pages,
+** not the Lua heap (it is written inside the allocator), of a fixed size:
+** when it is full, the stream says so (a reset) and the table starts
+** again.  A stack names prototypes by address; a prototype announced at
+** an address a stack in the table uses (the old one was freed) resets the
+** table too, so that an id never outlives what its frames name.
+**
+** Sampling (stack_sample = M bytes): a Poisson process on allocated
+** bytes, one point per M on average, as pprof's and tcmalloc's.  The
+** distance to the next point counts down by each allocation's size, and
+** an allocation that reaches it carries a stack.  With stacks off the
+** distance is too far to reach, so the fast path for traces pays one
+** subtraction; with every allocation sampled it is 0, and every
+** allocation takes the general path.
+*/
+
+#include <math.h>
+
+#define STACKS_SLOTS (1u << 16)  /* hash slots: ids, 0 empty */
+#define STACKS_MAX (STACKS_SLOTS / 2)  /* stacks before a reset */
+#define STACKS_WORDS (1u << 19)  /* frame words (two per frame) */
+#define STACKS_PROTO_BITS (1u << 16)  /* prototypes stacks name, hashed */
+#define STACKS_FAR INT64_MAX  /* the next sample, with stacks off */
+
+/* A frame as the stream has it: tag (value << 2 | kind), address. */
+typedef struct StackFrame {
+  uint64_t tag, addr;
+} StackFrame;
+
+typedef struct StackEntry {
+  uint32_t hash;
+  uint32_t n;  /* frames */
+  uint32_t off;  /* the first frame's in words */
+} StackEntry;
+
+typedef struct MemStacks {
+  uint32_t slot[STACKS_SLOTS];
+  StackEntry entry[STACKS_MAX + 1];  /* by id, from 1 */
+  uint32_t nentry;
+  uint32_t nwords;
+  uint64_t builtins[256 / 64];  /* builtins announced, by number */
+  uint64_t protos[STACKS_PROTO_BITS / 64];
+  uint64_t words[STACKS_WORDS];
+} MemStacks;
+
+/* -- Sampling ------------------------------------------------------------ */
+
+static uint64_t stacks_random(Memprof *mp)
+{
+  /* xorshift64*: the samples need no more than an even spread. */
+  uint64_t x = mp->prng;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  mp->prng = x;
+  return x * 0x2545f4914f6cdd1dull;
+}
+
+/* An exponential draw of mean stack_sample, at least 1. */
+static int64_t stacks_gap(Memprof *mp)
+{
+  double u = ((double)(stacks_random(mp) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  double gap = -log(u) * (double)mp->stack_sample;
+  return gap < 1.0 ? 1 : gap > 4e18 ? (int64_t)4e18 : (int64_t)gap;
+}
+
+/* Whether an allocation of nsize bytes carries a stack.  counted: the
+** trace's fast path has already taken nsize off the distance. */
+static int stacks_wanted(Memprof *mp, size_t nsize, int counted)
+{
+  if (mp->stacks == 0) return 0;
+  if (mp->stack_sample == 0) {
+    mp->sample_left = 0;
+    return 1;
+  }
+  if (!counted) mp->sample_left -= (int64_t)nsize;
+  if (mp->sample_left > 0) return 0;
+  do mp->sample_left += stacks_gap(mp); while (mp->sample_left <= 0);
+  return 1;
+}
+
+static void stacks_arm(Memprof *mp)
+{
+  mp->sample_due = 0;
+  mp->prng = mp_clock_ns() ^ ((uint64_t)(uintptr_t)mp << 16) ^ 0x9e3779b97f4a7c15ull;
+  if (mp->prng == 0) mp->prng = 1;
+  if (mp->stacks == 0)
+    mp->sample_left = STACKS_FAR;
+  else if (mp->stack_sample == 0)
+    mp->sample_left = 0;
+  else
+    mp->sample_left = stacks_gap(mp);
+}
+
+/* -- Walking the stack --------------------------------------------------- */
+
+typedef struct StackWalk {
+  lua_State *L;
+  cTValue *frame, *next, *bot;
+  cTValue *at;  /* The frame of the function walk_next() found last. */
+} StackWalk;
+
+/* Walks L's frames from frame down; next is the frame above it (NULL for
+** the innermost: its line comes from the C frame, as LuaJIT's own
+** tracebacks take it). */
+static void walk_init(StackWalk *w, lua_State *L, cTValue *frame,
+		      cTValue *next)
+{
+  w->L = L;
+  w->frame = frame;
+  w->next = next;
+  w->bot = tvref(L->stack) + LJ_FR2;
+  w->at = NULL;
+}
+
+static cTValue *walk_below(cTValue *f)
+{
+  return frame_islua(f) ? frame_prevl(f) : frame_prevd(f);
+}
+
+/* The next function on the stack, as lj_debug_frame() counts them (a
+** vararg function's frame once, no dummy frames), its frame in w->at and,
+** unless line is NULL, the line it runs (-1 if none); 0 at the bottom. */
+static int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
+{
+  while (w->frame > w->bot) {
+    cTValue *f = w->frame, *next = w->next;
+    GCobj *o = frame_gc(f);
+    w->next = f;
+    w->frame = walk_below(f);
+    if (frame_isvarg(f) && w->frame > w->bot) {
+      /* The vararg function's original frame, below: the same call. */
+      w->next = w->frame;
+      w->frame = walk_below(w->frame);
+    }
+    if (o == obj2gco(w->L) || o->gch.gct != ~LJ_TFUNC) continue;
+    w->at = f;
+    *fn = &o->fn;
+    if (line != NULL)
+      *line = isluafunc(*fn) ? lj_debug_frameline(w->L, *fn, next) : -1;
+    return 1;
+  }
+  return 0;
+}
+
+/* Passes the next function, without its line. */
+static void walk_skip(StackWalk *w)
+{
+  GCfunc *fn;
+  walk_next(w, &fn, NULL);
+}
+
+/* -- Collecting a stack -------------------------------------------------- */
+
+typedef struct StackBuild {
+  StackFrame f[LM_STACK_MAX_DEPTH + 1];
+  uint32_t n, depth;
+  uint32_t builtin[LM_STACK_MAX_DEPTH];  /* builtins used, to announce */
+  uint32_t nbuiltin;
+} StackBuild;
+
+static void build_lua(StackBuild *b, const GCproto *pt, BCLine line)
+{
+  StackFrame *f = &b->f[b->n++];
+  f->tag = (uint64_t)(line < 0 ? 0 : line) << 2 | LM_FRAME_LUA;
+  f->addr = (uintptr_t)pt;
+}
+
+static void build_builtin(StackBuild *b, uint32_t ffid)
+{
+  StackFrame *f = &b->f[b->n++];
+  f->tag = LM_FRAME_C;
+  f->addr = ffid;
+  b->builtin[b->nbuiltin++] = ffid;
+}
+
+static void build_func(StackBuild *b, GCfunc *fn, BCLine line)
+{
+  if (isluafunc(fn)) {
+    build_lua(b, funcproto(fn), line);
+  } else if (isffunc(fn)) {
+    build_builtin(b, fn->c.ffid);
+  } else {
+    StackFrame *f = &b->f[b->n++];
+    f->tag = LM_FRAME_C;
+    f->addr = (uintptr_t)fn->c.f;
+  }
+}
+
+static void build_marker(StackBuild *b, uint32_t marker)
+{
+  StackFrame *f = &b->f[b->n++];
+  f->tag = (uint64_t)marker << 2 | LM_FRAME_MARKER;
+  f->addr = 0;
+}
+
+static int build_full(const StackBuild *b)
+{
+  return b->n >= b->depth;
+}
+
+/* The frames of w's walk, after those in b already, to the depth; a
+** marker says what is left out (truncated), or that the bottom was a
+** coroutine's. */
+static void build_walk(StackBuild *b, StackWalk *w)
+{
+  GCfunc *fn;
+  BCLine line;
+  while (walk_next(w, &fn, &line)) {
+    if (build_full(b)) {
+      build_marker(b, LM_MARK_TRUNCATED);
+      return;
+    }
+    build_func(b, fn, line);
+  }
+  if (w->L != mainthread(G(w->L))) build_marker(b, LM_MARK_COROUTINE);
+}
+
+/* -- The table of stacks sent -------------------------------------------- */
+
+static uint32_t stacks_hash(const StackFrame *f, uint32_t n)
+{
+  uint64_t h = n * 0x9e3779b97f4a7c15ull;
+  uint32_t i;
+  for (i = 0; i < n; i++) {
+    h = (h ^ f[i].tag) * 0xff51afd7ed558ccdull;
+    h = (h ^ f[i].addr) * 0xc4ceb9fe1a85ec53ull;
+  }
+  return (uint32_t)(h >> 32) | 1;  /* never 0 */
+}
+
+static uint32_t proto_bit(uintptr_t pt)
+{
+  return (uint32_t)(((uint64_t)pt * 0x9e3779b97f4a7c15ull) >> 48);
+}
+
+static MemStacks *stacks_table(Memprof *mp)
+{
+  if (mp->st == NULL) {
+    void *p = mmap(NULL, sizeof(MemStacks), PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    mp->st = (MemStacks *)p;  /* Zero-filled: empty. */
+  }
+  return mp->st;
+}
+
+static void stacks_free(Memprof *mp)
+{
+  if (mp->st != NULL) munmap(mp->st, sizeof(MemStacks));
+  mp->st = NULL;
+}
+
+/* Forgets every stack sent, and tells the stream. */
+static void stacks_reset(Memprof *mp)
+{
+  MemStacks *st = mp->st;
+  if (st == NULL || st->nentry == 0) return;
+  memset(st->slot, 0, sizeof(st->slot));
+  memset(st->protos, 0, sizeof(st->protos));
+  st->nentry = st->nwords = 0;
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, EV_HEADER(EV_SYMTAB, LM_SRC_STACK));
+  mp_byte(mp, LM_STACK_RESET);
+}
+
+/* A prototype was announced: if a stack sent may name an old one at its
+** address, the table starts again (see above). */
+static void stacks_new_proto(Memprof *mp, const GCproto *pt)
+{
+  MemStacks *st = mp->st;
+  uint32_t bit = proto_bit((uintptr_t)pt);
+  if (st != NULL && (st->protos[bit / 64] >> (bit % 64) & 1)) stacks_reset(mp);
+}
+
+/* The builtin's name, e.g. "string.rep" (lj_ffdef.h's, with the library
+** said as Lua says it). */
+static const char *const builtin_names[] = {
+  "[Lua]", "[C]",
+#define FFDEF(name) #name,
+#include "lj_ffdef.h"
+#undef FFDEF
+};
+
+static size_t builtin_name(uint32_t ffid, char *out, size_t len)
+{
+  static const char *const libs[] = {
+    "io_method_", "file:", "buffer_method_", "buffer:", "jit_util_",
+    "jit.util.", "coroutine_", "coroutine.", "math_", "math.", "bit_",
+    "bit.", "string_", "string.", "table_", "table.", "io_", "io.", "os_",
+    "os.", "debug_", "debug.", "jit_", "jit.", "ffi_", "ffi.", "buffer_",
+    "buffer.", NULL
+  };
+  const char *name = ffid < sizeof(builtin_names) / sizeof(builtin_names[0])
+		     ? builtin_names[ffid] : "[builtin]";
+  int i;
+  for (i = 0; libs[i] != NULL; i += 2) {
+    size_t k = strlen(libs[i]);
+    if (strncmp(name, libs[i], k) == 0) {
+      int n = snprintf(out, len, "%s%s", libs[i + 1], name + k);
+      return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+    }
+  }
+  return (size_t)snprintf(out, len, "%s", name);
+}
+
+/* The C symbols of builtins b uses, once per stream. */
+static void stacks_say_builtins(Memprof *mp, MemStacks *st,
+				const StackBuild *b)
+{
+  uint32_t i;
+  for (i = 0; i < b->nbuiltin; i++) {
+    uint32_t ffid = b->builtin[i] & 255;
+    char name[64];
+    size_t len;
+    if (st->builtins[ffid / 64] >> (ffid % 64) & 1) continue;
+    st->builtins[ffid / 64] |= 1ull << (ffid % 64);
+    len = builtin_name(ffid, name, sizeof(name));
+    mp_reserve(mp, MEMPROF_ITEM_MAX + sizeof(name));
+    mp_byte(mp, EV_HEADER(EV_SYMTAB, SRC_CFUNC));
+    mp_uleb(mp, ffid);
+    mp_string(mp, name, len);
+  }
+}
+
+/* Writes the definition of stack id. */
+static void stacks_say(Memprof *mp, uint32_t id, const StackFrame *f,
+		       uint32_t n)
+{
+  uint32_t i;
+  mp_reserve(mp, 32 + (size_t)n * 20);
+  mp_byte(mp, EV_HEADER(EV_SYMTAB, LM_SRC_STACK));
+  mp_byte(mp, LM_STACK_DEF);
+  mp_uleb(mp, id);
+  mp_uleb(mp, n);
+  for (i = 0; i < n; i++) {
+    mp_uleb(mp, f[i].tag);
+    if ((f[i].tag & LM_FRAME_KIND_MASK) != LM_FRAME_MARKER)
+      mp_uleb(mp, f[i].addr);
+  }
+}
+
+/* The id of b's stack: found, or made and announced; 0 if there is no
+** table. */
+static uint32_t stacks_id(Memprof *mp, const StackBuild *b)
+{
+  MemStacks *st = stacks_table(mp);
+  uint32_t h, k, id, i;
+  if (st == NULL) return 0;
+  h = stacks_hash(b->f, b->n);
+  for (k = h & (STACKS_SLOTS - 1); (id = st->slot[k]) != 0;
+       k = (k + 1) & (STACKS_SLOTS - 1)) {
+    const StackEntry *e = &st->entry[id];
+    if (e->hash == h && e->n == b->n &&
+	memcmp(&st->words[e->off], b->f, b->n * sizeof(StackFrame)) == 0)
+      return id;
+  }
+  if (st->nentry >= STACKS_MAX ||
+      st->nwords + 2 * b->n > STACKS_WORDS) {
+    stacks_reset(mp);
+    for (k = h & (STACKS_SLOTS - 1); st->slot[k] != 0;
+	 k = (k + 1) & (STACKS_SLOTS - 1)) ;
+  }
+  id = ++st->nentry;
+  st->entry[id].hash = h;
+  st->entry[id].n = b->n;
+  st->entry[id].off = st->nwords;
+  memcpy(&st->words[st->nwords], b->f, b->n * sizeof(StackFrame));
+  st->nwords += 2 * b->n;
+  st->slot[k] = id;
+  for (i = 0; i < b->n; i++)
+    if ((b->f[i].tag & LM_FRAME_KIND_MASK) == LM_FRAME_LUA) {
+      uint32_t bit = proto_bit((uintptr_t)b->f[i].addr);
+      st->protos[bit / 64] |= 1ull << (bit % 64);
+    }
+  stacks_say_builtins(mp, st, b);
+  stacks_say(mp, id, b->f, b->n);
+  return id;
+}
+
+/* The configuration, first in the event part. */
+static void stacks_say_config(Memprof *mp)
+{
+  mp_reserve(mp, MEMPROF_ITEM_MAX);
+  mp_byte(mp, EV_HEADER(EV_SYMTAB, LM_SRC_STACK));
+  mp_byte(mp, LM_STACK_CONFIG);
+  mp_uleb(mp, mp->stacks);
+  mp_uleb(mp, mp->stack_sample);
+}
