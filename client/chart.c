@@ -2,6 +2,7 @@
  * nothing else: no scripts, no fonts or files but the viewer's own. */
 #define _GNU_SOURCE /* tm_gmtoff */
 #include "chart.h"
+#include "svgtext.h"
 
 #include <errno.h>
 #include <math.h>
@@ -93,17 +94,6 @@ void chart_byte_label(char *out, size_t len, double v,
              unit_names[a->unit]);
 }
 
-void chart_format_size(char *out, size_t len, double bytes)
-{
-    unsigned u = 0;
-
-    while (bytes >= 1024 && u + 1 < NUNITS) {
-        bytes /= 1024;
-        u++;
-    }
-    snprintf(out, len, u == 0 ? "%.0f %s" : "%.1f %s", bytes, unit_names[u]);
-}
-
 uint64_t chart_time_step(uint64_t span_ms, unsigned target)
 {
     static const uint32_t steps_s[] = {
@@ -118,135 +108,6 @@ uint64_t chart_time_step(uint64_t span_ms, unsigned target)
         if ((uint64_t)steps_s[i] * 1000 * target >= span_ms)
             return (uint64_t)steps_s[i] * 1000;
     return (uint64_t)steps_s[n - 1] * 1000;
-}
-
-/* -- Text ---------------------------------------------------------------- */
-
-#define REPLACEMENT 0xFFFDu
-
-/* Whether byte c continues a UTF-8 sequence, within [lo, hi] for the
- * first continuation of some leads. */
-static int cont(unsigned char c, unsigned char lo, unsigned char hi)
-{
-    return c >= lo && c <= hi;
-}
-
-/* The character at s: its bytes (at least 1) and, in *cp, its code point,
- * or U+FFFD for a byte that begins no well-formed UTF-8 sequence. */
-static size_t decode(const unsigned char *s, uint32_t *cp)
-{
-    unsigned char c = s[0];
-    unsigned char lo = 0x80, hi = 0xBF;
-    size_t n;
-
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        *cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        *cp = c & 0x0F;
-        lo = c == 0xE0 ? 0xA0 : 0x80; /* no overlong forms */
-        hi = c == 0xED ? 0x9F : 0xBF; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        *cp = c & 0x07;
-        lo = c == 0xF0 ? 0x90 : 0x80;
-        hi = c == 0xF4 ? 0x8F : 0xBF; /* up to U+10FFFF */
-    } else {
-        *cp = REPLACEMENT;
-        return 1;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if (!(i == 1 ? cont(s[i], lo, hi) : cont(s[i], 0x80, 0xBF))) {
-            *cp = REPLACEMENT;
-            return 1;
-        }
-        *cp = *cp << 6 | (s[i] & 0x3F);
-    }
-    return n;
-}
-
-/* The character XML 1.0 shows for code point cp. */
-static uint32_t xml_char(uint32_t cp)
-{
-    if (cp == '\t' || cp == '\n' || cp == '\r')
-        return ' ';
-    if (cp < 0x20 || cp == 0xFFFE || cp == 0xFFFF)
-        return REPLACEMENT;
-    return cp;
-}
-
-static void put_char(FILE *out, uint32_t cp)
-{
-    switch (cp) {
-    case '&':
-        fputs("&amp;", out);
-        return;
-    case '<':
-        fputs("&lt;", out);
-        return;
-    case '>':
-        fputs("&gt;", out);
-        return;
-    case '"':
-        fputs("&quot;", out);
-        return;
-    case '\'':
-        fputs("&apos;", out);
-        return;
-    }
-    if (cp < 0x80) {
-        putc((int)cp, out);
-    } else if (cp < 0x800) {
-        putc((int)(0xC0 | cp >> 6), out);
-        putc((int)(0x80 | (cp & 0x3F)), out);
-    } else if (cp < 0x10000) {
-        putc((int)(0xE0 | cp >> 12), out);
-        putc((int)(0x80 | (cp >> 6 & 0x3F)), out);
-        putc((int)(0x80 | (cp & 0x3F)), out);
-    } else {
-        putc((int)(0xF0 | cp >> 18), out);
-        putc((int)(0x80 | (cp >> 12 & 0x3F)), out);
-        putc((int)(0x80 | (cp >> 6 & 0x3F)), out);
-        putc((int)(0x80 | (cp & 0x3F)), out);
-    }
-}
-
-#define ELLIPSIS 0x2026u
-
-void chart_put_text(FILE *out, const char *s, size_t max, enum chart_keep keep)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t chars = 0, skip = 0, shown;
-    uint32_t cp;
-
-    if (max == 0)
-        return;
-    for (size_t i = 0; p[i] != '\0'; i += decode(p + i, &cp))
-        chars++;
-    shown = chars;
-    if (chars > max) {
-        shown = max - 1; /* and the ellipsis */
-        if (keep == CHART_KEEP_TAIL) {
-            skip = chars - shown;
-            put_char(out, ELLIPSIS);
-        }
-    }
-    for (size_t i = 0; p[i] != '\0' && shown > 0;) {
-        i += decode(p + i, &cp);
-        if (skip > 0) {
-            skip--;
-            continue;
-        }
-        put_char(out, xml_char(cp));
-        shown--;
-    }
-    if (chars > max && keep == CHART_KEEP_HEAD)
-        put_char(out, ELLIPSIS);
 }
 
 /* -- Colours ------------------------------------------------------------- */
@@ -393,21 +254,20 @@ static void header(FILE *out, const struct chart *c)
             "width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" "
             "font-family=\"sans-serif\" font-size=\"12\">\n<title>",
             c->width, c->height, c->width, c->height);
-    chart_put_text(out, c->title, 1000, CHART_KEEP_HEAD);
+    svg_put_text(out, c->title, 1000, SVG_KEEP_HEAD);
     fprintf(out,
             "</title>\n<rect width=\"%u\" height=\"%u\" "
             "fill=\"#ffffff\"/>\n",
             c->width, c->height);
     fputs("<text x=\"16\" y=\"26\" font-size=\"16\" font-weight=\"bold\">",
           out);
-    chart_put_text(out, c->title, (size_t)((c->width - 32) / 9.5),
-                   CHART_KEEP_HEAD);
+    svg_put_text(out, c->title, (size_t)((c->width - 32) / 9.5), SVG_KEEP_HEAD);
     fputs("</text>\n", out);
     if (c->subtitle != NULL) {
         fputs("<text x=\"16\" y=\"44\" font-size=\"11\" fill=\"#555555\">",
               out);
-        chart_put_text(out, c->subtitle, (size_t)((c->width - 32) / 6),
-                       CHART_KEEP_HEAD);
+        svg_put_text(out, c->subtitle, (size_t)((c->width - 32) / 6),
+                     SVG_KEEP_HEAD);
         fputs("</text>\n", out);
     }
 }
@@ -605,8 +465,8 @@ static void band(FILE *out, const struct chart *c, const struct layout *L,
     for (uint32_t j = p->n; j-- > 0;)
         fprintf(out, "%.1f,%.1f ", p->x[j], py(L, (double)base[j]));
     fputs("\"><title>", out);
-    chart_put_text(out, series >= 0 ? d->names[series] : c->other_name, 4096,
-                   CHART_KEEP_TAIL);
+    svg_put_text(out, series >= 0 ? d->names[series] : c->other_name, 4096,
+                 SVG_KEEP_TAIL);
     fputs("</title></polygon>\n", out);
     for (uint32_t j = 0; j < p->n; j++)
         base[j] = band_top(d, series, p->index[j], base[j]);
@@ -673,7 +533,7 @@ static void legend_entry(FILE *out, const struct chart *c,
         chart_colour(k, colour);
     else
         snprintf(colour, sizeof(colour), "%s", OTHER_COLOUR);
-    chart_format_size(most, sizeof(most), (double)band_max(d, series));
+    svg_format_size(most, sizeof(most), (double)band_max(d, series));
     fprintf(out,
             "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
             "fill=\"%s\" stroke=\"#666666\" stroke-width=\"0.5\"/>\n"
@@ -681,12 +541,12 @@ static void legend_entry(FILE *out, const struct chart *c,
             "<text x=\"%.1f\" y=\"%.1f\" font-family=\"monospace\" "
             "font-size=\"11\">",
             x, y, colour, x + 84, y + 10, most, x + 92, y + 10);
-    chart_put_text(out, series >= 0 ? d->names[series] : c->other_name,
-                   room > MONO_CHAR ? (size_t)(room / MONO_CHAR) : 1,
-                   CHART_KEEP_TAIL);
+    svg_put_text(out, series >= 0 ? d->names[series] : c->other_name,
+                 room > MONO_CHAR ? (size_t)(room / MONO_CHAR) : 1,
+                 SVG_KEEP_TAIL);
     fputs("<title>", out);
-    chart_put_text(out, series >= 0 ? d->names[series] : c->other_name, 4096,
-                   CHART_KEEP_TAIL);
+    svg_put_text(out, series >= 0 ? d->names[series] : c->other_name, 4096,
+                 SVG_KEEP_TAIL);
     fputs("</title></text>\n", out);
 }
 
@@ -707,7 +567,7 @@ static void peak_when(char *out, size_t len, const struct chart *c)
         clock_label(t, sizeof(t), c->peak_x, CLOCK_SECONDS);
         snprintf(out, len, "at %s", t);
     } else {
-        chart_format_size(t, sizeof(t), (double)c->peak_x);
+        svg_format_size(t, sizeof(t), (double)c->peak_x);
         snprintf(out, len, "after %s allocated", t);
     }
 }
@@ -719,7 +579,7 @@ static void peak(FILE *out, const struct chart *c, const struct layout *L)
 {
     char size[32], when[64];
 
-    chart_format_size(size, sizeof(size), (double)c->peak_bytes);
+    svg_format_size(size, sizeof(size), (double)c->peak_bytes);
     peak_when(when, sizeof(when), c);
     if ((double)c->peak_x < L->xmin) {
         fprintf(out,
@@ -749,8 +609,8 @@ static void note(FILE *out, const struct chart *c, const struct layout *L)
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
             "font-size=\"14\" fill=\"#555555\">",
             (L->left + L->right) / 2, (L->top + L->bottom) / 2);
-    chart_put_text(out, c->note, (size_t)((L->right - L->left) / 8),
-                   CHART_KEEP_HEAD);
+    svg_put_text(out, c->note, (size_t)((L->right - L->left) / 8),
+                 SVG_KEEP_HEAD);
     fputs("</text>\n", out);
 }
 

@@ -72,27 +72,10 @@ void chart_byte_axis(uint64_t max, unsigned target, struct chart_axis *a);
 void chart_byte_label(char *out, size_t len, double v,
                       const struct chart_axis *a);
 
-/* A size for people: "512 B", "12.3 MiB". */
-void chart_format_size(char *out, size_t len, double bytes);
-
 /* A step of clock time (ms), from a second to a week, of whole seconds,
  * minutes, hours or days, that cuts span_ms into at most target parts
  * (a week when none does). */
 uint64_t chart_time_step(uint64_t span_ms, unsigned target);
-
-/* Which part of a text too long for its place is kept. */
-enum chart_keep {
-    CHART_KEEP_HEAD, /* a title: its start says the most */
-    CHART_KEEP_TAIL, /* a site's name: its file and line at the end do */
-};
-
-/*
- * s as XML character data: & < > " ' escaped; bytes that are not UTF-8,
- * and characters XML does not allow, as U+FFFD; tabs and line breaks as
- * spaces.  At most max characters: a longer s loses the part keep does
- * not keep to "…".
- */
-void chart_put_text(FILE *out, const char *s, size_t max, enum chart_keep keep);
 
 /* Series i's fill colour, "#rrggbb": hues far apart for neighbours. */
 void chart_colour(unsigned i, char out[8]);

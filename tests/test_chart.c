@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "chart.h"
+#include "svgtext.h"
 #include "recseries.h"
 #include "test_support.h"
 #include "test_util.h"
@@ -100,30 +101,30 @@ static void test_sizes(void)
 {
     char s[32];
 
-    chart_format_size(s, sizeof(s), 512);
+    svg_format_size(s, sizeof(s), 512);
     CU_ASSERT_STRING_EQUAL(s, "512 B");
-    chart_format_size(s, sizeof(s), 1536);
+    svg_format_size(s, sizeof(s), 1536);
     CU_ASSERT_STRING_EQUAL(s, "1.5 KiB");
-    chart_format_size(s, sizeof(s), 3.25 * MiB);
+    svg_format_size(s, sizeof(s), 3.25 * MiB);
     CU_ASSERT_STRING_EQUAL(s, "3.2 MiB");
 }
 
 /* -- Text ---------------------------------------------------------------- */
 
-/* chart_put_text's output as a string (malloc'd). */
-static char *text_of(const char *s, size_t max, enum chart_keep keep)
+/* svg_put_text's output as a string (malloc'd). */
+static char *text_of(const char *s, size_t max, enum svg_keep keep)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    chart_put_text(f, s, max, keep);
+    svg_put_text(f, s, max, keep);
     fclose(f);
     return buf;
 }
 
-static int text_is(const char *s, size_t max, enum chart_keep keep,
+static int text_is(const char *s, size_t max, enum svg_keep keep,
                    const char *want)
 {
     char *got = text_of(s, max, keep);
@@ -141,26 +142,26 @@ static int text_is(const char *s, size_t max, enum chart_keep keep,
  * not a character XML allows replaced, never dropped silently. */
 static void test_text_escaped(void)
 {
-    CU_ASSERT(text_is("a<b>&\"c'", 100, CHART_KEEP_TAIL,
+    CU_ASSERT(text_is("a<b>&\"c'", 100, SVG_KEEP_TAIL,
                       "a&lt;b&gt;&amp;&quot;c&apos;"));
-    CU_ASSERT(text_is("@x.lua:12", 100, CHART_KEEP_TAIL, "@x.lua:12"));
+    CU_ASSERT(text_is("@x.lua:12", 100, SVG_KEEP_TAIL, "@x.lua:12"));
     CU_ASSERT(text_is("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 100,
-                      CHART_KEEP_TAIL,
+                      SVG_KEEP_TAIL,
                       "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
     CU_ASSERT(text_is("a\xff"
                       "b",
-                      100, CHART_KEEP_TAIL, "a" FFFD "b"));
+                      100, SVG_KEEP_TAIL, "a" FFFD "b"));
     /* Overlong, surrogate, past U+10FFFF, cut short. */
-    CU_ASSERT(text_is("\xc0\xaf", 100, CHART_KEEP_TAIL, FFFD FFFD));
-    CU_ASSERT(text_is("\xed\xa0\x80", 100, CHART_KEEP_TAIL, FFFD FFFD FFFD));
+    CU_ASSERT(text_is("\xc0\xaf", 100, SVG_KEEP_TAIL, FFFD FFFD));
+    CU_ASSERT(text_is("\xed\xa0\x80", 100, SVG_KEEP_TAIL, FFFD FFFD FFFD));
     CU_ASSERT(
-        text_is("\xf4\x90\x80\x80", 100, CHART_KEEP_TAIL, FFFD FFFD FFFD FFFD));
-    CU_ASSERT(text_is("x\xe2\x82", 100, CHART_KEEP_TAIL, "x" FFFD FFFD));
+        text_is("\xf4\x90\x80\x80", 100, SVG_KEEP_TAIL, FFFD FFFD FFFD FFFD));
+    CU_ASSERT(text_is("x\xe2\x82", 100, SVG_KEEP_TAIL, "x" FFFD FFFD));
     /* Controls XML forbids; white space shown as spaces; U+FFFE. */
     CU_ASSERT(text_is("a\x01"
                       "b\tc\nd",
-                      100, CHART_KEEP_TAIL, "a" FFFD "b c d"));
-    CU_ASSERT(text_is("\xef\xbf\xbe", 100, CHART_KEEP_TAIL, FFFD));
+                      100, SVG_KEEP_TAIL, "a" FFFD "b c d"));
+    CU_ASSERT(text_is("\xef\xbf\xbe", 100, SVG_KEEP_TAIL, FFFD));
 }
 
 #define ELLIPSIS "\xe2\x80\xa6"
@@ -169,15 +170,15 @@ static void test_text_escaped(void)
  * character is one however many bytes it takes. */
 static void test_text_cut(void)
 {
-    CU_ASSERT(text_is("abcdef", 4, CHART_KEEP_TAIL, ELLIPSIS "def"));
-    CU_ASSERT(text_is("abcdef", 4, CHART_KEEP_HEAD, "abc" ELLIPSIS));
-    CU_ASSERT(text_is("abcdef", 6, CHART_KEEP_TAIL, "abcdef"));
-    CU_ASSERT(text_is("abcdef", 6, CHART_KEEP_HEAD, "abcdef"));
-    CU_ASSERT(text_is("\xc3\xa9\xc3\xa9\xc3\xa9", 2, CHART_KEEP_TAIL,
+    CU_ASSERT(text_is("abcdef", 4, SVG_KEEP_TAIL, ELLIPSIS "def"));
+    CU_ASSERT(text_is("abcdef", 4, SVG_KEEP_HEAD, "abc" ELLIPSIS));
+    CU_ASSERT(text_is("abcdef", 6, SVG_KEEP_TAIL, "abcdef"));
+    CU_ASSERT(text_is("abcdef", 6, SVG_KEEP_HEAD, "abcdef"));
+    CU_ASSERT(text_is("\xc3\xa9\xc3\xa9\xc3\xa9", 2, SVG_KEEP_TAIL,
                       ELLIPSIS "\xc3\xa9"));
-    CU_ASSERT(text_is("a&b&c", 3, CHART_KEEP_TAIL, ELLIPSIS "&amp;c"));
-    CU_ASSERT(text_is("abc", 1, CHART_KEEP_HEAD, ELLIPSIS));
-    CU_ASSERT(text_is("abc", 0, CHART_KEEP_HEAD, ""));
+    CU_ASSERT(text_is("a&b&c", 3, SVG_KEEP_TAIL, ELLIPSIS "&amp;c"));
+    CU_ASSERT(text_is("abc", 1, SVG_KEEP_HEAD, ELLIPSIS));
+    CU_ASSERT(text_is("abc", 0, SVG_KEEP_HEAD, ""));
 }
 
 static void test_colours_apart(void)

@@ -41,5 +41,6 @@ int main(int argc, char **argv)
     register_diff_tests();
     register_cli_tests();
     register_chart_tests();
+    register_flame_tests();
     return test_run_all();
 }

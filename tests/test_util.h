@@ -75,6 +75,7 @@ void register_report_tests(void);
 void register_export_tests(void);
 void register_cli_tests(void);
 void register_chart_tests(void);
+void register_flame_tests(void);
 void register_diff_tests(void);
 
 #endif
