@@ -13,7 +13,14 @@
 #include "status.h"
 
 /* What an option's value is. */
-enum opt_value { VALUE_NONE, VALUE_NUMBER, VALUE_SORT_KEY, VALUE_TEXT };
+enum opt_value {
+    VALUE_NONE,
+    VALUE_NUMBER,
+    VALUE_SORT_KEY,
+    VALUE_TEXT,
+    /* --name or --name=N: a number that may be left out (then 0) */
+    VALUE_OPTIONAL_NUMBER,
+};
 
 struct opt_def {
     const char *name;
@@ -64,6 +71,8 @@ static const struct opt_def opt_defs[NOPTS] = {
     /* Spelled as --sort, which no command takes beside it: a diff's keys
      * are not the live views'. */
     [OPT_DIFF_SORT] = {"sort", 0, VALUE_TEXT},
+    [OPT_STACKS] = {"stacks", 0, VALUE_OPTIONAL_NUMBER},
+    [OPT_STACK_SAMPLE] = {"stack-sample", 0, VALUE_NUMBER},
 };
 
 /* Each option is a bit of ctl_args.given. */
@@ -88,7 +97,9 @@ static void build_tables(const struct opt_use *uses, struct getopt_tables *t)
     t->shortopts[s++] = ':';
     for (const struct opt_use *u = uses; u->opt != NOPTS; u++) {
         const struct opt_def *d = &opt_defs[u->opt];
-        int has_arg = d->value == VALUE_NONE ? no_argument : required_argument;
+        int has_arg = d->value == VALUE_NONE              ? no_argument
+                      : d->value == VALUE_OPTIONAL_NUMBER ? optional_argument
+                                                          : required_argument;
         t->longopts[n++] =
             (struct option){d->name, has_arg, NULL, OPT_VAL(u->opt)};
         if (d->letter != 0) {
@@ -236,6 +247,10 @@ static int take_value(const struct cmd_entry *cmd, const struct opt_use *u,
         return 0;
     case VALUE_NUMBER:
         return parse_in_range(cmd->name, u, text, &out->num[opt]);
+    case VALUE_OPTIONAL_NUMBER:
+        out->num[opt] = 0;
+        return text == NULL ? 0
+                            : parse_in_range(cmd->name, u, text, &out->num[opt]);
     case VALUE_SORT_KEY:
         if ((key = sortkey_named(cmd->name, text)) < 0)
             return -1;

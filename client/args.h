@@ -48,6 +48,8 @@ enum ctl_opt {
     OPT_LIST,           /* --list */
     OPT_DELETE,         /* --delete NAME */
     OPT_DIFF_SORT,      /* --sort KEY of a diff (diff's own keys) */
+    OPT_STACKS,         /* --stacks[=DEPTH] (0 when given bare) */
+    OPT_STACK_SAMPLE,   /* --stack-sample BYTES */
     NOPTS
 };
 

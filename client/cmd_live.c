@@ -178,6 +178,11 @@ static void print_list(const Ljmp__SessionList *l)
             census_put_state(stdout, s->census);
             putchar('\n');
         }
+        if (s->stacks != 0 && s->stack_sample != 0)
+            printf("        stacks: depth %u, sampled every %llu bytes\n",
+                   s->stacks, (unsigned long long)s->stack_sample);
+        else if (s->stacks != 0)
+            printf("        stacks: depth %u, every allocation\n", s->stacks);
     }
     if (l->brief_hidden > 0)
         printf("(%u brief session%s of short-lived processes left out: "

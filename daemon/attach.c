@@ -354,7 +354,7 @@ static int open_process(pid_t pid)
 #endif
 }
 
-static int queue_signal(int pidfd, pid_t pid, int sig, int request)
+static int queue_signal(int pidfd, pid_t pid, int sig, uint64_t request)
 {
 #ifdef SYS_pidfd_send_signal
     if (pidfd >= 0) {
@@ -364,20 +364,20 @@ static int queue_signal(int pidfd, pid_t pid, int sig, int request)
         info.si_code = SI_QUEUE;
         info.si_pid = getpid();
         info.si_uid = getuid();
-        info.si_value.sival_int = request;
+        info.si_value.sival_ptr = (void *)(uintptr_t)request;
         return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, &info, 0);
     }
 #else
     (void)pidfd;
 #endif
-    union sigval v = {.sival_int = request};
+    union sigval v = {.sival_ptr = (void *)(uintptr_t)request};
     return sigqueue(pid, sig, v);
 }
 
 /* Checks pid for a caller and signals the request to its agent: 0, or an
  * error code with the reason in why. */
 static int signal_agent(struct server *srv, pid_t pid, uid_t caller,
-                        int request, struct agent_facts *f, char *why,
+                        uint64_t request, struct agent_facts *f, char *why,
                         size_t len)
 {
     int pidfd = open_process(pid);
@@ -404,27 +404,49 @@ static int signal_agent(struct server *srv, pid_t pid, uid_t caller,
  * session that streams.
  */
 static void signal_other_vms(struct server *srv, pid_t pid, uid_t caller,
-                             int no_census)
+                             const struct attach_want *w)
 {
     struct agent_facts f;
     char why[384];
 
-    if (signal_agent(srv, pid, caller, attach_request_value(no_census), &f, why,
+    if (signal_agent(srv, pid, caller, attach_request_value(w), &f, why,
                      sizeof(why)) != 0)
         log_info("attach: pid %d streams; its other VMs: %s", (int)pid, why);
 }
 
+int attach_want_of(const Ljmp__AttachRequest *r, struct attach_want *w,
+                   char *why, size_t len)
+{
+    w->no_census = r->has_no_census && r->no_census;
+    w->stacks = r->has_stacks ? r->stacks : 0;
+    w->stack_sample = r->has_stack_sample ? r->stack_sample : 0;
+    if (w->stacks > LM_STACK_MAX_DEPTH) {
+        snprintf(why, len, "stacks of depth %u: at most %d", w->stacks,
+                 LM_STACK_MAX_DEPTH);
+        return -1;
+    }
+    if (w->stack_sample > LJMP_REQ_SAMPLE_MAX ||
+        (w->stack_sample != 0 && w->stacks == 0)) {
+        snprintf(why, len,
+                 w->stacks == 0 ? "a stack sample without stacks"
+                                : "a stack sample of %llu bytes: too large",
+                 (unsigned long long)w->stack_sample);
+        return -1;
+    }
+    return 0;
+}
+
 int attach_arm(struct server *srv, pid_t pid, uid_t caller, uint64_t follow_id,
-               int no_census, char *why, size_t len)
+               const struct attach_want *w, char *why, size_t len)
 {
     struct agent_facts f;
     int code;
 
     if (attach_streaming_session(srv, pid) != NULL) {
-        signal_other_vms(srv, pid, caller, no_census);
+        signal_other_vms(srv, pid, caller, w);
         return ATTACH_STREAMING;
     }
-    if ((code = signal_agent(srv, pid, caller, attach_request_value(no_census),
+    if ((code = signal_agent(srv, pid, caller, attach_request_value(w),
                              &f, why, len)) != 0)
         return -code;
     log_info("attach: pid %d signalled for uid %u (follow %llu)", (int)pid,
@@ -496,29 +518,34 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
 {
     const Ljmp__AttachRequest *r = req->attach;
     pid_t pid = (pid_t)r->pid;
+    struct attach_want w;
     struct agent_facts f;
     struct session *s;
     char why[384];
 
+    if (attach_want_of(r, &w, why, sizeof(why)) != 0) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
+                        why);
+        return;
+    }
     if (!names_a_pid(p, req->id, r->has_pid, r->pid) ||
         too_many_ops(p, req->id))
         return;
     if ((s = attach_streaming_session(p->srv, pid)) != NULL &&
         session_visible(s, p->uid)) {
-        signal_other_vms(p->srv, pid, p->uid, r->has_no_census && r->no_census);
+        signal_other_vms(p->srv, pid, p->uid, &w);
         respond_session(p, req->id, s, "already attached");
         return;
     }
-    int code =
-        signal_agent(p->srv, pid, p->uid,
-                     attach_request_value(r->has_no_census && r->no_census), &f,
-                     why, sizeof(why));
+    int code = signal_agent(p->srv, pid, p->uid, attach_request_value(&w), &f,
+                            why, sizeof(why));
     if (code != 0) {
         peer_send_error(p, req->id, (Ljmp__ErrorCode)code, "%s", why);
         return;
     }
-    log_info("attach: pid %d signalled for uid %u%s", (int)pid,
-             (unsigned)p->uid, r->no_census ? ", without census" : "");
+    log_info("attach: pid %d signalled for uid %u%s, stacks %u", (int)pid,
+             (unsigned)p->uid, w.no_census ? ", without census" : "",
+             w.stacks);
     if (op_wait_for(
             p, req->id, 0, pid, f.uid, 0,
             wait_of(r->has_timeout_ms, r->timeout_ms, ATTACH_WAIT_MS)) != 0)

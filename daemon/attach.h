@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "ljmp_ingest.h"
+#include "lm_format.h"
 #include "ljmp_wire.h"
 
 struct arena;
@@ -26,16 +27,29 @@ void attach_peer_gone(struct peer *p);
 /* What attach_arm and attach_end found or did; a negative
  * Ljmp__ErrorCode when they could not. */
 enum { ATTACH_STREAMING = 1, ATTACH_ARMED = 2 };
+/* What an attach asks of the VM: to stream without its census of the
+ * heap, and the call stacks (depth, 0: none; sampling mean in bytes). */
+struct attach_want {
+    int no_census;
+    uint32_t stacks;
+    uint64_t stack_sample;
+};
+
+/* An attach request's want; 0, or -1 with the reason in why. */
+int attach_want_of(const Ljmp__AttachRequest *r, struct attach_want *w,
+                   char *why, size_t len);
+
 /* Signals pid's agent to attach for a caller (no answer to wait for) and
  * keeps it armed until its session starts: ATTACH_ARMED; ATTACH_STREAMING
- * if it streams already; or -code, the reason in why.  no_census: the VM
- * streams without its census of the heap. */
+ * if it streams already; or -code, the reason in why. */
 int attach_arm(struct server *srv, pid_t pid, uid_t caller, uint64_t follow_id,
-               int no_census, char *why, size_t len);
-/* The attach signal's value: with or without the census. */
-static inline int attach_request_value(int no_census)
+               const struct attach_want *w, char *why, size_t len);
+/* The attach signal's value (ljmp_ingest.h). */
+static inline uint64_t attach_request_value(const struct attach_want *w)
 {
-    return no_census ? LJMP_REQ_ATTACH_NO_CENSUS : LJMP_REQ_ATTACH;
+    return ljmp_request_value(w->no_census ? LJMP_REQ_ATTACH_NO_CENSUS
+                                           : LJMP_REQ_ATTACH,
+                              w->stacks, w->stack_sample);
 }
 /* Signals pid to detach if it streams (ATTACH_STREAMING), disarms it if
  * it is armed (ATTACH_ARMED); -1 if neither, or it cannot be signalled. */

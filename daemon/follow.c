@@ -46,7 +46,7 @@ struct follow {
     uint64_t root_start_ms; /* tells the root's pid reused */
     char unit[UNIT_MAX];    /* a unit's name; "" for a tree */
     uid_t uid;              /* who asked */
-    int no_census;          /* members stream without their census */
+    struct attach_want want; /* what members' streams carry */
     uint64_t since_ms;
     pid_t *seen; /* members signalled already, sorted */
     size_t nseen;
@@ -153,7 +153,7 @@ static int follow_members(struct server *srv, struct follow *f, const pid_t *m,
     for (size_t i = 0; i < n; i++) {
         if (f->nseen == 0 ||
             !bsearch(&m[i], f->seen, f->nseen, sizeof(pid_t), pid_cmp)) {
-            int r = attach_arm(srv, m[i], f->uid, f->id, f->no_census, why,
+            int r = attach_arm(srv, m[i], f->uid, f->id, &f->want, why,
                                sizeof(why));
             if (r < 0)
                 log_info("follow %llu: pid %d not attached: %s",
@@ -296,7 +296,7 @@ static Ljmp__Follow *follow_info(struct server *srv, struct arena *ar,
         if (add_attached(srv, w, m[i]))
             continue;
         /* Not attached: the reason as attach by pid would give it. */
-        int r = attach_arm(srv, m[i], f->uid, f->id, f->no_census, why,
+        int r = attach_arm(srv, m[i], f->uid, f->id, &f->want, why,
                            sizeof(why));
         if (r == ATTACH_ARMED) {
             w->armed[w->n_armed++] = (uint32_t)m[i];
@@ -403,8 +403,14 @@ void follow_request(struct peer *p, const Ljmp__Request *req)
     char unit[UNIT_MAX];
     pid_t root;
     struct follow *f;
+    struct attach_want want;
     const char *note = NULL;
 
+    if (attach_want_of(r, &want, unit, sizeof(unit)) != 0) {
+        peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_BAD_REQUEST, "%s",
+                        unit);
+        return;
+    }
     if (target_of(p, req->id, r->tree, r->has_pid, r->pid, r->unit, &root, unit,
                   sizeof(unit)) != 0)
         return;
@@ -423,7 +429,7 @@ void follow_request(struct peer *p, const Ljmp__Request *req)
         f->root_start_ms = root ? procinfo_start_ms(root) : 0;
         snprintf(f->unit, sizeof(f->unit), "%s", unit);
         f->uid = p->uid;
-        f->no_census = r->has_no_census && r->no_census;
+        f->want = want;
         f->since_ms = clock_wall_ms(clock_now_ms());
         TAILQ_INSERT_TAIL(&srv->follows->list, f, link);
         srv->follows->n++;

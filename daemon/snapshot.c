@@ -113,6 +113,9 @@ Ljmp__SessionInfo *snapshot_info(struct arena *a, const struct session *s)
     i->vm_version = (char *)s->vm_version;
     i->has_vm_flavour = 1;
     i->vm_flavour = s->vm_flavour;
+    i->has_stacks = i->has_stack_sample = 1;
+    i->stacks = s->stacks;
+    i->stack_sample = s->stack_sample;
     i->has_trailer_seen = 1;
     i->trailer_seen = s->trailer_len == LJMP_TRAILER_SIZE;
     if (i->trailer_seen) {

@@ -40,7 +40,10 @@
 #define STACKS_PROTO_BITS (1u << 16)  /* prototypes stacks name, hashed */
 #define STACKS_FAR INT64_MAX  /* the next sample, with stacks off */
 
-/* A frame as the stream has it: tag (value << 2 | kind), address. */
+/* A frame as the stream has it: tag (value << 2 | kind), address.  Lines,
+** not bytecode positions: a line's calls at several positions (a
+** recursive function's two calls in one expression) would make stacks
+** without number. */
 typedef struct StackFrame {
   uint64_t tag, addr;
 } StackFrame;
@@ -131,7 +134,7 @@ static void walk_init(StackWalk *w, lua_State *L, cTValue *frame,
   w->at = NULL;
 }
 
-static cTValue *walk_below(cTValue *f)
+static LJ_AINLINE cTValue *walk_below(cTValue *f)
 {
   return frame_islua(f) ? frame_prevl(f) : frame_prevd(f);
 }
@@ -139,7 +142,20 @@ static cTValue *walk_below(cTValue *f)
 /* The next function on the stack, as lj_debug_frame() counts them (a
 ** vararg function's frame once, no dummy frames), its frame in w->at and,
 ** unless line is NULL, the line it runs (-1 if none); 0 at the bottom. */
-static int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
+/* The line of bytecode position pos (not the end) of pt: lj_debug_line's
+** look-up, inlined, as every frame of a stack takes it. */
+static LJ_AINLINE BCLine pos_line(const GCproto *pt, BCPos pos)
+{
+  const void *info = proto_lineinfo(pt);
+  if (pos >= pt->sizebc || info == NULL) return lj_debug_line((GCproto *)pt, pos);
+  if (pos == 0) return pt->firstline;
+  if (pt->numline < 256) return pt->firstline + ((const uint8_t *)info)[pos - 1];
+  if (pt->numline < 65536)
+    return pt->firstline + ((const uint16_t *)info)[pos - 1];
+  return pt->firstline + (BCLine)((const uint32_t *)info)[pos - 1];
+}
+
+static LJ_AINLINE int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
 {
   while (w->frame > w->bot) {
     cTValue *f = w->frame, *next = w->next;
@@ -154,8 +170,17 @@ static int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
     if (o == obj2gco(w->L) || o->gch.gct != ~LJ_TFUNC) continue;
     w->at = f;
     *fn = &o->fn;
-    if (line != NULL)
-      *line = isluafunc(*fn) ? lj_debug_frameline(w->L, *fn, next) : -1;
+    if (line != NULL) {
+      if (!isluafunc(*fn)) {
+	*line = -1;
+      } else if (next != NULL && frame_islua(next)) {  /* the common case */
+	GCproto *pt = funcproto(*fn);
+	*line = pos_line(pt, proto_bcpos(pt, frame_pc(next)) - 1);
+      } else {
+	BCPos pos = lj_debug_framepos(w->L, *fn, next);
+	*line = pos == ~(BCPos)0 ? -1 : lj_debug_line(funcproto(*fn), pos);
+      }
+    }
     return 1;
   }
   return 0;
@@ -177,7 +202,8 @@ typedef struct StackBuild {
   uint32_t nbuiltin;
 } StackBuild;
 
-static void build_lua(StackBuild *b, const GCproto *pt, BCLine line)
+static LJ_AINLINE void build_lua(StackBuild *b, const GCproto *pt,
+				 BCLine line)
 {
   StackFrame *f = &b->f[b->n++];
   f->tag = (uint64_t)(line < 0 ? 0 : line) << 2 | LM_FRAME_LUA;
@@ -192,7 +218,7 @@ static void build_builtin(StackBuild *b, uint32_t ffid)
   b->builtin[b->nbuiltin++] = ffid;
 }
 
-static void build_func(StackBuild *b, GCfunc *fn, BCLine line)
+static LJ_AINLINE void build_func(StackBuild *b, GCfunc *fn, BCLine line)
 {
   if (isluafunc(fn)) {
     build_lua(b, funcproto(fn), line);
@@ -236,15 +262,20 @@ static void build_walk(StackBuild *b, StackWalk *w)
 
 /* -- The table of stacks sent -------------------------------------------- */
 
+/* Rotations and additions over the words, mixed once at the end: a
+** multiplication per word was a tenth of a deep stack's cost. */
 static uint32_t stacks_hash(const StackFrame *f, uint32_t n)
 {
-  uint64_t h = n * 0x9e3779b97f4a7c15ull;
+  uint64_t a = n, b = 0x9e3779b97f4a7c15ull;
   uint32_t i;
   for (i = 0; i < n; i++) {
-    h = (h ^ f[i].tag) * 0xff51afd7ed558ccdull;
-    h = (h ^ f[i].addr) * 0xc4ceb9fe1a85ec53ull;
+    a = ((a << 13) | (a >> 51)) + f[i].tag;
+    b = ((b << 29) | (b >> 35)) ^ f[i].addr;
   }
-  return (uint32_t)(h >> 32) | 1;  /* never 0 */
+  a ^= b + (b >> 17);
+  a = (a ^ (a >> 33)) * 0xff51afd7ed558ccdull;
+  a = (a ^ (a >> 33)) * 0xc4ceb9fe1a85ec53ull;
+  return (uint32_t)(a >> 32) | 1;  /* never 0 */
 }
 
 static uint32_t proto_bit(uintptr_t pt)
