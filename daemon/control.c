@@ -13,6 +13,7 @@
 #include "attach.h"
 #include "follow.h"
 #include "history.h"
+#include "callers.h"
 #include "diff.h"
 #include "marks.h"
 #include "series.h"
@@ -941,6 +942,15 @@ static void do_mark(struct peer *p, const Ljmp__Request *req)
         marks_request(p, req->id, s, req->mark);
 }
 
+static void do_callers(struct peer *p, const Ljmp__Request *req)
+{
+    struct session *s =
+        one_session(p, req->id, req->callers->session, "callers list", 1);
+
+    if (s != NULL)
+        callers_request(p, req->id, s, req->callers);
+}
+
 static void do_diff(struct peer *p, const Ljmp__Request *req)
 {
     struct session *s = one_session(p, req->id, req->diff->session, "diff", 1);
@@ -1265,6 +1275,9 @@ static void control_dispatch(struct peer *p, const Ljmp__Request *req)
         break;
     case LJMP__REQUEST__BODY_DIFF:
         do_diff(p, req);
+        break;
+    case LJMP__REQUEST__BODY_CALLERS:
+        do_callers(p, req);
         break;
     case LJMP__REQUEST__BODY_ATTACH:
         if (req->attach->tree || req->attach->unit != NULL)

@@ -409,6 +409,172 @@ static void test_sunk_allocations_on_their_line(void)
     free(out);
 }
 
+/* Runs tests/vm/stacks.lua in a JIT mode with a scenario, depth and
+ * sampling mean, and decodes its stream into p. */
+static void run_stacks(const char *mode, const char *scenario, int depth,
+                       unsigned sample, struct lm_profile *p)
+{
+    char flags[64], name[64], args[64];
+    char *out;
+
+    snprintf(flags, sizeof(flags), "STACKS_DEPTH=%d STACKS_SAMPLE=%u", depth,
+             sample);
+    snprintf(name, sizeof(name), "stacks_%s_%s.bin", mode, scenario);
+    snprintf(args, sizeof(args), "%s %s", mode, scenario);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "%s %s %s/stacks.lua %s %s/%s >/dev/null",
+             flags, LUAJIT_BIN, VM_SCRIPTS, args, test_dir, name);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    (void)out;
+    CU_ASSERT_EQUAL_FATAL(decode(name, p), LM_DONE);
+    CU_ASSERT_EQUAL(p->state.revision, LM_REV_R3S);
+}
+
+/* Whether location i's stack begins (innermost first) with frames named
+ * so: each name ends with its want (a suffix, "stacks.lua:13"). */
+static int stack_begins(const struct lm_state *s, uint32_t i,
+                        const char *const *want, size_t n)
+{
+    uint32_t nf;
+    char name[512];
+
+    if (s->locs[i].stack == 0)
+        return 0;
+    const struct lm_sframe *f = lm_stacks_frames(&s->stacks, s->locs[i].stack,
+                                                 &nf);
+    if (nf < n)
+        return 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t lw = strlen(want[k]);
+        lm_state_frame_name(s, &f[k], name, sizeof(name));
+        size_t ln = strlen(name);
+        if (ln < lw || strcmp(name + ln - lw, want[k]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Alloc events whose stacks begin with want[0..n). */
+static uint64_t allocs_by_stack(const struct lm_state *s,
+                                const char *const *want, size_t n)
+{
+    uint64_t total = 0;
+
+    for (uint32_t i = 0; i < s->nlocs; i++)
+        if (stack_begins(s, i, want, n))
+            total += s->locs[i].ev.alloc_events;
+    return total;
+}
+
+#define BY_STACK(s, ...)                                                       \
+    allocs_by_stack(s, (const char *const[]){__VA_ARGS__},                     \
+                    sizeof((const char *const[]){__VA_ARGS__}) /               \
+                        sizeof(const char *))
+
+/* One line reached from two callers at known counts: two stacks with
+ * exactly those counts, interpreted and compiled (the JIT inlines the
+ * line into each caller's loop). */
+static void test_stacks_two_callers(void)
+{
+    static const char *const modes[] = {"off", "on"};
+
+    for (int m = 0; m < 2; m++) {
+        struct lm_profile p;
+        run_stacks(modes[m], "callers", 8, 0, &p);
+        CU_ASSERT_EQUAL(p.state.stacks.depth, 8);
+        CU_ASSERT_EQUAL(
+            BY_STACK(&p.state, "stacks.lua:13", "stacks.lua:14", "stacks.lua:27"),
+            300);
+        CU_ASSERT_EQUAL(
+            BY_STACK(&p.state, "stacks.lua:13", "stacks.lua:15", "stacks.lua:27"),
+            700);
+        CU_ASSERT_EQUAL(allocs_at(&p.state, "@", "stacks.lua:13"), 1000);
+        CU_ASSERT_EQUAL(p.state.stacks.folded, 0);
+        lm_profile_free(&p);
+    }
+}
+
+/* The kinds of frames: a recursion cut at the depth with its marker, a
+ * builtin (pcall) between two Lua frames, a metamethod under its caller,
+ * a coroutine's own frames over its marker, a builtin that allocates. */
+static void test_stacks_frame_kinds(void)
+{
+    static const char *const modes[] = {"off", "on"};
+
+    for (int m = 0; m < 2; m++) {
+        struct lm_profile p;
+        run_stacks(modes[m], "kinds", 8, 0, &p);
+        CU_ASSERT_EQUAL(BY_STACK(&p.state, "stacks.lua:13", "stacks.lua:16",
+                                 "stacks.lua:16", "stacks.lua:16",
+                                 "stacks.lua:16", "stacks.lua:16",
+                                 "stacks.lua:16", "stacks.lua:16",
+                                 "[truncated]"),
+                        50);
+        CU_ASSERT_EQUAL(BY_STACK(&p.state, "stacks.lua:13", "pcall",
+                                 "stacks.lua:17", "stacks.lua:31"),
+                        50);
+        CU_ASSERT_EQUAL(BY_STACK(&p.state, "stacks.lua:13", "stacks.lua:18",
+                                 "stacks.lua:19", "stacks.lua:32"),
+                        50);
+        CU_ASSERT_EQUAL(
+            BY_STACK(&p.state, "stacks.lua:13", "stacks.lua:21", "[coroutine]"),
+            50);
+        CU_ASSERT(BY_STACK(&p.state, "string.rep", "stacks.lua:24",
+                           "stacks.lua:34") >= 1);
+        lm_profile_free(&p);
+    }
+}
+
+/* More distinct stacks than the VM's table holds: it resets and defines
+ * them again, and each of the 40000 calls still counts once at a stack
+ * of its own line. */
+static void test_stacks_table_bound(void)
+{
+    struct lm_profile p;
+    char want[32];
+    uint64_t lines = 0;
+
+    run_stacks("on", "many", 8, 0, &p);
+    CU_ASSERT(p.state.stacks.resets >= 1);
+    CU_ASSERT_EQUAL(p.state.stacks.folded, 0);
+    for (int line = 2; line <= 40001; line += 4999) {
+        snprintf(want, sizeof(want), "many:%d", line);
+        lines += BY_STACK(&p.state, "stacks.lua:13", want);
+    }
+    CU_ASSERT_EQUAL(lines, 9); /* lines 2, 5001, ..., 40001: one each */
+    CU_ASSERT_EQUAL(BY_STACK(&p.state, "stacks.lua:13"), 40000);
+    lm_profile_free(&p);
+}
+
+/* Sampled stacks: estimates of the line's bytes and events, within 10% of
+ * the exact counts, which stay exact. */
+static void test_stacks_sampled(void)
+{
+    struct lm_profile p;
+    double est_bytes = 0, est_events = 0;
+    uint64_t bytes = 0, events = 0;
+
+    run_stacks("on", "sampled", 8, 16384, &p);
+    CU_ASSERT_EQUAL(p.state.stacks.sample_bytes, 16384);
+    for (uint32_t i = 0; i < p.state.nlocs; i++) {
+        char name[512];
+        lm_state_loc_name(&p.state, i, name, sizeof(name));
+        if (strstr(name, "stacks.lua:50") == NULL)
+            continue;
+        bytes += p.state.locs[i].ev.alloc_bytes;
+        events += p.state.locs[i].ev.alloc_events;
+        if (p.state.locs[i].stack != 0 && i < p.state.stacks.est_room) {
+            est_bytes += p.state.stacks.est[i].bytes;
+            est_events += p.state.stacks.est[i].events;
+        }
+    }
+    CU_ASSERT(events > 100000);
+    CU_ASSERT(est_bytes > 0.9 * (double)bytes && est_bytes < 1.1 * (double)bytes);
+    CU_ASSERT(est_events > 0.9 * (double)events &&
+              est_events < 1.1 * (double)events);
+    lm_profile_free(&p);
+}
+
 static void test_lua_api(void)
 {
     struct lm_profile p;
@@ -1414,6 +1580,10 @@ int main(void)
     CU_add_test(s, "sunk allocations on their line",
                 test_sunk_allocations_on_their_line);
     CU_add_test(s, "Lua API", test_lua_api);
+    CU_add_test(s, "stacks: two callers", test_stacks_two_callers);
+    CU_add_test(s, "stacks: kinds of frames", test_stacks_frame_kinds);
+    CU_add_test(s, "stacks: the VM's table bound", test_stacks_table_bound);
+    CU_add_test(s, "stacks: sampled", test_stacks_sampled);
     CU_add_test(s, "lua_close while profiling", test_close_while_profiling);
     CU_add_test(s, "output unchanged", test_output_unchanged);
     CU_add_test(s, "reused prototype addresses",
