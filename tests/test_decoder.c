@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_report.h"
+#include "lm_strip.h"
 #include "test_util.h"
 
-static const enum lm_revision revisions[] = {LM_REV_R1, LM_REV_R2,
-                                             LM_REV_R3_SEED, LM_REV_R3};
+static const enum lm_revision revisions[] = {
+    LM_REV_R1, LM_REV_R2, LM_REV_R3_SEED, LM_REV_R3, LM_REV_R3S};
 
 static enum lm_status decode_to(struct recorder *r, const uint8_t *buf,
                                 size_t len, size_t chunk, struct lm_decoder *d)
@@ -57,7 +59,7 @@ static void test_records_of_every_revision(void)
         CU_ASSERT_EQUAL(d.revision, rev);
 
         int traces = rev != LM_REV_R1, enrich = rev >= LM_REV_R3_SEED;
-        int r3 = rev == LM_REV_R3;
+        int r3 = rev >= LM_REV_R3, stacks = rev == LM_REV_R3S;
         CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_LFUNC), 2u + enrich);
         CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_CFUNC), r3 ? 2u : 0u);
         CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_TRACE),
@@ -69,6 +71,9 @@ static void test_records_of_every_revision(void)
         CU_ASSERT_EQUAL(count(&r, LM_REC_REALLOC), 1u);
         CU_ASSERT_EQUAL(count(&r, LM_REC_FREE), 3u);
         CU_ASSERT_EQUAL(count(&r, LM_REC_END), 1u);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_STACK_CONFIG), (size_t)stacks);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_STACK_DEF), 3u * stacks);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_STACK_RESET), (size_t)stacks);
         CU_ASSERT_EQUAL(r.recs[r.n - 1].rec.kind, LM_REC_END);
         CU_ASSERT_EQUAL(r.recs[r.n - 1].rec.offset, b.len - 1);
 
@@ -113,6 +118,38 @@ static void test_records_of_every_revision(void)
             CU_ASSERT_EQUAL(s->rec.addr, 0x300);
             CU_ASSERT_STRING_EQUAL(s->str, "local t = {}\nreturn t");
         }
+        if (stacks) {
+            s = nth(&r, LM_REC_STACK_CONFIG, 0);
+            CU_ASSERT_EQUAL(s->rec.depth, 2);
+            CU_ASSERT_EQUAL(s->rec.sample_bytes, 0);
+            CU_ASSERT_EQUAL(s->rec.size, 4);
+            s = nth(&r, LM_REC_STACK_DEF, 1);
+            CU_ASSERT_EQUAL(s->rec.stack, 2);
+            CU_ASSERT_EQUAL_FATAL(s->rec.nframes, 3);
+            CU_ASSERT_EQUAL(s->frames[0].kind, LM_FRAME_LUA);
+            CU_ASSERT_EQUAL(s->frames[0].addr, 0x200);
+            CU_ASSERT_EQUAL(s->frames[0].value, 6);
+            CU_ASSERT_EQUAL(s->frames[1].kind, LM_FRAME_C);
+            CU_ASSERT_EQUAL(s->frames[1].addr, 0x7010);
+            CU_ASSERT_EQUAL(s->frames[2].kind, LM_FRAME_MARKER);
+            CU_ASSERT_EQUAL(s->frames[2].value, LM_MARK_TRUNCATED);
+            /* 14 00 02 03, then 6 << 2 | 0 with 0x200 (2 bytes), 1 with
+             * 0x7010 (3 bytes), and 1 << 2 | 2. */
+            CU_ASSERT_EQUAL(s->rec.size, 12);
+            CU_ASSERT_EQUAL(nth(&r, LM_REC_STACK_DEF, 2)->rec.stack, 1);
+            CU_ASSERT_EQUAL(nth(&r, LM_REC_STACK_DEF, 2)->rec.nframes, 1);
+        }
+        /* Events name their stacks in R3S only; frees never do. */
+        s = nth(&r, LM_REC_ALLOC, 0);
+        CU_ASSERT_EQUAL(s->rec.stack, stacks ? 1u : 0u);
+        /* The header, 0x100 (2 bytes), 2, 0x1000 (2 bytes), 64. */
+        CU_ASSERT_EQUAL(s->rec.stack_at, stacks ? 7u : 0u);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 2)->rec.stack, stacks ? 2u : 0u);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_REALLOC, 0)->rec.stack,
+                        stacks ? 1u : 0u);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 3)->rec.stack, 0);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_FREE, 0)->rec.stack, 0);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_FREE, 0)->rec.stack_at, 0);
         if (r3) {
             s = nth(&r, LM_REC_SYM_TRACE, 1);
             CU_ASSERT_EQUAL(s->rec.in_events, 1);
@@ -137,13 +174,19 @@ static int same_record(const struct saved_record *a,
     const struct lm_record *x = &a->rec, *y = &b->rec;
 
     if (x->kind != y->kind || x->in_events != y->in_events ||
-        x->revision != y->revision || x->offset != y->offset)
+        x->revision != y->revision || x->offset != y->offset ||
+        x->stack != y->stack || x->stack_at != y->stack_at)
         return 0;
     if (x->kind >= LM_REC_ALLOC && x->kind <= LM_REC_REALLOC)
         return x->loc.source == y->loc.source && x->loc.addr == y->loc.addr &&
-               x->loc.line == y->loc.line && x->oaddr == y->oaddr &&
-               x->osize == y->osize && x->naddr == y->naddr &&
-               x->nsize == y->nsize;
+               x->loc.line == y->loc.line && x->loc.trace == y->loc.trace &&
+               x->oaddr == y->oaddr && x->osize == y->osize &&
+               x->naddr == y->naddr && x->nsize == y->nsize;
+    if (x->kind >= LM_REC_STACK_DEF && x->kind <= LM_REC_STACK_RESET)
+        return x->nframes == y->nframes && x->depth == y->depth &&
+               x->sample_bytes == y->sample_bytes && x->size == y->size &&
+               memcmp(a->frames, b->frames,
+                      x->nframes * sizeof(*a->frames)) == 0;
     return x->addr == y->addr && x->line == y->line &&
            x->traceno == y->traceno && x->trace_addr == y->trace_addr &&
            x->str_len == y->str_len && strcmp(a->str, b->str) == 0;
@@ -254,10 +297,14 @@ static void test_every_prefix_then_rest(void)
         struct lm_buf b = {0};
         struct lm_profile whole;
 
+        /* The report says it all, with the stacks of R3S. */
+        struct lm_report_opts o = {.json = 1,
+                                   .stacks = revisions[v] == LM_REV_R3S};
+
         sample_stream(&b, revisions[v]);
         lm_profile_init(&whole, NULL, NULL);
         CU_ASSERT_EQUAL(feed_chunked(&whole, b.data, b.len, 0), LM_DONE);
-        char *expected = report_string(&whole.state, 0, 0, 1);
+        char *expected = report_with(&whole.state, &o);
 
         for (size_t k = 0; k < b.len; k++) {
             struct lm_profile p;
@@ -275,7 +322,7 @@ static void test_every_prefix_then_rest(void)
             CU_ASSERT_EQUAL(lm_profile_feed(&p, b.data + k, b.len - k, &used),
                             LM_DONE);
             CU_ASSERT_EQUAL(used, b.len - k);
-            char *got = report_string(&p.state, 0, 0, 1);
+            char *got = report_with(&p.state, &o);
             CU_ASSERT_STRING_EQUAL(got, expected);
             CU_ASSERT_EQUAL(p.state.totals.live_bytes,
                             whole.state.totals.live_bytes);
