@@ -38,6 +38,7 @@ int main(int argc, char **argv)
     register_decoder_tests();
     register_state_tests();
     register_report_tests();
+    register_stacks_tests();
     register_export_tests();
     register_diff_tests();
     register_cli_tests();

@@ -94,5 +94,6 @@ void register_cli_tests(void);
 void register_chart_tests(void);
 void register_flame_tests(void);
 void register_diff_tests(void);
+void register_stacks_tests(void);
 
 #endif
