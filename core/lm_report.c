@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lm_calltree.h"
+#include "lm_hash.h"
 
 /*
  * The report's unit is a name, as a reader sees it: locations that print
@@ -53,6 +54,9 @@ struct report {
     struct gpair *pairs; /* by kind, site group, primary group */
     uint32_t npairs;
     uint32_t *pair_first; /* per group and kind: first pair, or LM_NONE */
+    /* Per location, the one that stands for it in the stream stripped of
+     * its stacks (see make_bases); NULL when no location has a stack. */
+    uint32_t *base;
 };
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -135,6 +139,113 @@ static void loc_counters(const struct report *r, uint32_t loc,
     lm_state_counters(r->states[k], loc - r->first[k], c);
 }
 
+/*
+ * Stacks split a site's events into locations of their own, which the
+ * stream stripped of its stacks (docs/format.md, "Stripping") has as one;
+ * Tarantool's heap delta tests what a location allocated, and what each
+ * pair of locations released, before it sums them by name.  So that a
+ * report without stacks is that of the stripped stream, each location is
+ * taken as its base, the first of those that differ only by their stack:
+ * the same key, epoch and trace.
+ */
+static uint64_t stripped_hash(const struct lm_loc *l)
+{
+    uint64_t h = lm_hash_combine(l->source, l->addr);
+
+    h = lm_hash_combine(h, l->line);
+    h = lm_hash_combine(h, (uint64_t)l->trace << 32 | l->sym);
+    return lm_hash_combine(h, l->trace_sym);
+}
+
+static int same_stripped(const struct lm_loc *a, const struct lm_loc *b)
+{
+    return a->source == b->source && a->addr == b->addr &&
+           a->line == b->line && a->trace == b->trace && a->sym == b->sym &&
+           a->trace_sym == b->trace_sym;
+}
+
+/* The bases of state k's locations (numbered across the states). */
+static int bases_of(struct report *r, size_t k)
+{
+    const struct lm_state *s = r->states[k];
+    struct lm_hindex x;
+    uint32_t id, slot;
+
+    if (lm_hindex_init(&x) != 0)
+        return -1;
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        uint64_t h = stripped_hash(&s->locs[i]);
+        uint32_t found = LM_NONE;
+        LM_HINDEX_FOREACH(&x, h, id, slot)
+        {
+            if (same_stripped(&s->locs[id], &s->locs[i])) {
+                found = id;
+                break;
+            }
+        }
+        if (found == LM_NONE && lm_hindex_insert(&x, h, found = i) != 0) {
+            lm_hindex_free(&x);
+            return -1;
+        }
+        r->base[r->first[k] + i] = r->first[k] + found;
+    }
+    lm_hindex_free(&x);
+    return 0;
+}
+
+static int make_bases(struct report *r)
+{
+    int stacks = 0;
+
+    for (size_t k = 0; k < r->nstates; k++)
+        stacks |= r->states[k]->stacks.nlocs != 0;
+    if (!stacks)
+        return 0;
+    if ((r->base = malloc((r->nlocs ? r->nlocs : 1) * sizeof(*r->base))) ==
+        NULL)
+        return -1;
+    for (size_t k = 0; k < r->nstates; k++)
+        if (bases_of(r, k) != 0)
+            return -1;
+    return 0;
+}
+
+/* Credits a group with what a location (or a base's locations)
+ * allocated, as Tarantool's heap delta does. */
+static void credit_alloc(struct group *g, uint64_t bytes, uint64_t events)
+{
+    if (bytes > 0) {
+        g->credit = sat_add(g->credit, bytes);
+        g->nalloc += events;
+    }
+}
+
+/* The credits of each base (see make_bases): what its locations
+ * allocated, summed, then tested. */
+static int credit_bases(struct report *r)
+{
+    uint64_t *bytes = calloc((size_t)r->nlocs + 1, sizeof(*bytes));
+    uint64_t *events = calloc((size_t)r->nlocs + 1, sizeof(*events));
+
+    if (bytes == NULL || events == NULL) {
+        free(bytes);
+        free(events);
+        return -1;
+    }
+    for (uint32_t i = 0; i < r->nlocs; i++) {
+        struct lm_counters c;
+        loc_counters(r, i, &c);
+        bytes[r->base[i]] = sat_add(bytes[r->base[i]], c.alloc_bytes);
+        events[r->base[i]] += c.alloc_events;
+    }
+    for (uint32_t i = 0; i < r->nlocs; i++)
+        if (r->base[i] == i)
+            credit_alloc(&r->groups[r->group_of[i]], bytes[i], events[i]);
+    free(bytes);
+    free(events);
+    return 0;
+}
+
 /* Names every location and gathers equal names into groups. */
 static int make_groups(struct report *r)
 {
@@ -167,13 +278,48 @@ static int make_groups(struct report *r)
         loc_counters(r, byname[i].loc, c);
         r->group_of[byname[i].loc] = g;
         lm_counters_add(&r->groups[g].c, c);
-        if (c->alloc_bytes > 0) {
-            r->groups[g].credit = sat_add(r->groups[g].credit, c->alloc_bytes);
-            r->groups[g].nalloc += c->alloc_events;
-        }
+        if (r->base == NULL)
+            credit_alloc(&r->groups[g], c->alloc_bytes, c->alloc_events);
     }
     free(byname);
-    return 0;
+    return r->base != NULL ? credit_bases(r) : 0;
+}
+
+static int cmp_overrides(const void *a, const void *b)
+{
+    const struct lm_override *x = a, *y = b;
+
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    if (x->site != y->site)
+        return x->site < y->site ? -1 : 1;
+    return (x->primary > y->primary) - (x->primary < y->primary);
+}
+
+/* The overrides between bases (see make_bases): each record's locations
+ * taken as their bases, and the records of a pair summed, in place. */
+static void merge_base_overrides(const struct report *r, struct lm_override *o,
+                                 uint32_t *n)
+{
+    uint32_t k = 0;
+
+    if (r->base == NULL)
+        return;
+    for (uint32_t i = 0; i < *n; i++) {
+        o[i].site = r->base[o[i].site];
+        o[i].primary = r->base[o[i].primary] & ((1u << 30) - 1);
+    }
+    qsort(o, *n, sizeof(*o), cmp_overrides);
+    for (uint32_t i = 0; i < *n; i++) {
+        if (k > 0 && cmp_overrides(&o[k - 1], &o[i]) == 0) {
+            o[k - 1].count += o[i].count;
+            o[k - 1].allocated += o[i].allocated;
+            o[k - 1].freed += o[i].freed;
+            continue;
+        }
+        o[k++] = o[i];
+    }
+    *n = k;
 }
 
 static int cmp_gpairs(const void *a, const void *b)
@@ -1179,6 +1325,7 @@ static void report_free(struct report *r)
     free(r->groups);
     free(r->pairs);
     free(r->pair_first);
+    free(r->base);
 }
 
 /* Every state's overrides, their locations numbered across the states;
@@ -1238,7 +1385,10 @@ int lm_report_write_merged(FILE *out, const struct lm_state *const *states,
     int rc = -1;
 
     if (number_locations(&r) != 0 || (ovr = all_overrides(&r, &novr)) == NULL ||
-        make_groups(&r) != 0 || make_pairs(&r, ovr, novr) != 0)
+        make_bases(&r) != 0 || make_groups(&r) != 0)
+        goto out;
+    merge_base_overrides(&r, ovr, &novr);
+    if (make_pairs(&r, ovr, novr) != 0)
         goto out;
     if (r.o->json) {
         fputs("{", out);

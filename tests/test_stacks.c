@@ -284,22 +284,44 @@ static void events_of(const struct lm_buf *b, struct recorder *r,
     lm_decoder_free(&d);
 }
 
+/*
+ * What Tarantool's heap delta tests per location and per pair of
+ * locations, split by stacks: allocations of no bytes with a stack beside
+ * others without, and reallocations to no bytes with a stack beside
+ * others, of blocks of both.
+ */
+static void split_tests(struct lm_buf *b)
+{
+    struct lm_loc_ref hot = loc_lua(LIB, HOT_LINE), re = loc_lua(APP, 40);
+
+    begin_r3s(b, 8, 0);
+    def_caller(b, 1, 20);
+    def_caller(b, 2, 30);
+    lm_enc_alloc_stack(b, LM_REV_R3S, &hot, 0x100, 0, 1);
+    lm_enc_alloc(b, LM_REV_R3S, &hot, 0x200, 5);
+    lm_enc_alloc_stack(b, LM_REV_R3S, &hot, 0x300, 7, 2);
+    lm_enc_realloc_stack(b, LM_REV_R3S, &re, 0x200, 5, 0x400, 0, 2);
+    lm_enc_realloc(b, LM_REV_R3S, &re, 0x300, 7, 0x500, 9);
+    lm_enc_realloc_stack(b, LM_REV_R3S, &re, 0x100, 0, 0x600, 3, 1);
+    lm_enc_epilogue(b);
+}
+
 /* Stripped, a stream with stacks is R3 with the same events, and its
  * report without --stacks is the report of the stream with them. */
-static void test_strip_keeps_events_and_report(void)
+static void check_strip_keeps(void (*make)(struct lm_buf *), size_t nevents)
 {
     struct lm_buf b = {0}, out = {0};
     struct recorder with = {0}, without = {0};
     enum lm_revision rev_with, rev_without;
 
-    two_callers(&b);
+    make(&b);
     CU_ASSERT_EQUAL(strip_chunked(&b, 100, &out), LM_DONE);
     events_of(&b, &with, &rev_with);
     events_of(&out, &without, &rev_without);
     CU_ASSERT_EQUAL(rev_with, LM_REV_R3S);
     CU_ASSERT_EQUAL(rev_without, LM_REV_R3);
     CU_ASSERT_EQUAL_FATAL(with.n, without.n);
-    CU_ASSERT_EQUAL(with.n, 1200);
+    CU_ASSERT_EQUAL(with.n, nevents);
     for (size_t i = 0; i < with.n; i++)
         CU_ASSERT(same_event(&with.recs[i].rec, &without.recs[i].rec));
     CU_ASSERT_EQUAL(with.recs[0].rec.stack, 1);
@@ -329,6 +351,12 @@ static void test_strip_keeps_events_and_report(void)
     recorder_free(&without);
     lm_buf_free(&out);
     lm_buf_free(&b);
+}
+
+static void test_strip_keeps_events_and_report(void)
+{
+    check_strip_keeps(two_callers, 1200);
+    check_strip_keeps(split_tests, 6);
 }
 
 /*
