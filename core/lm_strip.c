@@ -189,6 +189,10 @@ static int hold_rest(struct lm_strip *st, const struct fed *f, uint64_t upto)
     uint64_t end = f->at + f->held_len + f->len;
     size_t n = (size_t)(end - upto), from_held = 0;
 
+    st->held_len = 0;
+    if (n == 0)
+        return 0;
+
     if (upto < f->at + f->held_len) {
         from_held = (size_t)(f->at + f->held_len - upto);
         memmove(st->held, st->held + (upto - f->at), from_held);

@@ -185,8 +185,7 @@ static int same_record(const struct saved_record *a,
     if (x->kind >= LM_REC_STACK_DEF && x->kind <= LM_REC_STACK_RESET)
         return x->nframes == y->nframes && x->depth == y->depth &&
                x->sample_bytes == y->sample_bytes && x->size == y->size &&
-               memcmp(a->frames, b->frames,
-                      x->nframes * sizeof(*a->frames)) == 0;
+               same_frames(a->frames, b->frames, x->nframes);
     return x->addr == y->addr && x->line == y->line &&
            x->traceno == y->traceno && x->trace_addr == y->trace_addr &&
            x->str_len == y->str_len && strcmp(a->str, b->str) == 0;
@@ -756,7 +755,7 @@ static void test_deep_stack_in_small_buffer(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL(s->rec.stack, UINT32_MAX);
     CU_ASSERT_EQUAL(s->rec.nframes, LM_STACK_MAX_DEPTH + 1);
-    CU_ASSERT(memcmp(s->frames, f, sizeof(f)) == 0);
+    CU_ASSERT(same_frames(s->frames, f, LM_STACK_MAX_DEPTH + 1));
     recorder_free(&r);
     lm_decoder_free(&d);
     lm_buf_free(&b);

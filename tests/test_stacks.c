@@ -214,8 +214,9 @@ static void test_strip_truncated(void)
         CU_ASSERT(out.len <= r3.len);
         CU_ASSERT(out.len == 0 || memcmp(out.data, r3.data, out.len) == 0);
         lm_decoder_init(&d, NULL, NULL, NULL);
-        CU_ASSERT_EQUAL(lm_decoder_feed(&d, out.data, out.len, NULL),
-                        LM_NEED_MORE);
+        if (out.len > 0)
+            CU_ASSERT_EQUAL(lm_decoder_feed(&d, out.data, out.len, NULL),
+                            LM_NEED_MORE);
         CU_ASSERT_EQUAL(d.pend_len, 0); /* nothing cut */
         lm_decoder_free(&d);
         lm_buf_free(&cut);

@@ -95,6 +95,16 @@ void census_complete(struct lm_buf *b, uint64_t total)
     lm_enc_event_lfunc(b, LM_CENSUS_COMPLETE, "[census complete]", total);
 }
 
+int same_frames(const struct lm_stack_frame *a, const struct lm_stack_frame *b,
+                size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].kind != b[i].kind || a[i].addr != b[i].addr ||
+            a[i].value != b[i].value)
+            return 0;
+    return 1;
+}
+
 struct lm_stack_frame frame_lua(uint64_t proto, uint64_t line)
 {
     return (struct lm_stack_frame){LM_FRAME_LUA, proto, line};

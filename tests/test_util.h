@@ -33,6 +33,10 @@ struct lm_loc_ref loc_lua(uint64_t proto, uint64_t line);
 struct lm_loc_ref loc_c(uint64_t addr);
 struct lm_loc_ref loc_trace(uint64_t traceno, uint64_t trace_addr);
 
+/* Whether n frames are the same, field by field (not their padding). */
+int same_frames(const struct lm_stack_frame *a, const struct lm_stack_frame *b,
+                size_t n);
+
 /* Frames of a stack definition (R3S). */
 struct lm_stack_frame frame_lua(uint64_t proto, uint64_t line);
 struct lm_stack_frame frame_c(uint64_t addr);
