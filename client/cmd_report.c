@@ -246,8 +246,8 @@ static int strip_status(const struct lm_strip *st, const char *path,
     }
     if (end == LM_NEED_MORE) {
         fprintf(stderr,
-                "ljmpctl report: %s: %s; %s holds everything before it\n",
-                path, st->dec.errmsg, output);
+                "ljmpctl report: %s: %s; %s holds everything before it\n", path,
+                st->dec.errmsg, output);
         return EXIT_TRUNCATED;
     }
     return EXIT_OK;

@@ -1,26 +1,30 @@
 /* A site's callers as a tree: each path of callers with what it adds up to. */
+#define _GNU_SOURCE /* qsort_r */
 #include "lm_calltree.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "lm_array.h"
-#include "lm_hindex.h"
+#include "lm_hash.h"
 
-/* A new node, child of parent (LM_NONE for the root): its index, or
- * LM_NONE when out of memory. */
+/* A new node, child of parent (LM_NONE for the root), whose hash is h:
+ * its index, or LM_NONE when out of memory. */
 static uint32_t new_node(struct lm_calltree *t, uint32_t parent,
-                         const char *name)
+                         const char *name, uint64_t h)
 {
     char *copy = strdup(name);
 
-    if (copy == NULL || LM_RESERVE(t->v, t->cap, t->n) != 0) {
+    if (copy == NULL || LM_RESERVE(t->v, t->cap, t->n) != 0 ||
+        lm_hindex_insert(&t->index, h, t->n) != 0) {
         free(copy);
         return LM_NONE;
     }
     struct lm_ct_node *n = &t->v[t->n];
     memset(n, 0, sizeof(*n));
     n->name = copy;
+    n->hash = h;
+    n->parent = parent;
     n->child = n->sibling = LM_NONE;
     if (parent != LM_NONE) {
         n->depth = t->v[parent].depth + 1;
@@ -33,7 +37,13 @@ static uint32_t new_node(struct lm_calltree *t, uint32_t parent,
 int lm_calltree_init(struct lm_calltree *t, const char *site)
 {
     memset(t, 0, sizeof(*t));
-    return new_node(t, LM_NONE, site) == LM_NONE ? -1 : 0;
+    if (lm_hindex_init(&t->index) != 0)
+        return -1;
+    if (new_node(t, LM_NONE, site, 0) == LM_NONE) {
+        lm_calltree_free(t);
+        return -1;
+    }
+    return 0;
 }
 
 void lm_calltree_free(struct lm_calltree *t)
@@ -41,18 +51,25 @@ void lm_calltree_free(struct lm_calltree *t)
     for (uint32_t i = 0; i < t->n; i++)
         free(t->v[i].name);
     free(t->v);
+    lm_hindex_free(&t->index);
     memset(t, 0, sizeof(*t));
 }
 
 /* The child of parent named name, made if new; LM_NONE when out of
- * memory.  Siblings are few (the callers of one frame): a walk. */
+ * memory. */
 static uint32_t child_named(struct lm_calltree *t, uint32_t parent,
                             const char *name)
 {
-    for (uint32_t c = t->v[parent].child; c != LM_NONE; c = t->v[c].sibling)
-        if (strcmp(t->v[c].name, name) == 0)
+    uint64_t h = lm_hash_combine(lm_hash_bytes(name, strlen(name)), parent);
+    uint32_t c, slot;
+
+    LM_HINDEX_FOREACH(&t->index, h, c, slot)
+    {
+        const struct lm_ct_node *n = &t->v[c];
+        if (n->hash == h && n->parent == parent && strcmp(n->name, name) == 0)
             return c;
-    return new_node(t, parent, name);
+    }
+    return new_node(t, parent, name, h);
 }
 
 static void add_figures(struct lm_ct_node *n, const struct lm_ct_figures *f,
@@ -65,8 +82,8 @@ static void add_figures(struct lm_ct_node *n, const struct lm_ct_figures *f,
     n->estimated |= (uint8_t)(estimated != 0);
 }
 
-int lm_calltree_add(struct lm_calltree *t, const char *const *names,
-                    uint32_t n, const struct lm_ct_figures *f, int estimated)
+int lm_calltree_add(struct lm_calltree *t, const char *const *names, uint32_t n,
+                    const struct lm_ct_figures *f, int estimated)
 {
     uint32_t at = 0;
 
@@ -91,25 +108,30 @@ static int cmp_nodes(const struct lm_ct_node *a, const struct lm_ct_node *b)
     return strcmp(a->name, b->name);
 }
 
-/* Sorts the list of siblings from first (insertion into a sorted list:
- * a frame's callers are few). */
-static uint32_t sort_siblings(struct lm_calltree *t, uint32_t first)
+static int cmp_ids(const void *a, const void *b, void *tree)
 {
-    uint32_t sorted = LM_NONE;
+    const struct lm_calltree *t = tree;
 
-    while (first != LM_NONE) {
-        uint32_t c = first, *at = &sorted;
-        first = t->v[c].sibling;
-        while (*at != LM_NONE && cmp_nodes(&t->v[*at], &t->v[c]) <= 0)
-            at = &t->v[*at].sibling;
-        t->v[c].sibling = *at;
-        *at = c;
-    }
-    return sorted;
+    return cmp_nodes(&t->v[*(const uint32_t *)a], &t->v[*(const uint32_t *)b]);
 }
 
-void lm_calltree_sort(struct lm_calltree *t)
+/* Sorts each node's list of children: the lists gathered in one array,
+ * each sorted there and linked again. */
+int lm_calltree_sort(struct lm_calltree *t)
 {
-    for (uint32_t i = 0; i < t->n; i++)
-        t->v[i].child = sort_siblings(t, t->v[i].child);
+    uint32_t *ids = malloc(((size_t)t->n + 1) * sizeof(*ids));
+
+    if (ids == NULL)
+        return -1;
+    for (uint32_t i = 0; i < t->n; i++) {
+        uint32_t n = 0;
+        for (uint32_t c = t->v[i].child; c != LM_NONE; c = t->v[c].sibling)
+            ids[n++] = c;
+        qsort_r(ids, n, sizeof(*ids), cmp_ids, t);
+        t->v[i].child = n ? ids[0] : LM_NONE;
+        for (uint32_t k = 0; k < n; k++)
+            t->v[ids[k]].sibling = k + 1 < n ? ids[k + 1] : LM_NONE;
+    }
+    free(ids);
+    return 0;
 }

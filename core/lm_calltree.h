@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "lm_hindex.h"
+
 /*
  * The report's view of a site's stacks (docs/report.md, "Stacks"): a
  * path from the site outwards, one node per caller, named as frames are
@@ -19,6 +21,8 @@ struct lm_ct_figures {
 
 struct lm_ct_node {
     char *name;
+    uint64_t hash;           /* of its parent and name (see child_named) */
+    uint32_t parent;         /* LM_NONE for the root */
     uint32_t child, sibling; /* first child, next sibling, or LM_NONE */
     uint32_t depth;          /* 0 for the root, the site */
     uint8_t estimated;       /* some figure is an estimate */
@@ -28,6 +32,9 @@ struct lm_ct_node {
 struct lm_calltree {
     struct lm_ct_node *v; /* v[0] is the root */
     uint32_t n, cap;
+    /* Nodes by their parent and name: a site may have thousands of
+     * callers (a line called from each line of a generated chunk). */
+    struct lm_hindex index;
 };
 
 /* A tree of one node, the site, named site: 0, or -1 when out of
@@ -40,11 +47,12 @@ void lm_calltree_free(struct lm_calltree *t);
  * innermost) to names[n - 1], to each node from the root down: 0, or -1
  * when out of memory.
  */
-int lm_calltree_add(struct lm_calltree *t, const char *const *names,
-                    uint32_t n, const struct lm_ct_figures *f, int estimated);
+int lm_calltree_add(struct lm_calltree *t, const char *const *names, uint32_t n,
+                    const struct lm_ct_figures *f, int estimated);
 
 /* Orders each node's children biggest first: by allocations, then
- * bytes allocated, then live bytes, then name. */
-void lm_calltree_sort(struct lm_calltree *t);
+ * bytes allocated, then live bytes, then name.  0, or -1 when out of
+ * memory (the order unchanged). */
+int lm_calltree_sort(struct lm_calltree *t);
 
 #endif

@@ -307,8 +307,8 @@ static int parse_events_prologue(struct lm_decoder *d, struct cursor *c,
     /* R3S says its extension's version in the first reserved byte. */
     if (d->revision == LM_REV_R3S && item[4] != LM_STACKS_EXT_VERSION) {
         fail(d, cursor_offset(c, item + 4),
-             "unsupported stacks extension version %u (ljmp reads %u)",
-             item[4], LM_STACKS_EXT_VERSION);
+             "unsupported stacks extension version %u (ljmp reads %u)", item[4],
+             LM_STACKS_EXT_VERSION);
         return P_ERR;
     }
     d->phase = LM_PH_EVENTS;
@@ -528,8 +528,9 @@ static int parse_stack_config(struct lm_decoder *d, struct cursor *c,
     READ(rec->depth);
     READ(rec->sample_bytes);
     if (rec->depth < 1 || rec->depth > LM_STACK_MAX_DEPTH) {
-        fail(d, rec->offset, "stack configuration of depth %" PRIu64
-             " (1 to %d)", rec->depth, LM_STACK_MAX_DEPTH);
+        fail(d, rec->offset,
+             "stack configuration of depth %" PRIu64 " (1 to %d)", rec->depth,
+             LM_STACK_MAX_DEPTH);
         return P_ERR;
     }
     rec->kind = LM_REC_STACK_CONFIG;

@@ -234,8 +234,8 @@ void lm_enc_event_trace(struct lm_buf *b, enum lm_revision rev,
 static void stacked_header(struct lm_buf *b, unsigned int event,
                            unsigned int source)
 {
-    lm_buf_byte(b, (uint8_t)(event | source << LM_EV_SOURCE_SHIFT |
-                             LM_EV_STACK));
+    lm_buf_byte(b,
+                (uint8_t)(event | source << LM_EV_SOURCE_SHIFT | LM_EV_STACK));
 }
 
 void lm_enc_alloc_stack(struct lm_buf *b, enum lm_revision rev,

@@ -159,8 +159,8 @@ static uint64_t stripped_hash(const struct lm_loc *l)
 
 static int same_stripped(const struct lm_loc *a, const struct lm_loc *b)
 {
-    return a->source == b->source && a->addr == b->addr &&
-           a->line == b->line && a->trace == b->trace && a->sym == b->sym &&
+    return a->source == b->source && a->addr == b->addr && a->line == b->line &&
+           a->trace == b->trace && a->sym == b->sym &&
            a->trace_sym == b->trace_sym;
 }
 
@@ -747,8 +747,8 @@ static int add_stacked(const struct report *r, struct lm_calltree *t,
         }
     if (n > 0 && frame_is_site(s, i, &fr[0], names[0]))
         skip = 1;
-    rc = lm_calltree_add(t, (const char *const *)names + skip, n - skip, f,
-                         est);
+    rc =
+        lm_calltree_add(t, (const char *const *)names + skip, n - skip, f, est);
     free_names(names, n);
     return rc;
 }
@@ -779,13 +779,12 @@ static int site_tree(const struct report *r, const struct by_group *b,
     }
     /* The site's own figures: exact, whatever its stacks say. */
     struct lm_counters c = r->groups[g].c;
-    t->v[0].f = (struct lm_ct_figures){
-        (double)(c.alloc_events + c.realloc_events),
-        (double)(c.alloc_bytes + c.realloc_new_bytes), (double)c.live_bytes,
-        (double)c.live_blocks};
+    t->v[0].f =
+        (struct lm_ct_figures){(double)(c.alloc_events + c.realloc_events),
+                               (double)(c.alloc_bytes + c.realloc_new_bytes),
+                               (double)c.live_bytes, (double)c.live_blocks};
     t->v[0].estimated = 0;
-    lm_calltree_sort(t);
-    return 0;
+    return lm_calltree_sort(t);
 }
 
 /* Whether group g has a location with a stack. */

@@ -262,7 +262,7 @@ struct lm_state_limits {
 
 #define LM_DEFAULT_MAX_LOCATIONS       (4u << 20)
 #define LM_DEFAULT_MAX_STACK_LOCATIONS 65536u
-#define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override tags: 24 bits */
+#define LM_MAX_LOCATIONS               ((1u << 24) - 1) /* pending override tags: 24 bits */
 
 struct lm_state {
     struct lm_symtab sym;

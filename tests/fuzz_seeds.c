@@ -242,8 +242,8 @@ static void stacks(struct lm_buf *b)
             lm_enc_alloc_stack(b, LM_REV_R3S, l, k * 16, 8 * k,
                                1 + k % (k < 20 ? 6 : 3));
         if (k % 4 == 0)
-            lm_enc_realloc_stack(b, LM_REV_R3S, &at, k * 16, 8 * k, k * 16,
-                                 k, 1 + k % 3);
+            lm_enc_realloc_stack(b, LM_REV_R3S, &at, k * 16, 8 * k, k * 16, k,
+                                 1 + k % 3);
     }
     for (uint64_t k = 1; k <= 40; k += 2)
         lm_enc_free(b, LM_REV_R3S, &gc, k * 16, 8);

@@ -697,10 +697,10 @@ static void test_malformed_stacks(void)
     uint8_t id0[] = {0x25, 0x10, 0x10, 0x00};
     check_bad_r3s("an event naming stack 0", id0, sizeof(id0), 0,
                   "event names stack 0 (ids are 1 to 2^32 - 1)");
-    uint8_t id33[] = {0x27, 0x10, 0x10, 0x20, 0x20, 0x80, 0x80, 0x80, 0x80,
-                      0x10};
-    check_bad_r3s("an event naming a stack past 32 bits", id33, sizeof(id33),
-                  0, "event names stack 4294967296");
+    uint8_t id33[] = {0x27, 0x10, 0x10, 0x20, 0x20,
+                      0x80, 0x80, 0x80, 0x80, 0x10};
+    check_bad_r3s("an event naming a stack past 32 bits", id33, sizeof(id33), 0,
+                  "event names stack 4294967296");
     uint8_t kind3[] = {0x14, 0x00, 0x01, 0x01, 0x03, 0x10};
     check_bad_r3s("a frame of kind 3", kind3, sizeof(kind3), 0,
                   "stack frame of kind 3");

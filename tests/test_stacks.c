@@ -129,7 +129,8 @@ static void test_two_callers(void)
         CU_ASSERT_EQUAL(s->stacks.depth, 8);
 
         char *text = report_string(s, 0, 0, 0);
-        CU_ASSERT_PTR_NOT_NULL(strstr(text, "@lib.lua:10: 1000 events\t+16000B"));
+        CU_ASSERT_PTR_NOT_NULL(
+            strstr(text, "@lib.lua:10: 1000 events\t+16000B"));
         CU_ASSERT_PTR_NOT_NULL(strstr(text, "@lib.lua:10 holds 12800B: 1000 "
                                             "allocs, 200 frees"));
         free(text);
@@ -744,9 +745,9 @@ static void test_cli(void)
     free(err);
     CU_ASSERT_EQUAL(run_ljmpctl("report stacks.bin", &plain, &err), 0);
     free(err);
-    CU_ASSERT_EQUAL(run_ljmpctl("report --strip-stacks -o r3.bin stacks.bin",
-                                &out, &err),
-                    0);
+    CU_ASSERT_EQUAL(
+        run_ljmpctl("report --strip-stacks -o r3.bin stacks.bin", &out, &err),
+        0);
     CU_ASSERT_STRING_EQUAL(out, "");
     CU_ASSERT_STRING_EQUAL(err, "");
     free(out);
@@ -776,9 +777,8 @@ static void test_cli(void)
     struct lm_buf cut = {0};
     lm_buf_bytes(&cut, b.data, b.len - 3);
     write_file("cut.bin", &cut);
-    CU_ASSERT_EQUAL(run_ljmpctl("report --strip-stacks -o r3c.bin cut.bin",
-                                NULL, &err),
-                    2);
+    CU_ASSERT_EQUAL(
+        run_ljmpctl("report --strip-stacks -o r3c.bin cut.bin", NULL, &err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "r3c.bin holds everything before it"));
     free(err);
     static const char *const refused[] = {
@@ -809,8 +809,7 @@ void register_stacks_tests(void)
     CU_add_test(s, "the section's forms", test_section_forms);
     CU_add_test(s, "the R3S sample stripped is the R3 sample",
                 test_strip_sample);
-    CU_add_test(s, "a cut stream strips to a cut stream",
-                test_strip_truncated);
+    CU_add_test(s, "a cut stream strips to a cut stream", test_strip_truncated);
     CU_add_test(s, "stripping stops at errors", test_strip_errors);
     CU_add_test(s, "stripped: the same events and report",
                 test_strip_keeps_events_and_report);
