@@ -73,6 +73,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_DIFF_SORT] = {"sort", 0, VALUE_TEXT},
     [OPT_STACKS] = {"stacks", 0, VALUE_OPTIONAL_NUMBER},
     [OPT_STACK_SAMPLE] = {"stack-sample", 0, VALUE_NUMBER},
+    [OPT_STRIP_STACKS] = {"strip-stacks", 0, VALUE_NONE},
 };
 
 /* Each option is a bit of ctl_args.given. */

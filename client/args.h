@@ -50,6 +50,7 @@ enum ctl_opt {
     OPT_DIFF_SORT,      /* --sort KEY of a diff (diff's own keys) */
     OPT_STACKS,         /* --stacks[=DEPTH] (0 when given bare) */
     OPT_STACK_SAMPLE,   /* --stack-sample BYTES */
+    OPT_STRIP_STACKS,   /* --strip-stacks */
     NOPTS
 };
 

@@ -13,6 +13,7 @@
 #include "lm_report.h"
 #include "lm_profile.h"
 #include "lm_state.h"
+#include "lm_strip.h"
 
 enum { READ_CHUNK = 1 << 20 };
 
@@ -20,10 +21,12 @@ static const char report_help[] =
     "usage: ljmpctl report [OPTIONS] FILE|-\n"
     "       ljmpctl report [OPTIONS] PID\n"
     "       ljmpctl report [OPTIONS] --tree PID | --unit NAME\n"
+    "       ljmpctl report --strip-stacks -o OUT FILE|-\n"
     "\n"
-    "Reads a memprof stream (revisions R1, R2, R3-seed and R3: files from\n"
-    "Tarantool's memprof or from ljmp's VM) from FILE, or standard input\n"
-    "for '-', and prints the report in the layout of Tarantool's parser\n"
+    "Reads a memprof stream (revisions R1, R2, R3-seed, R3 and R3S, R3 with\n"
+    "call stacks: files from Tarantool's memprof or from ljmp's VM) from\n"
+    "FILE, or standard input for '-', and prints the report in the layout\n"
+    "of Tarantool's parser\n"
     "(luajit-parse-memprof): ALLOCATIONS, REALLOCATIONS and DEALLOCATIONS\n"
     "by event count with the allocation sites each realloc/free site\n"
     "overrode, then the HEAP SUMMARY (bytes each site still holds) and the\n"
@@ -40,6 +43,11 @@ static const char report_help[] =
     "  --by-trace         what compiled code allocated as rows of its\n"
     "                     trace (TRACE [N] started at CHUNK:LINE), not of\n"
     "                     its lines\n"
+    "  --stacks           a STACKS section: each site's callers as a tree,\n"
+    "                     live and allocated per caller path (an R3S FILE)\n"
+    "  --strip-stacks     no report: write the stream without its stacks,\n"
+    "                     as R3 with the same events, to -o OUT\n"
+    "  -o, --output OUT   where --strip-stacks writes\n"
     "  --max-string=N     reject chunk or symbol names longer than N bytes\n"
     "                     (default 1 MiB, at most 1 GiB)\n"
     "  --threads=N        1, or 2 to apply the stream on two threads (the\n"
@@ -80,6 +88,7 @@ static void report_args_of(const struct ctl_args *args, struct report_args *a)
     a->opts.human_readable = args_has(args, OPT_HUMAN_READABLE);
     a->opts.json = args_has(args, OPT_JSON);
     a->opts.by_trace = args_has(args, OPT_BY_TRACE);
+    a->opts.stacks = args_has(args, OPT_STACKS);
     a->limits.max_string =
         args_get(args, OPT_MAX_STRING, LM_DEFAULT_MAX_STRING);
     a->limits.max_buffered = args_has(args, OPT_MAX_STRING)
@@ -184,6 +193,119 @@ int stream_end_status(const char *cmd, const char *path,
     return EXIT_TRUNCATED;
 }
 
+static int write_file(void *ctx, const void *buf, size_t len)
+{
+    return fwrite(buf, 1, len, ctx) == len ? 0 : -1;
+}
+
+/* Feeds the whole input to the stripper: how the stream ended, or
+ * LM_ERROR (a read error said). */
+static enum lm_status strip_input(int fd, const char *path, struct lm_strip *st)
+{
+    uint8_t *buf = malloc(READ_CHUNK);
+    enum lm_status end = LM_NEED_MORE;
+
+    if (buf == NULL) {
+        st->failed = 1;
+        return LM_ERROR;
+    }
+    while (end == LM_NEED_MORE) {
+        ssize_t n = read(fd, buf, READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fprintf(stderr, "ljmpctl report: %s: %s\n", path, strerror(errno));
+            st->failed = 1;
+            end = LM_ERROR;
+            break;
+        }
+        if (n == 0) {
+            end = lm_strip_finish(st);
+            break;
+        }
+        end = lm_strip_feed(st, buf, (size_t)n, NULL);
+    }
+    free(buf);
+    return end;
+}
+
+/* The exit status of a strip that ended so, after saying why. */
+static int strip_status(const struct lm_strip *st, const char *path,
+                        const char *output, enum lm_status end)
+{
+    if (st->failed) {
+        fprintf(stderr, "ljmpctl report: writing %s failed\n", output);
+        return EXIT_USAGE;
+    }
+    if (end == LM_ERROR) {
+        fprintf(stderr,
+                "ljmpctl report: %s: malformed stream at offset %" PRIu64
+                ": %s\n",
+                path, st->dec.err_offset, st->dec.errmsg);
+        return EXIT_MALFORMED;
+    }
+    if (end == LM_NEED_MORE) {
+        fprintf(stderr,
+                "ljmpctl report: %s: %s; %s holds everything before it\n", path,
+                st->dec.errmsg, output);
+        return EXIT_TRUNCATED;
+    }
+    return EXIT_OK;
+}
+
+/* --strip-stacks: the stream of path, without its stacks, into output
+ * (docs/format.md, "Stripping"). */
+static int strip_stacks(const struct report_args *a, const char *output)
+{
+    int fd = strcmp(a->path, "-") == 0 ? STDIN_FILENO
+                                       : open(a->path, O_RDONLY | O_CLOEXEC);
+    FILE *out;
+    struct lm_strip st;
+
+    if (fd < 0) {
+        fprintf(stderr, "ljmpctl report: cannot open %s: %s\n", a->path,
+                strerror(errno));
+        return EXIT_USAGE;
+    }
+    if ((out = fopen(output, "wbe")) == NULL) {
+        fprintf(stderr, "ljmpctl report: cannot create %s: %s\n", output,
+                strerror(errno));
+        if (fd != STDIN_FILENO)
+            close(fd);
+        return EXIT_USAGE;
+    }
+    lm_strip_init(&st, &a->limits, write_file, out);
+    enum lm_status end = strip_input(fd, a->path, &st);
+    if (fd != STDIN_FILENO)
+        close(fd);
+    if (fclose(out) != 0)
+        st.failed = 1;
+    int rc = strip_status(&st, a->path, output, end);
+    lm_strip_free(&st);
+    return rc;
+}
+
+/* What --stacks and --strip-stacks take: a FILE, and -o only with the
+ * latter.  0, or -1 after saying what is wrong. */
+static int check_stack_options(const struct ctl_args *args)
+{
+    int strip = args_has(args, OPT_STRIP_STACKS);
+
+    if (strip != args_has(args, OPT_OUTPUT)) {
+        fprintf(stderr, "ljmpctl report: --strip-stacks and -o go together\n");
+        return -1;
+    }
+    if ((strip || args_has(args, OPT_STACKS)) &&
+        (args_has(args, OPT_TREE) || args_has(args, OPT_UNIT) ||
+         args_has(args, OPT_BY_PROCESS) || args->noperands == 0 ||
+         is_pid_operand(args->operands[0]))) {
+        fprintf(stderr, "ljmpctl report: --stacks and --strip-stacks read "
+                        "a FILE (or -), not ljmpd's sessions\n");
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_report(const struct ctl_args *args)
 {
     struct report_args a;
@@ -193,6 +315,10 @@ static int cmd_report(const struct ctl_args *args)
     int rc;
 
     report_args_of(args, &a);
+    if (check_stack_options(args) != 0)
+        return EXIT_USAGE;
+    if (args_has(args, OPT_STRIP_STACKS))
+        return strip_stacks(&a, args->text[OPT_OUTPUT]);
     /* A whole server's report: its target as the live views take it. */
     if (args_has(args, OPT_TREE) || args_has(args, OPT_UNIT) ||
         args_has(args, OPT_BY_PROCESS)) {
@@ -240,13 +366,17 @@ static const struct opt_use report_options[] = {
     {OPT_UNIT, 0, 0, NULL},
     {OPT_BY_PROCESS, 0, 0, NULL},
     {OPT_BY_TRACE, 0, 0, NULL},
+    {OPT_STACKS, 0, 0, NULL},
+    {OPT_STRIP_STACKS, 0, 0, NULL},
+    {OPT_OUTPUT, 0, 0, NULL},
     OPT_USE_END,
 };
 /* clang-format on */
 
 const struct cmd_entry cmd_report_entry = {
     .name = "report",
-    .synopsis = "[OPTIONS] FILE|-|PID | --tree PID | --unit NAME",
+    .synopsis = "[OPTIONS] FILE|-|PID | --tree PID | --unit NAME | "
+                "--strip-stacks -o OUT FILE|-",
     .brief = "report of a recorded stream or a session",
     .help = report_help,
     .options = report_options,

@@ -42,6 +42,8 @@ const char *lm_revision_name(enum lm_revision rev)
         return "R3-seed";
     case LM_REV_R3:
         return "R3";
+    case LM_REV_R3S:
+        return "R3S";
     default:
         return "unknown";
     }
@@ -71,7 +73,9 @@ void lm_decoder_init(struct lm_decoder *d, const struct lm_limits *limits,
     d->limits.max_buffered = LM_DEFAULT_MAX_BUFFERED;
     if (limits != NULL)
         d->limits = *limits;
-    /* Fixed-size items are at most 61 bytes (an R2 realloc on a trace). */
+    /* Fixed-size items are at most 61 bytes (an R2 realloc on a trace);
+     * a stack definition may take more, and is kept whole whatever this
+     * limit (see pend_limit). */
     if (d->limits.max_buffered < 64)
         d->limits.max_buffered = 64;
     /* Keeps the sums below from wrapping, whatever the caller asked. */
@@ -224,7 +228,15 @@ static enum lm_revision revision_of(uint8_t ljs, uint8_t ljm)
         return LM_REV_R3_SEED;
     if (ljs == 3 && ljm == 3)
         return LM_REV_R3;
+    if (ljs == 3 && ljm == LM_LJM_STACKS)
+        return LM_REV_R3S;
     return LM_REV_UNKNOWN;
+}
+
+/* R3's layouts of traces and symbols, which R3S keeps. */
+static int r3_layout(enum lm_revision rev)
+{
+    return rev == LM_REV_R3 || rev == LM_REV_R3S;
 }
 
 static const uint8_t kind_of_event[] = {0, LM_REC_ALLOC, LM_REC_FREE,
@@ -241,7 +253,7 @@ static unsigned int location_words(const struct lm_decoder *d, unsigned int src)
     case LM_SRC_CFUNC:
         return 1;
     case LM_SRC_TRACE:
-        return d->revision == LM_REV_R3 ? 1 : 2;
+        return r3_layout(d->revision) ? 1 : 2;
     default:
         return 0;
     }
@@ -290,6 +302,13 @@ static int parse_events_prologue(struct lm_decoder *d, struct cursor *c,
         fail(d, cursor_offset(c, item + 3),
              "unsupported events version %u after symbol table version %u",
              d->ljm_version, d->ljs_version);
+        return P_ERR;
+    }
+    /* R3S says its extension's version in the first reserved byte. */
+    if (d->revision == LM_REV_R3S && item[4] != LM_STACKS_EXT_VERSION) {
+        fail(d, cursor_offset(c, item + 4),
+             "unsupported stacks extension version %u (ljmp reads %u)", item[4],
+             LM_STACKS_EXT_VERSION);
         return P_ERR;
     }
     d->phase = LM_PH_EVENTS;
@@ -417,7 +436,7 @@ static int event_sym_kind(enum lm_revision rev, unsigned int source)
 {
     if (rev == LM_REV_R3_SEED)
         return source == LM_SRC_LFUNC ? LM_REC_SYM_LFUNC : -1;
-    if (rev != LM_REV_R3)
+    if (!r3_layout(rev))
         return -1;
     switch (source) {
     case LM_SRC_LFUNC:
@@ -449,13 +468,144 @@ static int parse_loc(struct lm_decoder *d, struct cursor *c,
 
 static const char *const event_names[] = {"symtab", "alloc", "free", "realloc"};
 
+/* A frame of a stack definition: tag (value << 2 | kind), then, but for
+ * a marker, an address. */
+static int parse_frame(struct lm_decoder *d, struct cursor *c,
+                       const struct lm_record *rec, struct lm_stack_frame *f)
+{
+    uint64_t tag;
+
+    READ(tag);
+    f->kind = (uint8_t)(tag & LM_FRAME_KIND_MASK);
+    f->value = tag >> 2;
+    f->addr = 0;
+    if (f->kind > LM_FRAME_MARKER) {
+        fail(d, rec->offset, "stack frame of kind %u (ljmp reads 0 to 2)",
+             f->kind);
+        return P_ERR;
+    }
+    if (f->kind != LM_FRAME_MARKER)
+        READ(f->addr);
+    return P_OK;
+}
+
+/* A stack definition's body: id, frame count, frames (into the
+ * decoder's array, see struct lm_decoder). */
+static int parse_stack_def(struct lm_decoder *d, struct cursor *c,
+                           struct lm_record *rec)
+{
+    uint64_t id, n;
+    int r;
+
+    READ(id);
+    if (id == 0 || id > UINT32_MAX) {
+        fail(d, rec->offset,
+             "stack definition of id %" PRIu64 " (ids are 1 to 2^32 - 1)", id);
+        return P_ERR;
+    }
+    READ(n);
+    if (n > LM_STACK_MAX_DEPTH + 1) {
+        fail(d, rec->offset,
+             "stack definition of %" PRIu64 " frames, more than %d", n,
+             LM_STACK_MAX_DEPTH + 1);
+        return P_ERR;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if ((r = parse_frame(d, c, rec, &d->frames[i])) != P_OK)
+            return r;
+    rec->kind = LM_REC_STACK_DEF;
+    rec->stack = (uint32_t)id;
+    rec->nframes = (uint32_t)n;
+    rec->frames = d->frames;
+    return P_OK;
+}
+
+/* The stack configuration's body: the depth (1 to the deepest the format
+ * has) and the sampling's mean. */
+static int parse_stack_config(struct lm_decoder *d, struct cursor *c,
+                              struct lm_record *rec)
+{
+    READ(rec->depth);
+    READ(rec->sample_bytes);
+    if (rec->depth < 1 || rec->depth > LM_STACK_MAX_DEPTH) {
+        fail(d, rec->offset,
+             "stack configuration of depth %" PRIu64 " (1 to %d)", rec->depth,
+             LM_STACK_MAX_DEPTH);
+        return P_ERR;
+    }
+    rec->kind = LM_REC_STACK_CONFIG;
+    return P_OK;
+}
+
+/* A stack symbol (R3S, header 0x14): its kind byte says which. */
+static int parse_stack_sym(struct lm_decoder *d, struct cursor *c,
+                           const uint8_t *item, struct lm_record *rec)
+{
+    int r = P_OK;
+
+    if (c->p >= c->end)
+        return P_MORE;
+    uint8_t kind = *c->p++;
+    rec->in_events = 1;
+    switch (kind) {
+    case LM_STACK_DEF:
+        r = parse_stack_def(d, c, rec);
+        break;
+    case LM_STACK_CONFIG:
+        r = parse_stack_config(d, c, rec);
+        break;
+    case LM_STACK_RESET:
+        rec->kind = LM_REC_STACK_RESET;
+        break;
+    default:
+        fail(d, rec->offset, "stack symbol of kind %u (ljmp reads 0 to 2)",
+             kind);
+        return P_ERR;
+    }
+    rec->size = (uint64_t)(c->p - item);
+    return r;
+}
+
+/* The stack id after the body of an event with bit S. */
+static int read_stack_id(struct lm_decoder *d, struct cursor *c,
+                         const uint8_t *item, struct lm_record *rec)
+{
+    uint64_t id;
+
+    rec->stack_at = (uint8_t)(c->p - item);
+    READ(id);
+    if (id == 0 || id > UINT32_MAX) {
+        fail(d, rec->offset,
+             "event names stack %" PRIu64 " (ids are 1 to 2^32 - 1)", id);
+        return P_ERR;
+    }
+    rec->stack = (uint32_t)id;
+    return P_OK;
+}
+
+/* An R3S header beyond R3's: the stack symbol, or bit S, which only an
+ * alloc or a realloc may have.  P_OK for an event with a stack, P_MORE
+ * for a plain header (R3's rules), else P_ERR. */
+static int stack_header(struct lm_decoder *d, uint8_t h, uint64_t offset)
+{
+    unsigned int event = h & LM_EV_EVENT_MASK;
+
+    if (!(h & LM_EV_STACK) || (h & 0xc0) != 0)
+        return P_MORE;
+    if (event == LM_EV_FREE) {
+        fail(d, offset, "event header 0x%02x: a free with a stack (bit S)", h);
+        return P_ERR;
+    }
+    return event == LM_EV_SYMTAB ? P_MORE : P_OK;
+}
+
 static int parse_event(struct lm_decoder *d, struct cursor *c,
                        struct lm_record *rec)
 {
     const uint8_t *item = c->p;
     uint8_t h = *c->p++;
     unsigned int event = h & LM_EV_EVENT_MASK, source;
-    int r;
+    int r, stacked = 0;
 
     *rec = (struct lm_record){0};
     rec->offset = cursor_offset(c, item);
@@ -470,7 +620,15 @@ static int parse_event(struct lm_decoder *d, struct cursor *c,
             goto bad_header;
     } else {
         source = (h >> LM_EV_SOURCE_SHIFT) & LM_EV_SOURCE_MASK;
-        if ((h & 0xe0) != 0 || source == 0 || source > LM_SRC_TRACE)
+        if (d->revision == LM_REV_R3S) {
+            if (h == (LM_EV_SYMTAB | LM_SRC_STACK << LM_EV_SOURCE_SHIFT))
+                return parse_stack_sym(d, c, item, rec);
+            if ((r = stack_header(d, h, rec->offset)) == P_ERR)
+                return r;
+            stacked = r == P_OK;
+        }
+        if ((h & (stacked ? 0xc0 : 0xe0)) != 0 || source == 0 ||
+            source > LM_SRC_TRACE)
             goto bad_header;
     }
     rec->loc.source = (uint8_t)source;
@@ -495,7 +653,7 @@ static int parse_event(struct lm_decoder *d, struct cursor *c,
             return r;
         READ(rec->naddr);
         READ(rec->nsize);
-        return P_OK;
+        return stacked ? read_stack_id(d, c, item, rec) : P_OK;
     case LM_EV_FREE:
         rec->kind = LM_REC_FREE;
         if ((r = parse_loc(d, c, &rec->loc)) != P_OK)
@@ -511,7 +669,7 @@ static int parse_event(struct lm_decoder *d, struct cursor *c,
         READ(rec->osize);
         READ(rec->naddr);
         READ(rec->nsize);
-        return P_OK;
+        return stacked ? read_stack_id(d, c, item, rec) : P_OK;
     }
 
 bad_header:
@@ -622,6 +780,8 @@ fill_event(struct lm_record *rec, unsigned int t, const uint64_t *v,
     rec->kind = kind;
     rec->in_events = 0;
     rec->revision = 0;
+    rec->stack_at = 0;
+    rec->stack = 0;
     rec->loc.source = (uint8_t)(t & 0x0f);
     rec->loc.trace = (t & 0x0f) == LM_SRC_LFUNC ? trace : 0;
     rec->loc.addr = words >= 1 ? v[0] : 0;
@@ -847,14 +1007,18 @@ static int parse_item(struct lm_decoder *d, struct cursor *c)
     default:
         return P_ERR;
     }
-    if (r == P_OK) {
-        d->nrecords[rec->kind]++;
-        /* A trace marker and a stand-in symbol are the decoder's: no
-         * record for the sink. */
-        if (rec->kind != LM_REC_TRACE_MARK && rec->kind != LM_REC_STANDIN &&
-            ++d->nbatch == LM_BATCH && flush_batch(d) != 0)
-            return P_ERR;
-    }
+    if (r != P_OK)
+        return r;
+    d->nrecords[rec->kind]++;
+    /* A trace marker and a stand-in symbol are the decoder's: no record
+     * for the sink. */
+    if (rec->kind == LM_REC_TRACE_MARK || rec->kind == LM_REC_STANDIN)
+        return r;
+    /* A stack definition's frames are in the decoder's one array: the
+     * sink takes it before the next one is read. */
+    if ((++d->nbatch == LM_BATCH || rec->kind == LM_REC_STACK_DEF) &&
+        flush_batch(d) != 0)
+        return P_ERR;
     return r;
 }
 
@@ -875,6 +1039,15 @@ static int pend_reserve(struct lm_decoder *d, size_t need)
     return 0;
 }
 
+/* The largest item kept whole across chunks: the limit, but never
+ * under a stack definition's longest, whose size no string sets. */
+static size_t pend_limit(const struct lm_decoder *d)
+{
+    return d->limits.max_buffered > LM_STACK_DEF_MAX_BYTES
+               ? d->limits.max_buffered
+               : LM_STACK_DEF_MAX_BYTES;
+}
+
 /*
  * Completes the item cut by the previous chunk boundary, taking bytes from
  * buf.  Returns the number of input bytes used, or (size_t)-1 on error.
@@ -891,13 +1064,13 @@ static size_t finish_pending(struct lm_decoder *d, const uint8_t *buf,
         size_t take = want > 64 ? want : 64;
         if (take > len - used)
             take = len - used;
-        if (d->pend_len >= d->limits.max_buffered) {
+        if (d->pend_len >= pend_limit(d)) {
             /* Cannot happen: read_string bounds every item. */
             fail(d, d->offset, "item larger than the buffer limit");
             return (size_t)-1;
         }
-        if (d->pend_len + take > d->limits.max_buffered)
-            take = d->limits.max_buffered - d->pend_len;
+        if (d->pend_len + take > pend_limit(d))
+            take = pend_limit(d) - d->pend_len;
         if (pend_reserve(d, d->pend_len + take) != 0) {
             fail(d, d->offset, "out of memory buffering an item");
             return (size_t)-1;

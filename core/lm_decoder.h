@@ -1,4 +1,4 @@
-/* Resumable, I/O-free decoder of memprof streams (R1, R2, R3-seed, R3). */
+/* Resumable, I/O-free decoder of memprof streams (R1, R2, R3-seed, R3, R3S). */
 #ifndef LM_DECODER_H
 #define LM_DECODER_H
 
@@ -35,8 +35,32 @@ enum lm_record_kind {
      * counted, never handed to the sink (the decoder gives its trace to
      * that symbol, struct lm_decoder's standin). */
     LM_REC_STANDIN,
+    /* Stack symbols (R3S, docs/format.md, "Stacks (R3S)"): a definition
+     * (stack = its id, nframes and frames), the configuration (depth,
+     * sample_bytes), a reset of every id. */
+    LM_REC_STACK_DEF,
+    LM_REC_STACK_CONFIG,
+    LM_REC_STACK_RESET,
     LM_REC_END, /* the epilogue */
 };
+
+/*
+ * A frame of a stack definition as the stream says it: a Lua function's
+ * prototype and current line, a C function's address (a builtin's number
+ * below LM_BUILTIN_ADDR_LIMIT), or a marker (LM_MARK_*).
+ */
+struct lm_stack_frame {
+    uint8_t kind;   /* LM_FRAME_LUA, LM_FRAME_C or LM_FRAME_MARKER */
+    uint64_t addr;  /* Lua: the prototype; C: the function; marker: 0 */
+    uint64_t value; /* Lua: the line; C: 0; marker: the marker */
+};
+
+/* The bytes a stack definition takes at most: its header, kind, id and
+ * count, and LM_STACK_MAX_DEPTH + 1 frames of two ULEBs.  An item the
+ * decoder may keep whole across chunks, whatever the buffer limit. */
+#define LM_STACK_DEF_MAX_BYTES                                                 \
+    (2 + 2 * LM_ULEB_MAX_BYTES +                                               \
+     (LM_STACK_MAX_DEPTH + 1) * 2 * LM_ULEB_MAX_BYTES)
 
 /*
  * Where an event says it allocated: a source and two words, named by the
@@ -69,7 +93,15 @@ struct lm_record {
     uint8_t kind;      /* enum lm_record_kind */
     uint8_t in_events; /* symbol announced by an event-symtab */
     uint8_t revision;  /* LM_REC_EVENTS_BEGIN: enum lm_revision */
-    uint64_t offset;   /* stream offset of the record's first byte */
+    /* An alloc or realloc that names a stack: where its id starts, in
+     * bytes from the record's first, so that a filter can drop it
+     * (lm_strip.h); else 0. */
+    uint8_t stack_at;
+    /* An alloc or realloc: the id of its stack (R3S), 0 for none; a
+     * stack definition: the id it defines.  In the header's padding: a
+     * record stays as small. */
+    uint32_t stack;
+    uint64_t offset; /* stream offset of the record's first byte */
     union {
         struct { /* alloc, free, realloc */
             struct lm_loc_ref loc;
@@ -79,6 +111,14 @@ struct lm_record {
             uint64_t addr, line, traceno, trace_addr;
             const char *str;
             size_t str_len;
+        };
+        struct { /* stack symbols */
+            /* A definition's frames, innermost first, in the decoder:
+             * valid during the sink call, as a string is. */
+            const struct lm_stack_frame *frames;
+            uint32_t nframes;
+            uint64_t depth, sample_bytes; /* the configuration */
+            uint64_t size;                /* the item's bytes */
         };
     };
 };
@@ -130,6 +170,9 @@ struct lm_decoder {
     /* The trace of a stand-in symbol read, for the prototype symbol
      * after it (LM_REC_SYM_LFUNC's traceno), 0 if none is due. */
     uint32_t standin;
+    /* The frames of the stack definition read last: the batch is handed
+     * over after each definition, so that one array serves them all. */
+    struct lm_stack_frame frames[LM_STACK_MAX_DEPTH + 1];
     /* Per event header byte: kind << 8 | location words << 4 | source
      * for an alloc, free or realloc the fast path decodes, 0 for anything
      * else. */

@@ -60,21 +60,29 @@ void lm_buf_string(struct lm_buf *b, const char *s, size_t len)
     lm_buf_bytes(b, s, len);
 }
 
-static void prologue(struct lm_buf *b, const char *magic, uint8_t version)
+/* A prologue; ext is its first reserved byte (R3S's extension version). */
+static void prologue(struct lm_buf *b, const char *magic, uint8_t version,
+                     uint8_t ext)
 {
     uint8_t p[LM_PROLOGUE_SIZE] = {(uint8_t)magic[0],
                                    (uint8_t)magic[1],
                                    (uint8_t)magic[2],
                                    version,
-                                   0,
+                                   ext,
                                    0,
                                    0};
     lm_buf_bytes(b, p, sizeof(p));
 }
 
+/* R3's layouts of traces and symbols, which R3S keeps. */
+static int r3_layout(enum lm_revision rev)
+{
+    return rev == LM_REV_R3 || rev == LM_REV_R3S;
+}
+
 void lm_enc_symtab_prologue(struct lm_buf *b, uint8_t ljs_version)
 {
-    prologue(b, "ljs", ljs_version);
+    prologue(b, "ljs", ljs_version, 0);
 }
 
 static void sym_lfunc_body(struct lm_buf *b, uint64_t addr, const char *chunk,
@@ -90,7 +98,7 @@ static void sym_trace_body(struct lm_buf *b, enum lm_revision rev,
                            uint64_t proto, uint64_t line)
 {
     lm_buf_uleb(b, traceno);
-    if (rev != LM_REV_R3)
+    if (!r3_layout(rev))
         lm_buf_uleb(b, trace_addr);
     lm_buf_uleb(b, proto);
     lm_buf_uleb(b, line);
@@ -113,7 +121,7 @@ void lm_enc_sym_cfunc(struct lm_buf *b, uint64_t addr, const char *name)
 void lm_enc_sym_trace(struct lm_buf *b, enum lm_revision rev, uint64_t traceno,
                       uint64_t trace_addr, uint64_t proto, uint64_t line)
 {
-    lm_buf_byte(b, rev == LM_REV_R3 ? LM_SYM_V3_TRACE : LM_SYM_V2_TRACE);
+    lm_buf_byte(b, r3_layout(rev) ? LM_SYM_V3_TRACE : LM_SYM_V2_TRACE);
     sym_trace_body(b, rev, traceno, trace_addr, proto, line);
 }
 
@@ -124,7 +132,8 @@ void lm_enc_symtab_end(struct lm_buf *b)
 
 void lm_enc_events_prologue(struct lm_buf *b, uint8_t ljm_version)
 {
-    prologue(b, "ljm", ljm_version);
+    prologue(b, "ljm", ljm_version,
+             ljm_version == LM_LJM_STACKS ? LM_STACKS_EXT_VERSION : 0);
 }
 
 static void event_header(struct lm_buf *b, unsigned int event,
@@ -146,7 +155,7 @@ static void loc(struct lm_buf *b, enum lm_revision rev,
         break;
     case LM_SRC_TRACE:
         lm_buf_uleb(b, l->traceno);
-        if (rev != LM_REV_R3)
+        if (!r3_layout(rev))
             lm_buf_uleb(b, l->trace_addr);
         break;
     default:
@@ -221,13 +230,79 @@ void lm_enc_event_trace(struct lm_buf *b, enum lm_revision rev,
     sym_trace_body(b, rev, traceno, trace_addr, proto, line);
 }
 
+/* The header of an alloc or realloc that names a stack (bit S). */
+static void stacked_header(struct lm_buf *b, unsigned int event,
+                           unsigned int source)
+{
+    lm_buf_byte(b,
+                (uint8_t)(event | source << LM_EV_SOURCE_SHIFT | LM_EV_STACK));
+}
+
+void lm_enc_alloc_stack(struct lm_buf *b, enum lm_revision rev,
+                        const struct lm_loc_ref *l, uint64_t naddr,
+                        uint64_t nsize, uint64_t stack)
+{
+    stacked_header(b, LM_EV_ALLOC, l->source);
+    loc(b, rev, l);
+    lm_buf_uleb(b, naddr);
+    lm_buf_uleb(b, nsize);
+    lm_buf_uleb(b, stack);
+}
+
+void lm_enc_realloc_stack(struct lm_buf *b, enum lm_revision rev,
+                          const struct lm_loc_ref *l, uint64_t oaddr,
+                          uint64_t osize, uint64_t naddr, uint64_t nsize,
+                          uint64_t stack)
+{
+    stacked_header(b, LM_EV_REALLOC, l->source);
+    loc(b, rev, l);
+    lm_buf_uleb(b, oaddr);
+    lm_buf_uleb(b, osize);
+    lm_buf_uleb(b, naddr);
+    lm_buf_uleb(b, nsize);
+    lm_buf_uleb(b, stack);
+}
+
+/* A stack symbol's header and kind. */
+static void stack_symbol(struct lm_buf *b, uint8_t kind)
+{
+    event_header(b, LM_EV_SYMTAB, LM_SRC_STACK);
+    lm_buf_byte(b, kind);
+}
+
+void lm_enc_stack_config(struct lm_buf *b, uint64_t depth,
+                         uint64_t sample_bytes)
+{
+    stack_symbol(b, LM_STACK_CONFIG);
+    lm_buf_uleb(b, depth);
+    lm_buf_uleb(b, sample_bytes);
+}
+
+void lm_enc_stack_def(struct lm_buf *b, uint64_t id,
+                      const struct lm_stack_frame *frames, size_t n)
+{
+    stack_symbol(b, LM_STACK_DEF);
+    lm_buf_uleb(b, id);
+    lm_buf_uleb(b, n);
+    for (size_t i = 0; i < n; i++) {
+        lm_buf_uleb(b, frames[i].value << 2 | frames[i].kind);
+        if (frames[i].kind != LM_FRAME_MARKER)
+            lm_buf_uleb(b, frames[i].addr);
+    }
+}
+
+void lm_enc_stack_reset(struct lm_buf *b)
+{
+    stack_symbol(b, LM_STACK_RESET);
+}
+
 void lm_enc_epilogue(struct lm_buf *b)
 {
     lm_buf_byte(b, LM_HDR_FINAL);
 }
 
-static const uint8_t ljs_of[] = {0, 1, 2, 2, 3};
-static const uint8_t ljm_of[] = {0, 1, 2, 3, 3};
+static const uint8_t ljs_of[] = {0, 1, 2, 2, 3, 3};
+static const uint8_t ljm_of[] = {0, 1, 2, 3, 3, LM_LJM_STACKS};
 
 void lm_enc_begin(struct lm_buf *b, enum lm_revision rev)
 {
@@ -266,7 +341,7 @@ void lm_enc_symtab_of(struct lm_buf *b, struct lm_symtab *t,
     }
     /* In arrival order: a later name for an address wins, as it did.  Only
      * R3's symbol table has C symbols. */
-    for (uint32_t i = 0; rev == LM_REV_R3 && i < t->ncfuncs; i++) {
+    for (uint32_t i = 0; r3_layout(rev) && i < t->ncfuncs; i++) {
         const char *name = lm_symtab_str(t, t->cfuncs[i].name, &len);
         lm_buf_byte(b, LM_SYM_V3_CFUNC);
         lm_buf_uleb(b, t->cfuncs[i].addr);

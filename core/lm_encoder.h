@@ -63,6 +63,24 @@ void lm_enc_trace_mark(struct lm_buf *b, uint64_t traceno);
 void lm_enc_standin(struct lm_buf *b, uint64_t traceno);
 void lm_enc_epilogue(struct lm_buf *b);
 
+/*
+ * R3S (docs/format.md, "Stacks (R3S)"): an alloc or a realloc that names
+ * a stack (bit S, then its id), and the stack symbols: the configuration,
+ * a definition (frames innermost first) and a reset.
+ */
+void lm_enc_alloc_stack(struct lm_buf *b, enum lm_revision rev,
+                        const struct lm_loc_ref *loc, uint64_t naddr,
+                        uint64_t nsize, uint64_t stack);
+void lm_enc_realloc_stack(struct lm_buf *b, enum lm_revision rev,
+                          const struct lm_loc_ref *loc, uint64_t oaddr,
+                          uint64_t osize, uint64_t naddr, uint64_t nsize,
+                          uint64_t stack);
+void lm_enc_stack_config(struct lm_buf *b, uint64_t depth,
+                         uint64_t sample_bytes);
+void lm_enc_stack_def(struct lm_buf *b, uint64_t id,
+                      const struct lm_stack_frame *frames, size_t n);
+void lm_enc_stack_reset(struct lm_buf *b);
+
 /* Prologues of a whole revision: symtab versions by revision. */
 void lm_enc_begin(struct lm_buf *b, enum lm_revision rev);
 void lm_enc_begin_events(struct lm_buf *b, enum lm_revision rev);

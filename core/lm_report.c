@@ -3,8 +3,12 @@
 #include "lm_report.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lm_calltree.h"
+#include "lm_hash.h"
 
 /*
  * The report's unit is a name, as a reader sees it: locations that print
@@ -50,6 +54,9 @@ struct report {
     struct gpair *pairs; /* by kind, site group, primary group */
     uint32_t npairs;
     uint32_t *pair_first; /* per group and kind: first pair, or LM_NONE */
+    /* Per location, the one that stands for it in the stream stripped of
+     * its stacks (see make_bases); NULL when no location has a stack. */
+    uint32_t *base;
 };
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -132,6 +139,113 @@ static void loc_counters(const struct report *r, uint32_t loc,
     lm_state_counters(r->states[k], loc - r->first[k], c);
 }
 
+/*
+ * Stacks split a site's events into locations of their own, which the
+ * stream stripped of its stacks (docs/format.md, "Stripping") has as one;
+ * Tarantool's heap delta tests what a location allocated, and what each
+ * pair of locations released, before it sums them by name.  So that a
+ * report without stacks is that of the stripped stream, each location is
+ * taken as its base, the first of those that differ only by their stack:
+ * the same key, epoch and trace.
+ */
+static uint64_t stripped_hash(const struct lm_loc *l)
+{
+    uint64_t h = lm_hash_combine(l->source, l->addr);
+
+    h = lm_hash_combine(h, l->line);
+    h = lm_hash_combine(h, (uint64_t)l->trace << 32 | l->sym);
+    return lm_hash_combine(h, l->trace_sym);
+}
+
+static int same_stripped(const struct lm_loc *a, const struct lm_loc *b)
+{
+    return a->source == b->source && a->addr == b->addr && a->line == b->line &&
+           a->trace == b->trace && a->sym == b->sym &&
+           a->trace_sym == b->trace_sym;
+}
+
+/* The bases of state k's locations (numbered across the states). */
+static int bases_of(struct report *r, size_t k)
+{
+    const struct lm_state *s = r->states[k];
+    struct lm_hindex x;
+    uint32_t id, slot;
+
+    if (lm_hindex_init(&x) != 0)
+        return -1;
+    for (uint32_t i = 0; i < s->nlocs; i++) {
+        uint64_t h = stripped_hash(&s->locs[i]);
+        uint32_t found = LM_NONE;
+        LM_HINDEX_FOREACH(&x, h, id, slot)
+        {
+            if (same_stripped(&s->locs[id], &s->locs[i])) {
+                found = id;
+                break;
+            }
+        }
+        if (found == LM_NONE && lm_hindex_insert(&x, h, found = i) != 0) {
+            lm_hindex_free(&x);
+            return -1;
+        }
+        r->base[r->first[k] + i] = r->first[k] + found;
+    }
+    lm_hindex_free(&x);
+    return 0;
+}
+
+static int make_bases(struct report *r)
+{
+    int stacks = 0;
+
+    for (size_t k = 0; k < r->nstates; k++)
+        stacks |= r->states[k]->stacks.nlocs != 0;
+    if (!stacks)
+        return 0;
+    if ((r->base = malloc((r->nlocs ? r->nlocs : 1) * sizeof(*r->base))) ==
+        NULL)
+        return -1;
+    for (size_t k = 0; k < r->nstates; k++)
+        if (bases_of(r, k) != 0)
+            return -1;
+    return 0;
+}
+
+/* Credits a group with what a location (or a base's locations)
+ * allocated, as Tarantool's heap delta does. */
+static void credit_alloc(struct group *g, uint64_t bytes, uint64_t events)
+{
+    if (bytes > 0) {
+        g->credit = sat_add(g->credit, bytes);
+        g->nalloc += events;
+    }
+}
+
+/* The credits of each base (see make_bases): what its locations
+ * allocated, summed, then tested. */
+static int credit_bases(struct report *r)
+{
+    uint64_t *bytes = calloc((size_t)r->nlocs + 1, sizeof(*bytes));
+    uint64_t *events = calloc((size_t)r->nlocs + 1, sizeof(*events));
+
+    if (bytes == NULL || events == NULL) {
+        free(bytes);
+        free(events);
+        return -1;
+    }
+    for (uint32_t i = 0; i < r->nlocs; i++) {
+        struct lm_counters c;
+        loc_counters(r, i, &c);
+        bytes[r->base[i]] = sat_add(bytes[r->base[i]], c.alloc_bytes);
+        events[r->base[i]] += c.alloc_events;
+    }
+    for (uint32_t i = 0; i < r->nlocs; i++)
+        if (r->base[i] == i)
+            credit_alloc(&r->groups[r->group_of[i]], bytes[i], events[i]);
+    free(bytes);
+    free(events);
+    return 0;
+}
+
 /* Names every location and gathers equal names into groups. */
 static int make_groups(struct report *r)
 {
@@ -164,13 +278,48 @@ static int make_groups(struct report *r)
         loc_counters(r, byname[i].loc, c);
         r->group_of[byname[i].loc] = g;
         lm_counters_add(&r->groups[g].c, c);
-        if (c->alloc_bytes > 0) {
-            r->groups[g].credit = sat_add(r->groups[g].credit, c->alloc_bytes);
-            r->groups[g].nalloc += c->alloc_events;
-        }
+        if (r->base == NULL)
+            credit_alloc(&r->groups[g], c->alloc_bytes, c->alloc_events);
     }
     free(byname);
-    return 0;
+    return r->base != NULL ? credit_bases(r) : 0;
+}
+
+static int cmp_overrides(const void *a, const void *b)
+{
+    const struct lm_override *x = a, *y = b;
+
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    if (x->site != y->site)
+        return x->site < y->site ? -1 : 1;
+    return (x->primary > y->primary) - (x->primary < y->primary);
+}
+
+/* The overrides between bases (see make_bases): each record's locations
+ * taken as their bases, and the records of a pair summed, in place. */
+static void merge_base_overrides(const struct report *r, struct lm_override *o,
+                                 uint32_t *n)
+{
+    uint32_t k = 0;
+
+    if (r->base == NULL)
+        return;
+    for (uint32_t i = 0; i < *n; i++) {
+        o[i].site = r->base[o[i].site];
+        o[i].primary = r->base[o[i].primary] & ((1u << 30) - 1);
+    }
+    qsort(o, *n, sizeof(*o), cmp_overrides);
+    for (uint32_t i = 0; i < *n; i++) {
+        if (k > 0 && cmp_overrides(&o[k - 1], &o[i]) == 0) {
+            o[k - 1].count += o[i].count;
+            o[k - 1].allocated += o[i].allocated;
+            o[k - 1].freed += o[i].freed;
+            continue;
+        }
+        o[k++] = o[i];
+    }
+    *n = k;
 }
 
 static int cmp_gpairs(const void *a, const void *b)
@@ -461,6 +610,367 @@ static int section(struct report *r, uint8_t kind, const char *title)
     fputs(r->o->json ? "]," : "\n", r->out);
     free(rows);
     return 0;
+}
+
+/* -- The STACKS section (docs/report.md): each site's callers. */
+
+/* A frame's name, malloc'd (NULL when out of memory). */
+static char *format_frame(const struct lm_state *s, const struct lm_sframe *f)
+{
+    size_t len = 128;
+    char *buf = malloc(len);
+
+    while (buf != NULL) {
+        int n = lm_state_frame_name(s, f, buf, len);
+        if (n < 0) {
+            free(buf);
+            return NULL;
+        }
+        if ((size_t)n < len)
+            return buf;
+        len = (size_t)n + 1;
+        char *p = realloc(buf, len);
+        if (p == NULL)
+            free(buf);
+        buf = p;
+    }
+    return NULL;
+}
+
+/* Locations listed by group: those of group g are at[first[g]] up to
+ * at[first[g + 1]]. */
+struct by_group {
+    uint32_t *first, *at;
+};
+
+static int locations_by_group(const struct report *r, struct by_group *b)
+{
+    b->first = calloc((size_t)r->ngroups + 2, sizeof(*b->first));
+    b->at = malloc((r->nlocs ? r->nlocs : 1) * sizeof(*b->at));
+    if (b->first == NULL || b->at == NULL)
+        return -1;
+    for (uint32_t i = 0; i < r->nlocs; i++)
+        b->first[r->group_of[i] + 2]++;
+    for (uint32_t g = 0; g < r->ngroups; g++)
+        b->first[g + 2] += b->first[g + 1];
+    for (uint32_t i = 0; i < r->nlocs; i++)
+        b->at[b->first[r->group_of[i] + 1]++] = i;
+    return 0;
+}
+
+/* Per state: what its stacked locations' live blocks weigh when it was
+ * sampled (lm_state_stack_live), else NULL. */
+static struct lm_stack_est **live_estimates(const struct report *r)
+{
+    struct lm_stack_est **est = calloc(r->nstates + 1, sizeof(*est));
+
+    for (size_t k = 0; est != NULL && k < r->nstates; k++) {
+        const struct lm_state *s = r->states[k];
+        if (s->stacks.sample_bytes == 0)
+            continue;
+        if ((est[k] = calloc((size_t)s->nlocs + 1, sizeof(**est))) == NULL)
+            return est; /* the caller sees the hole */
+        lm_state_stack_live(s, est[k]);
+    }
+    return est;
+}
+
+/* What location loc (of state k, its number there i) adds to a tree:
+ * exact counts, or estimates when its state sampled (1 returned). */
+static int loc_figures(const struct report *r, uint32_t loc,
+                       struct lm_stack_est *const *live,
+                       struct lm_ct_figures *f)
+{
+    uint32_t k = r->owner[loc], i = loc - r->first[k];
+    const struct lm_state *s = r->states[k];
+    struct lm_counters c;
+
+    if (s->stacks.sample_bytes != 0 && s->locs[i].stack != 0) {
+        int made = (size_t)i < s->stacks.est_room / sizeof(*s->stacks.est);
+        f->allocs = made ? s->stacks.est[i].events : 0;
+        f->alloc_bytes = made ? s->stacks.est[i].bytes : 0;
+        f->live_bytes = live[k] != NULL ? live[k][i].bytes : 0;
+        f->live_blocks = live[k] != NULL ? live[k][i].events : 0;
+        return 1;
+    }
+    loc_counters(r, loc, &c);
+    f->allocs = (double)(c.alloc_events + c.realloc_events);
+    f->alloc_bytes = (double)(c.alloc_bytes + c.realloc_new_bytes);
+    f->live_bytes = (double)c.live_bytes;
+    f->live_blocks = (double)c.live_blocks;
+    return 0;
+}
+
+/* Whether a stack's innermost frame is the site itself (a Lua line the
+ * site's name says, a C function at the site's address): the tree's
+ * root says it already. */
+static int frame_is_site(const struct lm_state *s, uint32_t i,
+                         const struct lm_sframe *f, const char *fname)
+{
+    const struct lm_loc *l = &s->locs[i];
+    char *site;
+    int same;
+
+    if (f->kind == LM_FRAME_C)
+        return l->source == LM_SRC_CFUNC && l->addr == f->addr;
+    if (f->kind != LM_FRAME_LUA || l->source != LM_SRC_LFUNC)
+        return 0;
+    if ((site = format_name(s, i, 0)) == NULL)
+        return 0;
+    same = strcmp(site, fname) == 0;
+    free(site);
+    return same;
+}
+
+static void free_names(char **names, uint32_t n)
+{
+    for (uint32_t j = 0; j < n; j++)
+        free(names[j]);
+}
+
+/* Adds a stacked location (loc, of state k, i there) to its site's tree
+ * along its callers: 0, or -1 when out of memory. */
+static int add_stacked(const struct report *r, struct lm_calltree *t,
+                       uint32_t loc, const struct lm_ct_figures *f, int est)
+{
+    uint32_t k = r->owner[loc], i = loc - r->first[k], n, skip = 0;
+    const struct lm_state *s = r->states[k];
+    const struct lm_sframe *fr =
+        lm_stacks_frames(&s->stacks, s->locs[i].stack, &n);
+    char *names[LM_STACK_MAX_DEPTH + 1];
+    int rc = -1;
+
+    for (uint32_t j = 0; j < n; j++)
+        if ((names[j] = format_frame(s, &fr[j])) == NULL) {
+            free_names(names, j);
+            return -1;
+        }
+    if (n > 0 && frame_is_site(s, i, &fr[0], names[0]))
+        skip = 1;
+    rc =
+        lm_calltree_add(t, (const char *const *)names + skip, n - skip, f, est);
+    free_names(names, n);
+    return rc;
+}
+
+/* The tree of group g's callers: 0, or -1 when out of memory.  Events
+ * without a stack make a path of their own when the stream gave every
+ * event one (folded ones, the census's); a sampled stream's estimates
+ * stand for them. */
+static int site_tree(const struct report *r, const struct by_group *b,
+                     struct lm_stack_est *const *live, uint32_t g,
+                     struct lm_calltree *t)
+{
+    static const char *const none[] = {"[no stack]"};
+
+    for (uint32_t j = b->first[g]; j < b->first[g + 1]; j++) {
+        uint32_t loc = b->at[j], k = r->owner[loc];
+        const struct lm_state *s = r->states[k];
+        struct lm_ct_figures f;
+        int est = loc_figures(r, loc, live, &f);
+        if (s->locs[loc - r->first[k]].stack != 0) {
+            if (add_stacked(r, t, loc, &f, est) != 0)
+                return -1;
+        } else if (s->stacks.sample_bytes == 0 &&
+                   (f.allocs != 0 || f.live_blocks != 0)) {
+            if (lm_calltree_add(t, none, 1, &f, 0) != 0)
+                return -1;
+        }
+    }
+    /* The site's own figures: exact, whatever its stacks say. */
+    struct lm_counters c = r->groups[g].c;
+    t->v[0].f =
+        (struct lm_ct_figures){(double)(c.alloc_events + c.realloc_events),
+                               (double)(c.alloc_bytes + c.realloc_new_bytes),
+                               (double)c.live_bytes, (double)c.live_blocks};
+    t->v[0].estimated = 0;
+    return lm_calltree_sort(t);
+}
+
+/* Whether group g has a location with a stack. */
+static int has_stacks(const struct report *r, const struct by_group *b,
+                      uint32_t g)
+{
+    for (uint32_t j = b->first[g]; j < b->first[g + 1]; j++) {
+        uint32_t loc = b->at[j], k = r->owner[loc];
+        if (r->states[k]->locs[loc - r->first[k]].stack != 0)
+            return 1;
+    }
+    return 0;
+}
+
+static uint64_t rounded(double v)
+{
+    return v <= 0 ? 0 : (uint64_t)llround(v);
+}
+
+static void text_ct_node(struct report *r, const struct lm_ct_node *n)
+{
+    const char *e = n->estimated ? "~" : "";
+
+    for (uint32_t d = 0; d < n->depth; d++)
+        fputc('\t', r->out);
+    fprintf(r->out, "%s: %s%" PRIu64 " allocs\t+%s", n->name, e,
+            rounded(n->f.allocs), e);
+    put_bytes(r, rounded(n->f.alloc_bytes));
+    fprintf(r->out, "\tlive %s", e);
+    put_bytes(r, rounded(n->f.live_bytes));
+    fprintf(r->out, " in %s%" PRIu64 " blocks\n", e, rounded(n->f.live_blocks));
+}
+
+static void json_ct_node(struct report *r, const struct lm_calltree *t,
+                         uint32_t i)
+{
+    const struct lm_ct_node *n = &t->v[i];
+
+    fputs(i == 0 ? "{\"location\":" : "{\"frame\":", r->out);
+    put_json_name(r->out, n->name);
+    fprintf(r->out,
+            ",\"allocs\":%" PRIu64 ",\"alloc_bytes\":%" PRIu64
+            ",\"live_bytes\":%" PRIu64 ",\"live_blocks\":%" PRIu64
+            ",\"estimated\":%s,\"callers\":[",
+            rounded(n->f.allocs), rounded(n->f.alloc_bytes),
+            rounded(n->f.live_bytes), rounded(n->f.live_blocks),
+            n->estimated ? "true" : "false");
+    for (uint32_t c = n->child; c != LM_NONE; c = t->v[c].sibling) {
+        if (c != n->child)
+            fputs(",", r->out);
+        json_ct_node(r, t, c);
+    }
+    fputs("]}", r->out);
+}
+
+/* A tree, depth first, each node's callers biggest first. */
+static void write_tree(struct report *r, const struct lm_calltree *t,
+                       uint32_t i)
+{
+    text_ct_node(r, &t->v[i]);
+    for (uint32_t c = t->v[i].child; c != LM_NONE; c = t->v[c].sibling)
+        write_tree(r, t, c);
+}
+
+/* The section's header: the depth and sampling of the first state that
+ * has stacks (the processes of a merged report run one program). */
+static void stacks_header(struct report *r)
+{
+    const struct lm_stacks *k = NULL;
+    uint64_t folded = 0;
+
+    for (size_t i = 0; i < r->nstates; i++) {
+        folded += r->states[i]->stacks.folded;
+        if (k == NULL && r->states[i]->stacks.configured)
+            k = &r->states[i]->stacks;
+    }
+    if (r->o->json) {
+        fprintf(r->out,
+                "\"stacks\":{\"depth\":%u,\"sample_bytes\":%" PRIu64
+                ",\"folded\":%" PRIu64 ",\"sites\":[",
+                k ? k->depth : 0, k ? k->sample_bytes : 0, folded);
+        return;
+    }
+    if (k == NULL)
+        fputs("STACKS (none: the stream has no call stacks)", r->out);
+    else if (k->sample_bytes == 0)
+        fprintf(r->out, "STACKS (depth %u, every allocation)", k->depth);
+    else
+        fprintf(r->out,
+                "STACKS (depth %u, sampled every %" PRIu64
+                " bytes on average: ~ marks estimates)",
+                k->depth, k->sample_bytes);
+    if (folded != 0)
+        fprintf(r->out, "; %" PRIu64 " events past the bound without theirs",
+                folded);
+    fputs(":\n", r->out);
+}
+
+/* The sites in the report's order: ALLOCATIONS', then REALLOCATIONS'
+ * that are not there, then the rest by name.  NULL when out of memory. */
+static uint32_t *site_order(struct report *r, uint32_t *n)
+{
+    uint32_t *order = malloc(((size_t)r->ngroups + 1) * sizeof(*order));
+    uint8_t *seen = calloc((size_t)r->ngroups + 1, 1);
+    static const uint8_t kinds[] = {LM_EV_ALLOC, LM_EV_REALLOC};
+
+    *n = 0;
+    for (size_t k = 0; order != NULL && seen != NULL && k < 2; k++) {
+        uint32_t m;
+        struct row *rows = section_rows(r, kinds[k], &m);
+        if (rows == NULL) {
+            free(order);
+            order = NULL;
+            break;
+        }
+        for (uint32_t i = 0; i < m; i++)
+            if (!seen[rows[i].group]++)
+                order[(*n)++] = rows[i].group;
+        free(rows);
+    }
+    for (uint32_t g = 0; order != NULL && seen != NULL && g < r->ngroups; g++)
+        if (!seen[g])
+            order[(*n)++] = g;
+    if (seen == NULL) {
+        free(order);
+        return NULL;
+    }
+    free(seen);
+    return order;
+}
+
+/* Each site that has stacks, with its tree, in *written. */
+static int write_site_trees(struct report *r, const struct by_group *b,
+                            struct lm_stack_est *const *live,
+                            const uint32_t *order, uint32_t n,
+                            uint32_t *written)
+{
+
+    for (uint32_t i = 0; i < n; i++) {
+        struct lm_calltree t;
+        uint32_t g = order[i];
+        if (!has_stacks(r, b, g))
+            continue;
+        if (lm_calltree_init(&t, r->groups[g].name) != 0)
+            return -1;
+        if (site_tree(r, b, live, g, &t) != 0) {
+            lm_calltree_free(&t);
+            return -1;
+        }
+        if (r->o->json) {
+            fputs(*written ? "," : "", r->out);
+            json_ct_node(r, &t, 0);
+        } else {
+            write_tree(r, &t, 0);
+            fputs("\n", r->out); /* a blank line after each, as sections */
+        }
+        ++*written;
+        lm_calltree_free(&t);
+    }
+    return 0;
+}
+
+static int write_stacks(struct report *r)
+{
+    struct by_group b = {NULL, NULL};
+    struct lm_stack_est **live = live_estimates(r);
+    uint32_t n = 0, *order = site_order(r, &n), written = 0;
+    int rc = -1;
+
+    if (live == NULL || order == NULL || locations_by_group(r, &b) != 0)
+        goto out;
+    for (size_t k = 0; k < r->nstates; k++)
+        if (r->states[k]->stacks.sample_bytes != 0 && live[k] == NULL)
+            goto out;
+    stacks_header(r);
+    rc = write_site_trees(r, &b, live, order, n, &written);
+    if (r->o->json || written == 0)
+        fputs(r->o->json ? "]}," : "\n", r->out);
+out:
+    for (size_t k = 0; live != NULL && k < r->nstates; k++)
+        free(live[k]);
+    free(live);
+    free(order);
+    free(b.first);
+    free(b.at);
+    return rc;
 }
 
 /* By held bytes, descending; then by name (group order). */
@@ -814,6 +1324,7 @@ static void report_free(struct report *r)
     free(r->groups);
     free(r->pairs);
     free(r->pair_first);
+    free(r->base);
 }
 
 /* Every state's overrides, their locations numbered across the states;
@@ -873,7 +1384,10 @@ int lm_report_write_merged(FILE *out, const struct lm_state *const *states,
     int rc = -1;
 
     if (number_locations(&r) != 0 || (ovr = all_overrides(&r, &novr)) == NULL ||
-        make_groups(&r) != 0 || make_pairs(&r, ovr, novr) != 0)
+        make_bases(&r) != 0 || make_groups(&r) != 0)
+        goto out;
+    merge_base_overrides(&r, ovr, &novr);
+    if (make_pairs(&r, ovr, novr) != 0)
         goto out;
     if (r.o->json) {
         fputs("{", out);
@@ -887,6 +1401,8 @@ int lm_report_write_merged(FILE *out, const struct lm_state *const *states,
                  r.o->json ? "reallocations" : "REALLOCATIONS") ||
          section(&r, LM_EV_FREE,
                  r.o->json ? "deallocations" : "DEALLOCATIONS")))
+        goto out;
+    if (r.o->stacks && write_stacks(&r) != 0)
         goto out;
     if (write_heap_summary(&r) != 0)
         goto out;

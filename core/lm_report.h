@@ -18,6 +18,8 @@ struct lm_report_opts {
     /* What traces' compiled code allocated is named by the trace, not
      * the line (lm_state_loc_trace_name). */
     int by_trace;
+    /* Each site's callers (R3S): the STACKS section (docs/report.md). */
+    int stacks;
     /* Not a report but an export to another tool (lm_export.h): 0, or
      * 1 + enum lm_export_format; export_value is its enum lm_export_value.
      * The report's writers ignore both; whoever calls them dispatches. */

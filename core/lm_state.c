@@ -27,6 +27,7 @@ int lm_state_init(struct lm_state *s, const struct lm_state_limits *limits)
     s->direct_bytes = LM_DEFAULT_DIRECT_BYTES;
     if (limits != NULL && limits->direct_bytes != 0)
         s->direct_bytes = limits->direct_bytes;
+    lm_stacks_init(&s->stacks, LM_DEFAULT_MAX_STACK_LOCATIONS);
     s->last_loc = LM_NONE;
     s->census.internals_loc = LM_NONE;
     s->site_cache = lm_table_alloc(LM_SITE_CACHE * sizeof(*s->site_cache));
@@ -55,10 +56,13 @@ void lm_state_free(struct lm_state *s)
     free(s->cfunc_locs);
     free(s->ovr);
     free(s->census.dups);
+    lm_stacks_free(&s->stacks);
     memset(s, 0, sizeof(*s));
 }
 
-static uint64_t ref_hash(const struct lm_loc_ref *r)
+/* The hash of a location's key: r, and the stack (0 for none, which
+ * adds nothing: a stream without stacks hashes as it did). */
+static uint64_t ref_hash(const struct lm_loc_ref *r, uint32_t stack)
 {
     /* Odd multipliers spread each word upwards, and the high half folded
      * onto the low brings every bit to the low ones, which the tables
@@ -66,7 +70,7 @@ static uint64_t ref_hash(const struct lm_loc_ref *r)
     uint64_t x =
         (r->addr * 0x9e3779b97f4a7c15ULL) ^
         ((r->line ^ (uint64_t)r->trace << 40) * 0xc2b2ae3d27d4eb4fULL) ^
-        ((uint64_t)r->source << 59);
+        ((uint64_t)r->source << 59) ^ (uint64_t)stack * 0xd6e8feb86659fd93ULL;
 
     return x ^ x >> 32;
 }
@@ -77,13 +81,14 @@ static uint64_t loc_hash(const struct lm_loc *l)
                            .trace = l->trace,
                            .addr = l->addr,
                            .line = l->line};
-    return ref_hash(&r);
+    return ref_hash(&r, l->stack);
 }
 
-static int loc_is(const struct lm_loc *l, const struct lm_loc_ref *r)
+static int loc_is(const struct lm_loc *l, const struct lm_loc_ref *r,
+                  uint32_t stack)
 {
     return l->addr == r->addr && l->line == r->line && l->source == r->source &&
-           l->trace == r->trace;
+           l->trace == r->trace && l->stack == stack;
 }
 
 /* The site cache's location for a ref_hash() h, or LM_NONE (see struct
@@ -126,6 +131,21 @@ static void retire_trace_list(struct lm_state *s, uint32_t first)
         retire_loc(s, id);
 }
 
+/*
+ * The C symbol that names a C address: the nearest at or below it, but
+ * for a builtin's (R3S: a number below LM_BUILTIN_ADDR_LIMIT, where no
+ * code is), which names its own number only; LM_NONE for none.
+ */
+static uint32_t cfunc_symbol(struct lm_state *s, uint64_t addr)
+{
+    uint32_t sym = lm_symtab_cfunc_floor(&s->sym, addr);
+
+    if (sym != LM_NONE && s->sym.cfuncs[sym].addr < LM_BUILTIN_ADDR_LIMIT &&
+        s->sym.cfuncs[sym].addr != addr)
+        return LM_NONE;
+    return sym;
+}
+
 /* New C symbols may rename C locations: retire those whose name moved. */
 static void retire_renamed_cfunc_locs(struct lm_state *s)
 {
@@ -134,7 +154,7 @@ static void retire_renamed_cfunc_locs(struct lm_state *s)
     for (uint32_t i = 0; i < s->ncfunc_locs; i++) {
         uint32_t id = s->cfunc_locs[i];
         struct lm_loc *l = &s->locs[id];
-        if (lm_symtab_cfunc_floor(&s->sym, l->addr) != l->sym)
+        if (cfunc_symbol(s, l->addr) != l->sym)
             retire_loc(s, id);
         else
             s->cfunc_locs[kept++] = id;
@@ -188,7 +208,7 @@ static int bind_symbol(struct lm_state *s, uint32_t id)
         head = &s->sym.traces[l->sym].locs;
         break;
     case LM_SRC_CFUNC:
-        l->sym = lm_symtab_cfunc_floor(&s->sym, l->addr);
+        l->sym = cfunc_symbol(s, l->addr);
         if (LM_RESERVE(s->cfunc_locs, s->cfunc_locs_cap, s->ncfunc_locs) != 0)
             return -1;
         s->cfunc_locs[s->ncfunc_locs++] = id;
@@ -229,7 +249,7 @@ static int resize_locs(struct lm_state *s, uint32_t cap)
 }
 
 static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
-                        uint64_t h, const char **err)
+                        uint32_t stack, uint64_t h, const char **err)
 {
     uint32_t id = s->nlocs;
 
@@ -246,6 +266,7 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
     l->addr = r->addr;
     l->line = r->line;
     l->trace = r->source == LM_SRC_LFUNC ? r->trace : 0;
+    l->stack = stack;
     l->sym = l->trace_sym = LM_NONE;
     l->next = l->trace_next = LM_NONE;
     /* Counted only once reachable, so a failure leaves nothing behind. */
@@ -256,35 +277,42 @@ static uint32_t new_loc(struct lm_state *s, const struct lm_loc_ref *r,
         goto oom;
     }
     s->nlocs++;
+    s->stacks.nlocs += stack != 0;
     return id;
 oom:
     *err = "out of memory";
     return LM_NONE;
 }
 
-/* The location of r, whose ref_hash() is h; created if new. */
+static uint32_t fold_stack(struct lm_state *s, const struct lm_loc_ref *r,
+                           const char **err);
+
+/* The location of r and stack, whose ref_hash() is h; created if new. */
 static HOT uint32_t get_loc(struct lm_state *s, const struct lm_loc_ref *r,
-                            int hashed, uint64_t h, const char **err)
+                            uint32_t stack, int hashed, uint64_t h,
+                            const char **err)
 {
     uint32_t id, slot;
 
     /* The one-entry cache: without a hash at hand, the fields decide. */
     if (s->last_loc != LM_NONE && (!hashed || s->last_hash == h) &&
-        loc_is(&s->locs[s->last_loc], r))
+        loc_is(&s->locs[s->last_loc], r, stack))
         return s->last_loc;
     if (!hashed)
-        h = ref_hash(r);
+        h = ref_hash(r, stack);
     if (s->cfuncs_changed)
         retire_renamed_cfunc_locs(s);
     id = site_cached(s, h);
-    if (id != LM_NONE && loc_is(&s->locs[id], r))
+    if (id != LM_NONE && loc_is(&s->locs[id], r, stack))
         goto cached;
     LM_HINDEX_FOREACH(&s->loc_index, h, id, slot)
     {
-        if (loc_is(&s->locs[id], r))
+        if (loc_is(&s->locs[id], r, stack))
             goto found;
     }
-    id = new_loc(s, r, h, err);
+    if (stack != 0 && s->stacks.nlocs >= s->stacks.max_locs)
+        return fold_stack(s, r, err);
+    id = new_loc(s, r, stack, h, err);
     if (id == LM_NONE)
         return LM_NONE;
 found:
@@ -293,6 +321,16 @@ cached:
     s->last_loc = id;
     s->last_hash = h;
     return id;
+}
+
+/* The location of an event whose stack is dropped, as its site's
+ * locations of a stack reached their bound: its site's without one.
+ * Out of line, as get_loc is inlined into it. */
+static __attribute__((noinline)) uint32_t
+fold_stack(struct lm_state *s, const struct lm_loc_ref *r, const char **err)
+{
+    s->stacks.folded++;
+    return get_loc(s, r, 0, 0, 0, err);
 }
 
 static uint64_t ovr_hash(uint8_t kind, uint32_t site, uint32_t primary)
@@ -723,6 +761,49 @@ static HOT void count_event(struct lm_state *s, const struct lm_record *r,
         count_realloc(s, c, r->osize, r->nsize);
 }
 
+/* A stacked location's estimate takes a sampled event (see
+ * lm_stacks_weight): its bytes, a realloc's new ones. */
+static int weigh_event(struct lm_state *s, uint32_t loc,
+                       const struct lm_record *r, const char **err)
+{
+    struct lm_stack_est *e;
+
+    if (s->stacks.sample_bytes == 0)
+        return 0; /* every event has its stack: the counts are exact */
+    if ((e = lm_stacks_est(&s->stacks, loc)) == NULL) {
+        *err = "out of memory";
+        return -1;
+    }
+    double w = lm_stacks_weight(&s->stacks, r->nsize);
+    e->events += w;
+    e->bytes += w * (double)r->nsize;
+    return 0;
+}
+
+/*
+ * The location of an event that names a stack (R3S): its site's with the
+ * stack the VM's id stands for, weighed if sampled; its site's without
+ * one when the stack was dropped at the bound (folded).  Out of line:
+ * R3's events never come here.
+ */
+static __attribute__((noinline)) uint32_t
+stacked_loc(struct lm_state *s, const struct lm_record *r, const char **err)
+{
+    uint32_t stack = lm_stacks_lookup(&s->stacks, r->stack), loc;
+
+    if (stack == LM_NONE) {
+        *err = "an event names a stack not defined since the last reset";
+        return LM_NONE;
+    }
+    if (stack == 0)
+        return fold_stack(s, &r->loc, err);
+    loc = get_loc(s, &r->loc, stack, 0, 0, err);
+    if (loc != LM_NONE && s->locs[loc].stack != 0 &&
+        weigh_event(s, loc, r, err) != 0)
+        return LM_NONE;
+    return loc;
+}
+
 /* Whether an allocation at a live address is a census duplicate: the
  * census announced a block the state knows (made after the stream
  * began), which stays as it is.  Counted. */
@@ -782,7 +863,9 @@ static HOT int apply_event(struct lm_state *s, const struct lm_record *r,
         *err = "block size of 4 GiB or more";
         return -1;
     }
-    uint32_t loc = get_loc(s, &r->loc, h->loc_hashed, h->loc, err);
+    uint32_t loc = __builtin_expect(r->stack != 0, 0)
+                       ? stacked_loc(s, r, err)
+                       : get_loc(s, &r->loc, 0, h->loc_hashed, h->loc, err);
 
     if (loc == LM_NONE)
         return -1;
@@ -815,7 +898,7 @@ static uint32_t census_internals_loc(struct lm_state *s, const char **err)
         .source = LM_SRC_LFUNC, .addr = LM_CENSUS_INTERNALS, .line = 0};
 
     if (s->census.internals_loc == LM_NONE)
-        s->census.internals_loc = get_loc(s, &ref, 0, 0, err);
+        s->census.internals_loc = get_loc(s, &ref, 0, 0, 0, err);
     return s->census.internals_loc;
 }
 
@@ -913,11 +996,63 @@ static int is_census_marker(const struct lm_record *r)
            (r->addr == LM_CENSUS_BEGIN || r->addr == LM_CENSUS_COMPLETE);
 }
 
+/* A frame of a definition, bound to the symbols current now (see
+ * lm_stacks.h): 0, or -1 when out of memory. */
+static int bind_frame(struct lm_state *s, const struct lm_stack_frame *in,
+                      struct lm_sframe *out)
+{
+    *out = (struct lm_sframe){in->addr, in->value, LM_NONE, in->kind};
+    if (in->kind == LM_FRAME_LUA) {
+        out->sym = lm_symtab_proto_current(&s->sym, in->addr);
+        return out->sym == LM_NONE ? -1 : 0;
+    }
+    if (in->kind == LM_FRAME_C)
+        out->sym = cfunc_symbol(s, in->addr);
+    return 0;
+}
+
+/* A stack definition: its frames bound and interned, the VM's id
+ * naming the stack.  0, or -1 when out of memory. */
+static int define_stack(struct lm_state *s, const struct lm_record *r)
+{
+    struct lm_sframe f[LM_STACK_MAX_DEPTH + 1];
+    uint32_t stack;
+
+    for (uint32_t i = 0; i < r->nframes; i++)
+        if (bind_frame(s, &r->frames[i], &f[i]) != 0)
+            return -1;
+    stack = lm_stacks_intern(&s->stacks, f, r->nframes);
+    if (stack == LM_NONE)
+        return -1;
+    return lm_stacks_define(&s->stacks, r->stack, stack);
+}
+
+/* A stack symbol (R3S).  Not counted in the totals' symtab_events: the
+ * totals are those of the stream stripped of its stacks. */
+static int apply_stack_symbol(struct lm_state *s, const struct lm_record *r)
+{
+    switch (r->kind) {
+    case LM_REC_STACK_DEF:
+        return define_stack(s, r);
+    case LM_REC_STACK_CONFIG:
+        s->stacks.configured = 1;
+        s->stacks.depth = (uint32_t)r->depth;
+        s->stacks.sample_bytes = r->sample_bytes;
+        return 0;
+    default: /* LM_REC_STACK_RESET */
+        lm_stacks_reset(&s->stacks);
+        return 0;
+    }
+}
+
 /* Applies a symbol record: 0, -1 when out of memory, or 1 when it
  * completed a census, whose remainder the caller places. */
 static int apply_symbol(struct lm_state *s, const struct lm_record *r)
 {
     uint32_t retired = LM_NONE;
+
+    if (r->kind >= LM_REC_STACK_DEF && r->kind <= LM_REC_STACK_RESET)
+        return apply_stack_symbol(s, r);
 
     /* A symbol may rename what the one-entry cache holds. */
     s->last_loc = LM_NONE;
@@ -1021,7 +1156,7 @@ static void plan_far(struct lm_state *s, const struct lm_record *r,
     if (!is_event(r))
         return;
     p->oslot = UINT32_MAX;
-    p->loc = ref_hash(&r->loc);
+    p->loc = ref_hash(&r->loc, 0); /* an event's stack is found later */
     p->loc_hashed = 1;
     __builtin_prefetch(&s->loc_index.slots[p->loc & s->loc_index.mask]);
     if (r->kind != LM_REC_ALLOC) {
@@ -1232,7 +1367,7 @@ static HOT void plan_loc(struct lm_state *s, const struct lm_record *r,
 {
     if (!is_event(r))
         return;
-    *h = ref_hash(&r->loc);
+    *h = ref_hash(&r->loc, 0);
     uint32_t id = site_cached(s, *h);
     if (id != LM_NONE)
         prefetch_site(s, id);
@@ -1286,7 +1421,10 @@ int lm_state_split(struct lm_state *s, const struct lm_record *recs, size_t n,
             *err = "block size of 4 GiB or more";
             goto fail;
         }
-        loc = get_loc(s, &r->loc, near != 0, near ? hashes[i % RING] : 0, err);
+        loc = __builtin_expect(r->stack != 0, 0)
+                  ? stacked_loc(s, r, err)
+                  : get_loc(s, &r->loc, 0, near != 0,
+                            near ? hashes[i % RING] : 0, err);
         if (loc == LM_NONE)
             goto fail;
         /* Counted here, where the site's record was just read. */
@@ -1711,11 +1849,51 @@ void lm_state_loc_parts(const struct lm_state *s, uint32_t loc,
     }
 }
 
+int lm_state_frame_name(const struct lm_state *s, const struct lm_sframe *f,
+                        char *buf, size_t len)
+{
+    static const char *const markers[] = {NULL, "[truncated]", "[tail call]",
+                                          "[coroutine]"};
+    const char *name;
+    size_t nlen;
+
+    switch (f->kind) {
+    case LM_FRAME_LUA:
+        return lfunc_name(s, f->sym, f->addr, f->value, buf, len);
+    case LM_FRAME_C:
+        if (f->sym == LM_NONE)
+            return snprintf(buf, len, "CFUNC %#" PRIx64, f->addr);
+        name = lm_symtab_str(&s->sym, s->sym.cfuncs[f->sym].name, &nlen);
+        return snprintf(buf, len, "%.*s", (int)nlen, name);
+    default:
+        if (f->value >= LM_MARK_TRUNCATED && f->value <= LM_MARK_COROUTINE)
+            return snprintf(buf, len, "%s", markers[f->value]);
+        return snprintf(buf, len, "[marker %" PRIu64 "]", f->value);
+    }
+}
+
+void lm_state_stack_live(const struct lm_state *s, struct lm_stack_est *est)
+{
+    for (unsigned int k = 0; k < LM_HEAP_SHARDS; k++) {
+        const struct lm_heap_shard *sh = &s->heap.shard[k];
+        for (uint32_t j = 0; j < sh->cap; j++) {
+            if (*lm_heap_ctrl_of(sh, j) >= LM_HEAP_EMPTY)
+                continue;
+            const struct lm_heap_slot *b = &sh->slots[j];
+            if (b->loc >= s->nlocs || s->locs[b->loc].stack == 0)
+                continue;
+            double w = lm_stacks_weight(&s->stacks, b->size);
+            est[b->loc].events += w;
+            est[b->loc].bytes += w * (double)b->size;
+        }
+    }
+}
+
 uint64_t lm_state_memory(const struct lm_state *s)
 {
     const struct lm_symtab *t = &s->sym;
 
-    return lm_heap_memory(&s->heap) +
+    return lm_heap_memory(&s->heap) + lm_stacks_memory(&s->stacks) +
            (uint64_t)s->locs_cap * (sizeof(*s->locs) + sizeof(*s->sides)) +
            (uint64_t)s->ovr_cap * sizeof(*s->ovr) +
            LM_SITE_CACHE * sizeof(*s->site_cache) +

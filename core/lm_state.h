@@ -9,6 +9,7 @@
 #include "lm_format.h"
 #include "lm_heapmap.h"
 #include "lm_hindex.h"
+#include "lm_stacks.h"
 #include "lm_symtab.h"
 
 /* Per-location counters (X-macro: one list for the struct and the JSON):
@@ -121,6 +122,12 @@ struct lm_loc {
     uint32_t trace;
     uint32_t trace_sym;
     uint32_t trace_next;
+    /* The call stack that reached the site (R3S; struct lm_stacks), 0 for
+     * none, part of the key as the trace is: a site's events of each
+     * stack are a location of their own, named by the site, so that the
+     * views that gather locations by name show one row per line, and
+     * live bytes, overrides and the rest come per stack for free. */
+    uint32_t stack;
     /* Blocks made here by operations split off for a worker (see
      * lm_state_split), not yet in the heap side's live counts: counted
      * by the thread that reads the stream, on a line it reads anyway, so
@@ -253,8 +260,9 @@ struct lm_state_limits {
 
 #define LM_SITE_CACHE 16384 /* entries; a power of two */
 
-#define LM_DEFAULT_MAX_LOCATIONS (4u << 20)
-#define LM_MAX_LOCATIONS         ((1u << 24) - 1) /* pending override tags: 24 bits */
+#define LM_DEFAULT_MAX_LOCATIONS       (4u << 20)
+#define LM_DEFAULT_MAX_STACK_LOCATIONS 65536u
+#define LM_MAX_LOCATIONS               ((1u << 24) - 1) /* pending override tags: 24 bits */
 
 struct lm_state {
     struct lm_symtab sym;
@@ -288,6 +296,14 @@ struct lm_state {
 
     struct lm_totals totals;
     struct lm_census census;
+    /* R3S: the configuration, the stacks, the VM's ids of them, and
+     * what was folded at the bound.  Kept by the state that reads the
+     * stream (a part of two threads has none).  The bound on locations
+     * of a site and a stack, stacks.max_locs, is
+     * LM_DEFAULT_MAX_STACK_LOCATIONS unless the reader sets it before
+     * the first record: past it, an event's stack is dropped, and the
+     * event counts at its site's location without one (stacks.folded). */
+    struct lm_stacks stacks;
     uint8_t revision; /* enum lm_revision, once the events begin */
 };
 
@@ -468,6 +484,22 @@ static inline int lm_census_addr(const struct lm_state *s, uint64_t addr)
 {
     return s->census.names && addr != 0 && addr < LM_CENSUS_ADDR_LIMIT;
 }
+
+/*
+ * A frame's name, as the report names it: a Lua frame `CHUNK:LINE` (as
+ * a Lua location, aliases and all), a C frame its C symbol's name
+ * (a builtin, below LM_BUILTIN_ADDR_LIMIT, only by the symbol at its
+ * number), `CFUNC 0xADDR` without one, a marker `[truncated]`, `[tail
+ * call]` or `[coroutine]`.  Returns snprintf's result.
+ */
+int lm_state_frame_name(const struct lm_state *s, const struct lm_sframe *f,
+                        char *buf, size_t len);
+
+/* What the live blocks of stacked locations weigh under sampling (see
+ * lm_stacks_weight): per location (est[nlocs], zeroed by the caller),
+ * bytes and blocks of a location with a stack.  On a state that holds
+ * its blocks (settled, with two threads). */
+void lm_state_stack_live(const struct lm_state *s, struct lm_stack_est *est);
 
 /* Bytes of memory the state holds, tables included. */
 uint64_t lm_state_memory(const struct lm_state *s);

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_encoder.h"
 #include "lm_groups.h"
 #include "lm_par.h"
 #include "lm_report.h"
 #include "lm_profile.h"
 #include "lm_state.h"
+#include "lm_strip.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -90,6 +92,7 @@ static void check_one_thread_agrees(const uint8_t *data, size_t size,
 
     if (lm_profile_init(&one, lim, slim) != 0)
         return;
+    one.state.stacks.max_locs = two->state.stacks.max_locs;
     feed(&one, data, size, chunk, NULL);
     if (one.dec.phase != two->dec.phase ||
         one.dec.err_offset != two->dec.err_offset ||
@@ -104,6 +107,56 @@ static void check_one_thread_agrees(const uint8_t *data, size_t size,
     free(r1);
     free(r2);
     lm_profile_free(&one);
+}
+
+static int append(void *ctx, const void *buf, size_t len)
+{
+    struct lm_buf *b = ctx;
+
+    lm_buf_bytes(b, buf, len);
+    return b->oom ? -1 : 0;
+}
+
+/*
+ * A stream the state took whole, stripped of its stacks (lm_strip.h),
+ * is whole R3 (or the stream as it was) whose state has the same totals
+ * and the same report without --stacks.
+ */
+static void check_stripped_agrees(const uint8_t *data, size_t size,
+                                  size_t chunk, const struct lm_limits *lim,
+                                  const struct lm_state_limits *slim,
+                                  const struct lm_profile *p)
+{
+    struct lm_buf out = {0};
+    struct lm_strip st;
+    struct lm_profile q;
+    enum lm_status rc = LM_NEED_MORE;
+
+    if (p->dec.phase != LM_PH_DONE)
+        return;
+    lm_strip_init(&st, lim, append, &out);
+    for (size_t off = 0; off < size && rc == LM_NEED_MORE; off += chunk)
+        rc = lm_strip_feed(&st, data + off,
+                           size - off < chunk ? size - off : chunk, NULL);
+    int failed = st.failed;
+    lm_strip_free(&st);
+    if (failed || lm_profile_init(&q, lim, slim) != 0) {
+        lm_buf_free(&out);
+        return; /* out of memory */
+    }
+    if (rc != LM_DONE)
+        abort();
+    feed(&q, out.data, out.len, out.len ? out.len : 1, NULL);
+    if (q.dec.phase != LM_PH_DONE || q.dec.revision == LM_REV_R3S ||
+        memcmp(&q.state.totals, &p->state.totals, sizeof(struct lm_totals)))
+        abort();
+    char *r1 = report_of(&p->state), *r2 = report_of(&q.state);
+    if (r1 != NULL && r2 != NULL && strcmp(r1, r2) != 0)
+        abort();
+    free(r1);
+    free(r2);
+    lm_profile_free(&q);
+    lm_buf_free(&out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -121,7 +174,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * modulo 3, the path records take through the state (direct, the full
      * prefetch pipeline, or the heap-only one once 256 blocks are live at
      * under 5 locations), which must agree; with bit 6 set, two threads,
-     * checked against one.
+     * checked against one; with bit 7, a bound of 8 locations of a site
+     * and a stack, so that stacks fold.
      */
     uint8_t how = data[0];
     size_t chunk = how ? how : size;
@@ -131,6 +185,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size--;
     if (lm_profile_init(&p, &limits, &state_limits) != 0)
         return 0;
+    if (how & 0x80)
+        p.state.stacks.max_locs = 8;
     if (threads == 2 && lm_profile_threads(&p, 2) != 0)
         abort();
     struct lm_groups g;
@@ -140,6 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* only out of memory */
     if (threads == 2)
         check_one_thread_agrees(data, size, chunk, &limits, &state_limits, &p);
+    check_stripped_agrees(data, size, chunk, &limits, &state_limits, &p);
     /* Names, sorting and overrides must hold for whatever was accepted. */
     FILE *devnull = fopen("/dev/null", "w");
     if (devnull != NULL) {
@@ -150,6 +207,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         lm_report_write(devnull, &p.state, &opts);
         opts.by_trace = 1; /* by trace: markers' and stand-ins' epochs */
         lm_report_write(devnull, &p.state, &opts);
+        opts.by_trace = 0;
+        opts.stacks = 1; /* each site's callers, estimates and all */
+        lm_report_write(devnull, &p.state, &opts);
+        opts.json = 0;
+        if (lm_report_write(devnull, &p.state, &opts) != 0)
+            abort();
         fclose(devnull);
     }
     /* The live heap must match the heap map exactly. */

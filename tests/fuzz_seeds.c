@@ -1,8 +1,8 @@
 /* Writes fuzz seeds that reach what random bytes seldom build: big heaps,
  * a primary released by more sites than it keeps pending, a census (its
- * markers, duplicates, older blocks' frees, remainder), trace markers and
- * stand-ins; and, for the control protocol's target, one frame of each
- * request. */
+ * markers, duplicates, older blocks' frees, remainder), trace markers,
+ * stand-ins and call stacks (R3S); and, for the control protocol's target,
+ * one frame of each request. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +17,11 @@
  * First bytes (see fuzz_decoder.c): all at once on the direct path, one
  * and two bytes at a time on the pipelines, two threads on each path (in
  * chunks of 64 to 66 bytes), and 188- and 191-byte chunks on the
- * heap-only pipeline.
+ * heap-only pipeline, and 193-byte ones on two threads; the last three
+ * with a bound of 8 locations of a site and a stack.
  */
-static const unsigned char paths[] = {0x00, 0x01, 0x02, 0x40,
-                                      0x41, 0x42, 0xbc, 0xbf};
+static const unsigned char paths[] = {0x00, 0x01, 0x02, 0x40, 0x41,
+                                      0x42, 0xbc, 0xbf, 0xc1};
 
 static int write_seed(const char *dir, const char *name, const struct lm_buf *b)
 {
@@ -190,6 +191,88 @@ static void standins(struct lm_buf *b)
     lm_enc_epilogue(b);
 }
 
+/* A stack of frames of every kind, defined as id: the site, callers at
+ * lines that id picks, a builtin, a C function and a marker. */
+static void def_stack(struct lm_buf *b, uint64_t id)
+{
+    struct lm_stack_frame f[] = {
+        {LM_FRAME_LUA, 0x100, 3},
+        {LM_FRAME_LUA, 0x100, 10 + id % 4},
+        {LM_FRAME_C, 17, 0},
+        {LM_FRAME_C, 0x7000 + id, 0},
+        {LM_FRAME_MARKER, 0, 1 + id % 3},
+    };
+
+    lm_enc_stack_def(b, id, f, 2 + id % 4);
+}
+
+/*
+ * Call stacks (docs/format.md, "Stacks (R3S)"): a configuration with
+ * sampling, stacks with every kind of frame, allocations and reallocations
+ * that name them beside others that do not, a reset whose ids come back
+ * for other stacks, a prototype announced anew under a stack, and frees
+ * (which never name one) by another site.
+ */
+static void stacks(struct lm_buf *b)
+{
+    struct lm_loc_ref at = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 3},
+                      c = {.source = LM_SRC_CFUNC, .addr = 0x7100},
+                      gc = {.source = LM_SRC_INTERNAL};
+
+    lm_enc_begin(b, LM_REV_R3S);
+    lm_enc_sym_lfunc(b, 0x100, "@seed.lua", 0);
+    lm_enc_sym_cfunc(b, 0x7000, "libseed.so:f");
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3S);
+    lm_enc_stack_config(b, 4, 256);
+    lm_enc_event_cfunc(b, 17, "string.rep");
+    for (uint64_t k = 1; k <= 6; k++)
+        def_stack(b, k);
+    for (uint64_t k = 1; k <= 40; k++) {
+        if (k == 20) {
+            lm_enc_stack_reset(b);
+            for (uint64_t id = 1; id <= 3; id++)
+                def_stack(b, id + 3);
+            lm_enc_event_lfunc(b, 0x100, "@seed.lua", 0);
+        }
+        const struct lm_loc_ref *l = k % 5 == 0 ? &c : &at;
+        if (k % 3 == 0)
+            lm_enc_alloc(b, LM_REV_R3S, l, k * 16, 8 * k);
+        else
+            lm_enc_alloc_stack(b, LM_REV_R3S, l, k * 16, 8 * k,
+                               1 + k % (k < 20 ? 6 : 3));
+        if (k % 4 == 0)
+            lm_enc_realloc_stack(b, LM_REV_R3S, &at, k * 16, 8 * k, k * 16, k,
+                                 1 + k % 3);
+    }
+    for (uint64_t k = 1; k <= 40; k += 2)
+        lm_enc_free(b, LM_REV_R3S, &gc, k * 16, 8);
+    lm_enc_epilogue(b);
+}
+
+/* More stacks than a small bound (the fuzz target's, 8, on some paths)
+ * keeps: some stacks dropped, others' locations past it. */
+static void many_stacks(struct lm_buf *b)
+{
+    struct lm_loc_ref at = {.source = LM_SRC_LFUNC, .addr = 0x100, .line = 3};
+
+    lm_enc_begin(b, LM_REV_R3S);
+    lm_enc_sym_lfunc(b, 0x100, "@seed.lua", 0);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3S);
+    lm_enc_stack_config(b, 2, 0);
+    for (uint64_t k = 1; k <= 24; k++) {
+        struct lm_stack_frame f[] = {{LM_FRAME_LUA, 0x100, 3},
+                                     {LM_FRAME_LUA, 0x100, 100 + k}};
+        lm_enc_stack_def(b, k, f, 2);
+    }
+    for (uint64_t k = 1; k <= 72; k++) {
+        at.line = 3 + k % 3;
+        lm_enc_alloc_stack(b, LM_REV_R3S, &at, k * 16, 8, 1 + k % 24);
+    }
+    lm_enc_epilogue(b);
+}
+
 /* One control request, framed as a client sends it, into dir/name. */
 static int write_request(const char *dir, const char *name, Ljmp__Request *req)
 {
@@ -330,7 +413,7 @@ static int marks_seeds(const char *dir)
 int main(int argc, char **argv)
 {
     struct lm_buf heap = {0}, releasers = {0}, taken = {0}, marked = {0},
-                  standing = {0};
+                  standing = {0}, stacked = {0}, folded = {0};
     int rc;
 
     if (argc != 2 && argc != 3) {
@@ -344,7 +427,11 @@ int main(int argc, char **argv)
     census(&taken);
     trace_markers(&marked);
     standins(&standing);
+    stacks(&stacked);
+    many_stacks(&folded);
     rc = write_seed(argv[1], "big-heap", &heap) != 0 ||
+         write_seed(argv[1], "stacks", &stacked) != 0 ||
+         write_seed(argv[1], "many-stacks", &folded) != 0 ||
          write_seed(argv[1], "many-releasers", &releasers) != 0 ||
          write_seed(argv[1], "census", &taken) != 0 ||
          write_seed(argv[1], "trace-markers", &marked) != 0 ||
@@ -354,5 +441,7 @@ int main(int argc, char **argv)
     lm_buf_free(&taken);
     lm_buf_free(&marked);
     lm_buf_free(&standing);
+    lm_buf_free(&stacked);
+    lm_buf_free(&folded);
     return rc;
 }

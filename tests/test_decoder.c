@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_report.h"
+#include "lm_strip.h"
 #include "test_util.h"
 
-static const enum lm_revision revisions[] = {LM_REV_R1, LM_REV_R2,
-                                             LM_REV_R3_SEED, LM_REV_R3};
+static const enum lm_revision revisions[] = {
+    LM_REV_R1, LM_REV_R2, LM_REV_R3_SEED, LM_REV_R3, LM_REV_R3S};
 
 static enum lm_status decode_to(struct recorder *r, const uint8_t *buf,
                                 size_t len, size_t chunk, struct lm_decoder *d)
@@ -57,7 +59,7 @@ static void test_records_of_every_revision(void)
         CU_ASSERT_EQUAL(d.revision, rev);
 
         int traces = rev != LM_REV_R1, enrich = rev >= LM_REV_R3_SEED;
-        int r3 = rev == LM_REV_R3;
+        int r3 = rev >= LM_REV_R3, stacks = rev == LM_REV_R3S;
         CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_LFUNC), 2u + enrich);
         CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_CFUNC), r3 ? 2u : 0u);
         CU_ASSERT_EQUAL(count(&r, LM_REC_SYM_TRACE),
@@ -69,6 +71,9 @@ static void test_records_of_every_revision(void)
         CU_ASSERT_EQUAL(count(&r, LM_REC_REALLOC), 1u);
         CU_ASSERT_EQUAL(count(&r, LM_REC_FREE), 3u);
         CU_ASSERT_EQUAL(count(&r, LM_REC_END), 1u);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_STACK_CONFIG), (size_t)stacks);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_STACK_DEF), 3u * stacks);
+        CU_ASSERT_EQUAL(count(&r, LM_REC_STACK_RESET), (size_t)stacks);
         CU_ASSERT_EQUAL(r.recs[r.n - 1].rec.kind, LM_REC_END);
         CU_ASSERT_EQUAL(r.recs[r.n - 1].rec.offset, b.len - 1);
 
@@ -113,6 +118,38 @@ static void test_records_of_every_revision(void)
             CU_ASSERT_EQUAL(s->rec.addr, 0x300);
             CU_ASSERT_STRING_EQUAL(s->str, "local t = {}\nreturn t");
         }
+        if (stacks) {
+            s = nth(&r, LM_REC_STACK_CONFIG, 0);
+            CU_ASSERT_EQUAL(s->rec.depth, 2);
+            CU_ASSERT_EQUAL(s->rec.sample_bytes, 0);
+            CU_ASSERT_EQUAL(s->rec.size, 4);
+            s = nth(&r, LM_REC_STACK_DEF, 1);
+            CU_ASSERT_EQUAL(s->rec.stack, 2);
+            CU_ASSERT_EQUAL_FATAL(s->rec.nframes, 3);
+            CU_ASSERT_EQUAL(s->frames[0].kind, LM_FRAME_LUA);
+            CU_ASSERT_EQUAL(s->frames[0].addr, 0x200);
+            CU_ASSERT_EQUAL(s->frames[0].value, 6);
+            CU_ASSERT_EQUAL(s->frames[1].kind, LM_FRAME_C);
+            CU_ASSERT_EQUAL(s->frames[1].addr, 0x7010);
+            CU_ASSERT_EQUAL(s->frames[2].kind, LM_FRAME_MARKER);
+            CU_ASSERT_EQUAL(s->frames[2].value, LM_MARK_TRUNCATED);
+            /* 14 00 02 03, then 6 << 2 | 0 with 0x200 (2 bytes), 1 with
+             * 0x7010 (3 bytes), and 1 << 2 | 2. */
+            CU_ASSERT_EQUAL(s->rec.size, 12);
+            CU_ASSERT_EQUAL(nth(&r, LM_REC_STACK_DEF, 2)->rec.stack, 1);
+            CU_ASSERT_EQUAL(nth(&r, LM_REC_STACK_DEF, 2)->rec.nframes, 1);
+        }
+        /* Events name their stacks in R3S only; frees never do. */
+        s = nth(&r, LM_REC_ALLOC, 0);
+        CU_ASSERT_EQUAL(s->rec.stack, stacks ? 1u : 0u);
+        /* The header, 0x100 (2 bytes), 2, 0x1000 (2 bytes), 64. */
+        CU_ASSERT_EQUAL(s->rec.stack_at, stacks ? 7u : 0u);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 2)->rec.stack, stacks ? 2u : 0u);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_REALLOC, 0)->rec.stack,
+                        stacks ? 1u : 0u);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_ALLOC, 3)->rec.stack, 0);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_FREE, 0)->rec.stack, 0);
+        CU_ASSERT_EQUAL(nth(&r, LM_REC_FREE, 0)->rec.stack_at, 0);
         if (r3) {
             s = nth(&r, LM_REC_SYM_TRACE, 1);
             CU_ASSERT_EQUAL(s->rec.in_events, 1);
@@ -137,13 +174,18 @@ static int same_record(const struct saved_record *a,
     const struct lm_record *x = &a->rec, *y = &b->rec;
 
     if (x->kind != y->kind || x->in_events != y->in_events ||
-        x->revision != y->revision || x->offset != y->offset)
+        x->revision != y->revision || x->offset != y->offset ||
+        x->stack != y->stack || x->stack_at != y->stack_at)
         return 0;
     if (x->kind >= LM_REC_ALLOC && x->kind <= LM_REC_REALLOC)
         return x->loc.source == y->loc.source && x->loc.addr == y->loc.addr &&
-               x->loc.line == y->loc.line && x->oaddr == y->oaddr &&
-               x->osize == y->osize && x->naddr == y->naddr &&
-               x->nsize == y->nsize;
+               x->loc.line == y->loc.line && x->loc.trace == y->loc.trace &&
+               x->oaddr == y->oaddr && x->osize == y->osize &&
+               x->naddr == y->naddr && x->nsize == y->nsize;
+    if (x->kind >= LM_REC_STACK_DEF && x->kind <= LM_REC_STACK_RESET)
+        return x->nframes == y->nframes && x->depth == y->depth &&
+               x->sample_bytes == y->sample_bytes && x->size == y->size &&
+               same_frames(a->frames, b->frames, x->nframes);
     return x->addr == y->addr && x->line == y->line &&
            x->traceno == y->traceno && x->trace_addr == y->trace_addr &&
            x->str_len == y->str_len && strcmp(a->str, b->str) == 0;
@@ -254,10 +296,14 @@ static void test_every_prefix_then_rest(void)
         struct lm_buf b = {0};
         struct lm_profile whole;
 
+        /* The report says it all, with the stacks of R3S. */
+        struct lm_report_opts o = {.json = 1,
+                                   .stacks = revisions[v] == LM_REV_R3S};
+
         sample_stream(&b, revisions[v]);
         lm_profile_init(&whole, NULL, NULL);
         CU_ASSERT_EQUAL(feed_chunked(&whole, b.data, b.len, 0), LM_DONE);
-        char *expected = report_string(&whole.state, 0, 0, 1);
+        char *expected = report_with(&whole.state, &o);
 
         for (size_t k = 0; k < b.len; k++) {
             struct lm_profile p;
@@ -275,7 +321,7 @@ static void test_every_prefix_then_rest(void)
             CU_ASSERT_EQUAL(lm_profile_feed(&p, b.data + k, b.len - k, &used),
                             LM_DONE);
             CU_ASSERT_EQUAL(used, b.len - k);
-            char *got = report_string(&p.state, 0, 0, 1);
+            char *got = report_with(&p.state, &o);
             CU_ASSERT_STRING_EQUAL(got, expected);
             CU_ASSERT_EQUAL(p.state.totals.live_bytes,
                             whole.state.totals.live_bytes);
@@ -325,6 +371,16 @@ static void r3_with_events(struct lm_buf *b, const uint8_t *tail, size_t n)
     lm_enc_sym_lfunc(b, 0x100, "@a.lua", 0);
     lm_enc_symtab_end(b);
     lm_enc_begin_events(b, LM_REV_R3);
+    lm_buf_bytes(b, tail, n);
+}
+
+/* The same in R3S. */
+static void r3s_with_events(struct lm_buf *b, const uint8_t *tail, size_t n)
+{
+    lm_enc_begin(b, LM_REV_R3S);
+    lm_enc_sym_lfunc(b, 0x100, "@a.lua", 0);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3S);
     lm_buf_bytes(b, tail, n);
 }
 
@@ -569,6 +625,185 @@ static void test_malformed_inputs(void)
     c.offset = 8;
     c.message = "where the 'ljm' events prologue was expected";
     check_bad(&c);
+}
+
+/* An R3S stream whose events go wrong at its first event: the offset of
+ * the first byte that is wrong (0: the event's), and what is said. */
+static void check_bad_r3s(const char *name, const uint8_t *tail, size_t n,
+                          uint64_t at, const char *message)
+{
+    struct bad_case c;
+
+    memset(&c, 0, sizeof(c));
+    c.name = name;
+    r3s_with_events(&c.buf, tail, n);
+    c.offset = 26 + at; /* the prefix, as R3's */
+    c.message = message;
+    check_bad(&c);
+}
+
+/* R3S's checks (docs/format.md, "What the decoder checks"). */
+static void test_malformed_stacks(void)
+{
+    struct bad_case c;
+
+    memset(&c, 0, sizeof(c));
+    c.name = "stacks extension version 2";
+    lm_enc_begin(&c.buf, LM_REV_R3S);
+    lm_enc_symtab_end(&c.buf);
+    lm_buf_bytes(&c.buf, "ljm\x53\x02\0\0", 7);
+    c.offset = 8 + 4;
+    c.message = "unsupported stacks extension version 2 (ljmp reads 1)";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "stacks after symbol table version 2";
+    lm_enc_begin(&c.buf, LM_REV_R2);
+    lm_enc_symtab_end(&c.buf);
+    lm_enc_events_prologue(&c.buf, LM_LJM_STACKS);
+    c.offset = 8 + 3;
+    c.message = "unsupported events version 83 after symbol table version 2";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "bit S before R3S";
+    {
+        uint8_t t[] = {0x25, 0x10, 0x10, 0x01};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = 26;
+    c.message = "unknown event header 0x25";
+    check_bad(&c);
+
+    memset(&c, 0, sizeof(c));
+    c.name = "stack symbol before R3S";
+    {
+        uint8_t t[] = {0x14, 0x02};
+        r3_with_events(&c.buf, t, sizeof(t));
+    }
+    c.offset = 26;
+    c.message = "unknown event header 0x14";
+    check_bad(&c);
+
+    uint8_t free_s[] = {0x26, 0x10, 0x10, 0x01};
+    check_bad_r3s("bit S on a free", free_s, sizeof(free_s), 0,
+                  "a free with a stack");
+    uint8_t sym_s[] = {0x28, 0x01, 0x00, 0x00};
+    check_bad_r3s("bit S on a symbol", sym_s, sizeof(sym_s), 0,
+                  "unknown event header 0x28");
+    uint8_t alloc_5[] = {0x15, 0x10, 0x10};
+    check_bad_r3s("source 5 on an alloc", alloc_5, sizeof(alloc_5), 0,
+                  "unknown event header 0x15");
+    uint8_t id0[] = {0x25, 0x10, 0x10, 0x00};
+    check_bad_r3s("an event naming stack 0", id0, sizeof(id0), 0,
+                  "event names stack 0 (ids are 1 to 2^32 - 1)");
+    uint8_t id33[] = {0x27, 0x10, 0x10, 0x20, 0x20,
+                      0x80, 0x80, 0x80, 0x80, 0x10};
+    check_bad_r3s("an event naming a stack past 32 bits", id33, sizeof(id33), 0,
+                  "event names stack 4294967296");
+    uint8_t kind3[] = {0x14, 0x00, 0x01, 0x01, 0x03, 0x10};
+    check_bad_r3s("a frame of kind 3", kind3, sizeof(kind3), 0,
+                  "stack frame of kind 3");
+    uint8_t deep[] = {0x14, 0x00, 0x01, LM_STACK_MAX_DEPTH + 2, 0x06};
+    check_bad_r3s("a definition of 66 frames", deep, sizeof(deep), 0,
+                  "stack definition of 66 frames, more than 65");
+    uint8_t def0[] = {0x14, 0x00, 0x00, 0x00};
+    check_bad_r3s("a definition of id 0", def0, sizeof(def0), 0,
+                  "stack definition of id 0");
+    uint8_t def33[] = {0x14, 0x00, 0x80, 0x80, 0x80, 0x80, 0x10, 0x00};
+    check_bad_r3s("a definition past 32 bits", def33, sizeof(def33), 0,
+                  "stack definition of id 4294967296");
+    uint8_t kind9[] = {0x14, 0x09};
+    check_bad_r3s("a stack symbol of kind 9", kind9, sizeof(kind9), 0,
+                  "stack symbol of kind 9");
+    uint8_t depth0[] = {0x14, 0x01, 0x00, 0x00};
+    check_bad_r3s("a configuration of depth 0", depth0, sizeof(depth0), 0,
+                  "stack configuration of depth 0");
+    uint8_t depth65[] = {0x14, 0x01, 0x41, 0x00};
+    check_bad_r3s("a configuration of depth 65", depth65, sizeof(depth65), 0,
+                  "stack configuration of depth 65");
+}
+
+/* The deepest definition, one frame past the depth with the marker, is
+ * larger than the smallest buffer limit: kept whole all the same, fed a
+ * byte at a time. */
+static void test_deep_stack_in_small_buffer(void)
+{
+    struct lm_stack_frame f[LM_STACK_MAX_DEPTH + 1];
+    struct lm_limits lim = {16, 64};
+    struct lm_buf b = {0};
+    struct recorder r = {0};
+    struct lm_decoder d;
+
+    for (int i = 0; i < LM_STACK_MAX_DEPTH; i++)
+        f[i] = i % 2 ? frame_c(UINT64_MAX - (uint64_t)i)
+                     : frame_lua(UINT64_MAX / 3, UINT32_MAX);
+    f[LM_STACK_MAX_DEPTH] = frame_marker(LM_MARK_TRUNCATED);
+    lm_enc_begin(&b, LM_REV_R3S);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3S);
+    lm_enc_stack_config(&b, LM_STACK_MAX_DEPTH, 0);
+    lm_enc_stack_def(&b, UINT32_MAX, f, LM_STACK_MAX_DEPTH + 1);
+    lm_enc_epilogue(&b);
+    CU_ASSERT(b.len > 800); /* more than 12 times the buffer limit */
+    lm_decoder_init(&d, &lim, recorder_sink, &r);
+    enum lm_status st = LM_NEED_MORE;
+    for (size_t i = 0; i < b.len && st == LM_NEED_MORE; i++)
+        st = lm_decoder_feed(&d, b.data + i, 1, NULL);
+    CU_ASSERT_EQUAL(st, LM_DONE);
+    const struct saved_record *s = nth(&r, LM_REC_STACK_DEF, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->rec.stack, UINT32_MAX);
+    CU_ASSERT_EQUAL(s->rec.nframes, LM_STACK_MAX_DEPTH + 1);
+    CU_ASSERT(same_frames(s->frames, f, LM_STACK_MAX_DEPTH + 1));
+    recorder_free(&r);
+    lm_decoder_free(&d);
+    lm_buf_free(&b);
+}
+
+/* Events with a stack take the careful path between the fast path's
+ * runs: the records are the careful path's, however they mix. */
+static void test_fast_paths_agree_with_stacks(void)
+{
+    struct lm_buf b = {0};
+    struct recorder careful = {0}, portable = {0}, wide = {0};
+    struct lm_stack_frame f[] = {frame_lua(0x1000, 3), frame_c(0x7000)};
+    struct lm_decoder d;
+
+    lm_enc_begin(&b, LM_REV_R3S);
+    lm_enc_sym_lfunc(&b, 0x1000, "@fast.lua", 1);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3S);
+    lm_enc_stack_config(&b, 4, 0);
+    for (uint64_t i = 0; i < 600; i++) {
+        struct lm_loc_ref l = i % 3 ? loc_lua(0x1000, i % 11) : loc_c(i << 20);
+        uint64_t stack = i % 5 == 1 || i % 7 == 0 ? 1 + i % 3 : 0;
+        if (i < 3)
+            lm_enc_stack_def(&b, i + 1, f, 1 + i % 2);
+        enc_alloc_at(&b, LM_REV_R3S, &l, 0x10000 + i * 64, 16 + i, stack);
+        enc_realloc_at(&b, LM_REV_R3S, &l, 0x10000 + i * 64, 16 + i,
+                       i << 40 | 0x30, 32, stack ? 4 - stack : 0);
+        lm_enc_free(&b, LM_REV_R3S, &l, i << 40 | 0x30, 32);
+    }
+    lm_enc_epilogue(&b);
+    CU_ASSERT_EQUAL(decode_to(&careful, b.data, b.len, 1, &d), LM_DONE);
+    int have_wide = d.use_wide;
+    lm_decoder_free(&d);
+    CU_ASSERT_EQUAL(decode_whole(&portable, b.data, b.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL(decode_whole(&wide, b.data, b.len, have_wide), LM_DONE);
+    CU_ASSERT_EQUAL_FATAL(portable.n, careful.n);
+    CU_ASSERT_EQUAL_FATAL(wide.n, careful.n);
+    for (size_t i = 0; i < careful.n; i++) {
+        CU_ASSERT(same_record(&portable.recs[i], &careful.recs[i]));
+        CU_ASSERT(same_record(&wide.recs[i], &careful.recs[i]));
+    }
+    CU_ASSERT_EQUAL(nth(&careful, LM_REC_ALLOC, 1)->rec.stack, 2);
+    CU_ASSERT_EQUAL(nth(&careful, LM_REC_REALLOC, 1)->rec.stack, 2);
+    CU_ASSERT_EQUAL(nth(&careful, LM_REC_ALLOC, 2)->rec.stack, 0);
+    recorder_free(&careful);
+    recorder_free(&portable);
+    recorder_free(&wide);
+    lm_buf_free(&b);
 }
 
 /* Limits far above what the arithmetic can hold are lowered. */
@@ -868,6 +1103,11 @@ void register_decoder_tests(void)
                 test_fast_paths_agree);
     CU_add_test(s, "bytes after the epilogue", test_bytes_after_epilogue);
     CU_add_test(s, "malformed inputs", test_malformed_inputs);
+    CU_add_test(s, "malformed stacks (R3S)", test_malformed_stacks);
+    CU_add_test(s, "the deepest stack in the smallest buffer",
+                test_deep_stack_in_small_buffer);
+    CU_add_test(s, "fast paths agree between events with stacks",
+                test_fast_paths_agree_with_stacks);
     CU_add_test(s, "records before an error are kept",
                 test_records_before_error_are_kept);
     CU_add_test(s, "truncation message", test_truncation_message);

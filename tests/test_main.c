@@ -10,9 +10,10 @@
  * cross-checks against other parsers). */
 static int write_samples(const char *dir)
 {
-    static const char *const names[] = {NULL, "r1", "r2", "r3-seed", "r3"};
+    static const char *const names[] = {NULL,      "r1", "r2",
+                                        "r3-seed", "r3", "r3s"};
 
-    for (int rev = LM_REV_R1; rev <= LM_REV_R3; rev++) {
+    for (int rev = LM_REV_R1; rev <= LM_REV_R3S; rev++) {
         struct lm_buf b = {0};
         char path[512];
         sample_stream(&b, (enum lm_revision)rev);
@@ -37,6 +38,7 @@ int main(int argc, char **argv)
     register_decoder_tests();
     register_state_tests();
     register_report_tests();
+    register_stacks_tests();
     register_export_tests();
     register_diff_tests();
     register_cli_tests();

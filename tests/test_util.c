@@ -30,6 +30,13 @@ int recorder_sink(void *ctx, const struct lm_record *recs, size_t n,
         struct saved_record *s = &r->recs[r->n++];
         memset(s, 0, sizeof(*s));
         s->rec = recs[i];
+        /* A definition's frames, while they last. */
+        if (recs[i].kind == LM_REC_STACK_DEF) {
+            memcpy(s->frames, recs[i].frames,
+                   recs[i].nframes * sizeof(*s->frames));
+            s->rec.frames = NULL;
+            continue;
+        }
         /* A symbol's name, while it lasts (an event's words share str). */
         if (recs[i].kind <= LM_REC_SYM_TRACE && recs[i].str != NULL) {
             size_t len = recs[i].str_len < sizeof(s->str) - 1
@@ -88,30 +95,92 @@ void census_complete(struct lm_buf *b, uint64_t total)
     lm_enc_event_lfunc(b, LM_CENSUS_COMPLETE, "[census complete]", total);
 }
 
+int same_frames(const struct lm_stack_frame *a, const struct lm_stack_frame *b,
+                size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].kind != b[i].kind || a[i].addr != b[i].addr ||
+            a[i].value != b[i].value)
+            return 0;
+    return 1;
+}
+
+struct lm_stack_frame frame_lua(uint64_t proto, uint64_t line)
+{
+    return (struct lm_stack_frame){LM_FRAME_LUA, proto, line};
+}
+
+struct lm_stack_frame frame_c(uint64_t addr)
+{
+    return (struct lm_stack_frame){LM_FRAME_C, addr, 0};
+}
+
+struct lm_stack_frame frame_marker(uint64_t marker)
+{
+    return (struct lm_stack_frame){LM_FRAME_MARKER, 0, marker};
+}
+
+void enc_alloc_at(struct lm_buf *b, enum lm_revision rev,
+                  const struct lm_loc_ref *l, uint64_t naddr, uint64_t nsize,
+                  uint64_t stack)
+{
+    if (rev == LM_REV_R3S && stack != 0)
+        lm_enc_alloc_stack(b, rev, l, naddr, nsize, stack);
+    else
+        lm_enc_alloc(b, rev, l, naddr, nsize);
+}
+
+void enc_realloc_at(struct lm_buf *b, enum lm_revision rev,
+                    const struct lm_loc_ref *l, uint64_t oaddr, uint64_t osize,
+                    uint64_t naddr, uint64_t nsize, uint64_t stack)
+{
+    if (rev == LM_REV_R3S && stack != 0)
+        lm_enc_realloc_stack(b, rev, l, oaddr, osize, naddr, nsize, stack);
+    else
+        lm_enc_realloc(b, rev, l, oaddr, osize, naddr, nsize);
+}
+
+/* R3S's stack symbols of the sample: the configuration and two stacks,
+ * one with a C frame and a truncation marker. */
+static void sample_stacks(struct lm_buf *b)
+{
+    struct lm_stack_frame one[] = {frame_lua(0x100, 2), frame_lua(0x200, 9)};
+    struct lm_stack_frame two[] = {frame_lua(0x200, 6), frame_c(0x7010),
+                                   frame_marker(LM_MARK_TRUNCATED)};
+
+    lm_enc_stack_config(b, 2, 0);
+    lm_enc_stack_def(b, 1, one, 2);
+    lm_enc_stack_def(b, 2, two, 3);
+}
+
 void sample_stream(struct lm_buf *b, enum lm_revision rev)
 {
     int traces = rev != LM_REV_R1;
-    int enrich = rev == LM_REV_R3_SEED || rev == LM_REV_R3;
+    int enrich = rev >= LM_REV_R3_SEED;
+    int r3 = rev == LM_REV_R3 || rev == LM_REV_R3S;
+    int stacks = rev == LM_REV_R3S;
     struct lm_loc_ref l;
 
     lm_enc_begin(b, rev);
     lm_enc_sym_lfunc(b, 0x100, "@app.lua", 0);
     lm_enc_sym_lfunc(b, 0x200, "@app.lua", 5);
-    if (rev == LM_REV_R3)
+    if (r3)
         lm_enc_sym_cfunc(b, 0x7000, "libc.so.6:calloc");
     if (traces)
         lm_enc_sym_trace(b, rev, 1, 0xa000, 0x200, 6);
     lm_enc_symtab_end(b);
     lm_enc_begin_events(b, rev);
+    if (stacks)
+        sample_stacks(b);
 
     l = loc_lua(0x100, 2);
-    lm_enc_alloc(b, rev, &l, 0x1000, 64);
+    enc_alloc_at(b, rev, &l, 0x1000, 64, 1);
     l = loc_lua(0x200, 6);
-    lm_enc_alloc(b, rev, &l, 0x2000, 32);
+    enc_alloc_at(b, rev, &l, 0x2000, 32, 2);
     l = loc_lua(0x200, 7);
-    lm_enc_realloc(b, rev, &l, 0x2000, 32, 0x3000, 96);
+    enc_realloc_at(b, rev, &l, 0x2000, 32, 0x3000, 96, 1);
     l = loc_internal();
-    lm_enc_alloc(b, rev, &l, 0x4000, 16);
+    enc_alloc_at(b, rev, &l, 0x4000, 16, 2);
     lm_enc_free(b, rev, &l, 0x1000, 64);
     l = loc_c(0x7010);
     lm_enc_alloc(b, rev, &l, 0x5000, 128);
@@ -124,13 +193,18 @@ void sample_stream(struct lm_buf *b, enum lm_revision rev)
         l = loc_lua(0x300, 1);
         lm_enc_alloc(b, rev, &l, 0x7000, 24);
     }
-    if (rev == LM_REV_R3) {
+    if (stacks) { /* the ids again, for other stacks */
+        struct lm_stack_frame other[] = {frame_lua(0x300, 1)};
+        lm_enc_stack_reset(b);
+        lm_enc_stack_def(b, 1, other, 1);
+    }
+    if (r3) {
         lm_enc_event_trace(b, rev, 2, 0, 0x300, 1);
         l = loc_trace(2, 0);
-        lm_enc_alloc(b, rev, &l, 0x8000, 8);
+        enc_alloc_at(b, rev, &l, 0x8000, 8, 1);
         lm_enc_event_cfunc(b, 0x9000, "libfoo.so:bar");
         l = loc_c(0x9004);
-        lm_enc_alloc(b, rev, &l, 0x8100, 8);
+        enc_alloc_at(b, rev, &l, 0x8100, 8, 1);
     }
     l = loc_lua(0x100, 3);
     lm_enc_free(b, rev, &l, 0x3000, 96);

@@ -15,6 +15,7 @@
 struct saved_record {
     struct lm_record rec;
     char str[256];
+    struct lm_stack_frame frames[LM_STACK_MAX_DEPTH + 1]; /* a definition's */
 };
 
 struct recorder {
@@ -32,10 +33,30 @@ struct lm_loc_ref loc_lua(uint64_t proto, uint64_t line);
 struct lm_loc_ref loc_c(uint64_t addr);
 struct lm_loc_ref loc_trace(uint64_t traceno, uint64_t trace_addr);
 
+/* Whether n frames are the same, field by field (not their padding). */
+int same_frames(const struct lm_stack_frame *a, const struct lm_stack_frame *b,
+                size_t n);
+
+/* Frames of a stack definition (R3S). */
+struct lm_stack_frame frame_lua(uint64_t proto, uint64_t line);
+struct lm_stack_frame frame_c(uint64_t addr);
+struct lm_stack_frame frame_marker(uint64_t marker);
+
+/* An alloc or realloc naming stack (0: none); with a stack only in
+ * R3S. */
+void enc_alloc_at(struct lm_buf *b, enum lm_revision rev,
+                  const struct lm_loc_ref *l, uint64_t naddr, uint64_t nsize,
+                  uint64_t stack);
+void enc_realloc_at(struct lm_buf *b, enum lm_revision rev,
+                    const struct lm_loc_ref *l, uint64_t oaddr, uint64_t osize,
+                    uint64_t naddr, uint64_t nsize, uint64_t stack);
+
 /*
  * A stream of revision rev exercising every record type it has: symbols
  * at start, symbols announced while running, alloc/realloc/free from every
- * source.  The same events in every revision where they exist.
+ * source.  The same events in every revision where they exist: R3S's is
+ * R3's with stacks (a configuration, definitions, a reset, events that
+ * name them), which stripped is R3's byte for byte.
  */
 void sample_stream(struct lm_buf *b, enum lm_revision rev);
 
@@ -77,5 +98,6 @@ void register_cli_tests(void);
 void register_chart_tests(void);
 void register_flame_tests(void);
 void register_diff_tests(void);
+void register_stacks_tests(void);
 
 #endif
