@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "lm_groups.h"
 #include "log.h"
 #include "peer.h"
 #include "session.h"
@@ -25,8 +26,9 @@ static int cmp_caller_desc(const void *x, const void *y)
 {
     const struct caller *a = x, *b = y;
 
-    return a->key < b->key ? 1 : a->key > b->key ? -1 : (a->loc > b->loc) -
-                                                            (a->loc < b->loc);
+    return a->key < b->key   ? 1
+           : a->key > b->key ? -1
+                             : (a->loc > b->loc) - (a->loc < b->loc);
 }
 
 /* The group named site in the session's names, or UINT32_MAX. */
@@ -124,8 +126,8 @@ static int collect(struct arena *a, const struct lm_state *st,
         if (g->group_of[i] != group)
             continue;
         if (st->locs[i].stack == 0) {
-            unstacked += st->locs[i].ev.alloc_events +
-                         st->locs[i].ev.realloc_events;
+            unstacked +=
+                st->locs[i].ev.alloc_events + st->locs[i].ev.realloc_events;
             continue;
         }
         if (n == cap) {

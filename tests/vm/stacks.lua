@@ -15,7 +15,7 @@ local function from_a(k) for i = 1, k do keep[#keep + 1] = hot(i) end end
 local function from_b(k) for i = 1, k do keep[#keep + 1] = hot(i) end end
 local function deep(d) if d == 0 then return hot(d) end local t = deep(d - 1) return t end
 local function in_pcall() local ok, v = pcall(hot, 1) keep[#keep + 1] = v end
-local mt = {__index = function(t, k) return hot(k) end}        -- line 18
+local mt = {__index = function(t, k) local v = hot(k) return v end} -- l. 18
 local function via_index() keep[#keep + 1] = setmetatable({}, mt).x end
 local function in_coroutine()
   local co = coroutine.create(function() keep[#keep + 1] = hot(1) end)
@@ -54,7 +54,8 @@ end
 
 local stacks = tonumber(os.getenv("STACKS_DEPTH") or "8")
 local sample = tonumber(os.getenv("STACKS_SAMPLE") or "0")
-assert(misc.memprof.start{path = out, stacks = stacks, stack_sample = sample})
+assert(misc.memprof.start{path = out, stacks = stacks, stack_sample = sample,
+                           census = false})
 runs[scenario]()
 assert(misc.memprof.stop())
 print("ok")
