@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "callers.h"
 #include "census.h"
 #include "conn.h"
 #include "ljmpctl.h"
@@ -367,7 +368,74 @@ static const char snapshot_help[] =
     "      --by-process   each merged site's share per process\n"
     "      --by-trace     what compiled code allocated as its trace's rows\n"
     "                     (TRACE [N] started at CHUNK:LINE), not its lines'\n"
+    "      --stacks[=N]   under each site, its callers as a tree: live and\n"
+    "                     allocated bytes per caller path, from the N\n"
+    "                     biggest call stacks (64) of a stream with stacks\n"
+    "                     (attach --stacks; estimates when sampled, marked\n"
+    "                     ~); with --json, {\"snapshot\": ..., \"callers\":\n"
+    "                     [...]}, each site's stacks as ljmpd sends them\n"
     "      --json         the snapshot as one JSON object\n";
+
+static int snap_merged(const Ljmp__Response *resp)
+{
+    return resp->snapshot->merged != NULL;
+}
+
+/* The callers of each top site of each session, asked in turn. */
+static int print_with_callers(struct conn *c, const Ljmp__Snapshot *snap,
+                              const struct ctl_args *a)
+{
+    int json = args_has(a, OPT_JSON), rc = 0;
+    uint32_t limit = (uint32_t)args_get(a, OPT_STACKS, 0);
+    Ljmp__SortKey sort =
+        (Ljmp__SortKey)sortkey_table[args_get(a, OPT_SORT, 0)].value;
+    int by_live = sort != LJMP__SORT_KEY__SORT_ALLOC_BYTES &&
+                  sort != LJMP__SORT_KEY__SORT_ALLOC_RATE;
+    const char *sep = "";
+
+    if (json) {
+        printf("{\"snapshot\": ");
+        pbjson_write(stdout, &snap->base);
+        printf(", \"callers\": [");
+    }
+    for (size_t i = 0; i < snap->n_sessions && rc == 0; i++) {
+        const Ljmp__SessionSnapshot *ss = snap->sessions[i];
+        if (!json)
+            print_session_block(ss);
+        for (size_t j = 0; j < ss->n_top && rc == 0; j++) {
+            if (callers_send(c, ss->info->id, ss->top[j]->name,
+                             by_live ? LJMP__SORT_KEY__SORT_LIVE_BYTES
+                                     : LJMP__SORT_KEY__SORT_ALLOC_BYTES,
+                             limit ? limit : 64) == 0) {
+                rc = EXIT_NO_DAEMON;
+                break;
+            }
+            Ljmp__Response *r = conn_recv(c, ANSWER_MS);
+            if (r == NULL) {
+                fprintf(stderr, "ljmpctl snapshot: %s\n", c->err);
+                rc = EXIT_NO_DAEMON;
+            } else if (r->error != NULL ||
+                       r->body_case != LJMP__RESPONSE__BODY_CALLERS) {
+                rc = conn_error("snapshot", r);
+            } else if (json) {
+                printf("%s", sep);
+                pbjson_write(stdout, &r->callers->base);
+                sep = ", ";
+            } else {
+                pb_mask_controls(&r->base);
+                callers_print(stdout, r->callers, by_live, 0);
+                putchar('\n');
+            }
+            if (r != NULL)
+                ljmp__response__free_unpacked(r, NULL);
+        }
+    }
+    if (json)
+        printf("]}\n");
+    else
+        print_daemon(stdout, snap->daemon);
+    return rc;
+}
 
 static int cmd_snapshot(const struct ctl_args *a)
 {
@@ -387,7 +455,13 @@ static int cmd_snapshot(const struct ctl_args *a)
     req.snapshot = &sr;
     Ljmp__Response *resp = conn_ask(&c, "snapshot", &req, -1, ANSWER_MS,
                                     LJMP__RESPONSE__BODY_SNAPSHOT, &rc);
-    if (resp != NULL) {
+    if (resp != NULL && args_has(a, OPT_STACKS) && snap_merged(resp)) {
+        fprintf(stderr, "ljmpctl snapshot: --stacks is of each session: "
+                        "not with --tree or --unit\n");
+        rc = EXIT_USAGE;
+    } else if (resp != NULL && args_has(a, OPT_STACKS)) {
+        rc = print_with_callers(&c, resp->snapshot, a);
+    } else if (resp != NULL) {
         const Ljmp__Snapshot *snap = resp->snapshot;
         if (args_has(a, OPT_JSON)) {
             pbjson_write(stdout, &snap->base);
@@ -612,6 +686,7 @@ int live_report(const char *cmd, const struct view_target *t,
     rr.json = o->json;
     rr.has_by_process = rr.by_process = t->by_process;
     rr.has_by_trace = rr.by_trace = o->by_trace;
+    rr.has_stacks = rr.stacks = o->stacks;
     if (o->export_format) {
         rr.has_export_format = rr.has_export_value = 1;
         rr.export_format = (Ljmp__ExportFormat)o->export_format;
@@ -806,11 +881,17 @@ static const struct opt_use list_options[] = {
 };
 
 static const struct opt_use snapshot_options[] = {
-    {OPT_TOP, 0, 1000, NULL},     {OPT_SORT, 0, 0, NULL},
-    {OPT_WINDOW, 10, 86400, "s"}, {OPT_SESSION, 0, UINT64_MAX, NULL},
-    {OPT_TREE, 0, 0, NULL},       {OPT_UNIT, 0, 0, NULL},
-    {OPT_BY_PROCESS, 0, 0, NULL}, {OPT_BY_TRACE, 0, 0, NULL},
-    {OPT_JSON, 0, 0, NULL},       OPT_USE_END,
+    {OPT_TOP, 0, 1000, NULL},
+    {OPT_SORT, 0, 0, NULL},
+    {OPT_WINDOW, 10, 86400, "s"},
+    {OPT_SESSION, 0, UINT64_MAX, NULL},
+    {OPT_TREE, 0, 0, NULL},
+    {OPT_UNIT, 0, 0, NULL},
+    {OPT_BY_PROCESS, 0, 0, NULL},
+    {OPT_BY_TRACE, 0, 0, NULL},
+    {OPT_JSON, 0, 0, NULL},
+    {OPT_STACKS, 1, 4096, "stacks"},
+    OPT_USE_END,
 };
 
 /* ljmpd itself refuses an interval under 50 ms, and says so. */

@@ -44,7 +44,8 @@ static const char report_help[] =
     "                     trace (TRACE [N] started at CHUNK:LINE), not of\n"
     "                     its lines\n"
     "  --stacks           a STACKS section: each site's callers as a tree,\n"
-    "                     live and allocated per caller path (an R3S FILE)\n"
+    "                     live and allocated per caller path (a stream\n"
+    "                     with stacks: an R3S FILE or an ljmpd session)\n"
     "  --strip-stacks     no report: write the stream without its stacks,\n"
     "                     as R3 with the same events, to -o OUT\n"
     "  -o, --output OUT   where --strip-stacks writes\n"
@@ -295,12 +296,11 @@ static int check_stack_options(const struct ctl_args *args)
         fprintf(stderr, "ljmpctl report: --strip-stacks and -o go together\n");
         return -1;
     }
-    if ((strip || args_has(args, OPT_STACKS)) &&
-        (args_has(args, OPT_TREE) || args_has(args, OPT_UNIT) ||
-         args_has(args, OPT_BY_PROCESS) || args->noperands == 0 ||
-         is_pid_operand(args->operands[0]))) {
-        fprintf(stderr, "ljmpctl report: --stacks and --strip-stacks read "
-                        "a FILE (or -), not ljmpd's sessions\n");
+    if (strip && (args_has(args, OPT_TREE) || args_has(args, OPT_UNIT) ||
+                  args_has(args, OPT_BY_PROCESS) || args->noperands == 0 ||
+                  is_pid_operand(args->operands[0]))) {
+        fprintf(stderr, "ljmpctl report: --strip-stacks reads a FILE (or "
+                        "-), not ljmpd's sessions\n");
         return -1;
     }
     return 0;

@@ -15,6 +15,7 @@
 #include <wchar.h>
 #include <unistd.h>
 
+#include "callers.h"
 #include "conn.h"
 #include "ljmpctl.h"
 #include "pbjson.h"
@@ -49,6 +50,11 @@ static const char top_help[] =
     "  l live bytes   b live blocks   a allocated bytes   r alloc rate\n"
     "  e event rate   f freed bytes   g growth            F free events\n"
     "  s next key     q quit\n"
+    "  up, down       move the cursor over the sites\n"
+    "  c              the cursor's site's callers, from a stream with call\n"
+    "                 stacks (attach --stacks): a tree of caller paths with\n"
+    "                 live and allocated bytes, in the lower half; c again\n"
+    "                 hides it\n"
     "Otherwise (or with --once), one plain block per snapshot.\n"
     "\n"
     "Options:\n"
@@ -86,6 +92,15 @@ struct top_args {
     int spark;      /* the HISTORY column: on a terminal wide enough */
     int utf8;       /* the locale draws block characters */
     uint64_t count; /* snapshots to show, 0: until q or the end */
+    /* The cursor: its row among those drawn, and that row's session
+     * and site once drawn; the callers pane (c) and ljmpd's last answer
+     * for it, and the request it waits for (0: none). */
+    size_t cursor;
+    uint64_t cursor_session;
+    char cursor_site[1024];
+    int callers;
+    Ljmp__Response *callers_resp;
+    uint64_t callers_asked;
 };
 
 /* The view's settings from its command line; -1 after a message. */
@@ -476,10 +491,48 @@ static void draw_merged(const Ljmp__Snapshot *snap, const struct top_args *a,
 
 /* One snapshot on the screen: each session's header and as many of its
  * rows as fit. */
-static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
+/* The callers pane from line y to the screen's end: the cursor's site's
+ * tree, as `snapshot --stacks` prints it. */
+static void draw_callers(int y, const struct top_args *a)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    attron(A_REVERSE);
+    mvprintw(y++, 0, "%-*s", COLS, " callers (c hides)");
+    attroff(A_REVERSE);
+    if (a->callers_resp != NULL && a->callers_resp->error != NULL) {
+        mvprintw(y, 0, "  %s",
+                 a->callers_resp->error->message
+                     ? a->callers_resp->error->message
+                     : "ljmpd could not list the callers");
+        return;
+    }
+    if (a->callers_resp == NULL || a->callers_resp->callers == NULL) {
+        mvprintw(y, 0, "  asking ljmpd for the callers of %s...",
+                 a->cursor_site);
+        return;
+    }
+    if ((f = open_memstream(&text, &len)) == NULL)
+        return;
+    int by_live =
+        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_BYTES &&
+        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_RATE;
+    callers_print(f, a->callers_resp->callers, by_live,
+                  (unsigned)(LINES - y > 0 ? LINES - y : 0));
+    fclose(f);
+    for (line = strtok_r(text, "\n", &save); line != NULL && y < LINES;
+         line = strtok_r(NULL, "\n", &save))
+        draw_row(y++, line);
+    free(text);
+}
+
+static void draw(const Ljmp__Snapshot *snap, struct top_args *a)
 {
     char line[1024], l2[1024];
-    int rows = LINES, y = 0;
+    int rows = a->callers ? LINES / 2 : LINES, y = 0;
+    size_t k = 0;
 
     erase();
     time_t now = (time_t)(snap->time_ms / 1000);
@@ -489,7 +542,8 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
     strftime(when, sizeof(when), "%H:%M:%S", &tm);
     attron(A_BOLD);
     mvprintw(y++, 0,
-             "ljmpctl top  %s  sort: %-16s keys: l b a r e f g F s, q quits",
+             "ljmpctl top  %s  sort: %-16s keys: l b a r e f g F s, c callers, "
+             "q quits",
              when, sortkey_table[a->sort].title);
     attroff(A_BOLD);
     daemon_line(line, sizeof(line), snap);
@@ -512,10 +566,45 @@ static void draw(const Ljmp__Snapshot *snap, const struct top_args *a)
         int room = (rows - y) / (int)left - (left > 1 ? 4 : 0);
         for (size_t j = 0; j < ss->n_top && room-- > 0 && y < rows; j++) {
             row_text(line, sizeof(line), ss->top[j], a);
+            if (k == a->cursor) {
+                a->cursor_session = ss->info->id;
+                snprintf(a->cursor_site, sizeof(a->cursor_site), "%s",
+                         ss->top[j]->name ? ss->top[j]->name : "");
+                attron(A_BOLD | A_UNDERLINE);
+            }
             draw_row(y++, line);
+            attroff(A_BOLD | A_UNDERLINE);
+            k++;
         }
     }
+    if (k > 0 && a->cursor >= k)
+        a->cursor = k - 1;
+    if (a->callers)
+        draw_callers(rows, a);
     refresh();
+}
+
+/* The callers pane's answer, asked for the cursor's site if none is on
+ * its way. */
+static int ask_callers(struct conn *c, struct top_args *a)
+{
+    if (!a->callers || a->callers_asked != 0 || a->cursor_site[0] == '\0')
+        return 0;
+    int by_live =
+        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_BYTES &&
+        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_RATE;
+    a->callers_asked = callers_send(c, a->cursor_session, a->cursor_site,
+                                    by_live ? LJMP__SORT_KEY__SORT_LIVE_BYTES
+                                            : LJMP__SORT_KEY__SORT_ALLOC_BYTES,
+                                    256);
+    return a->callers_asked != 0 ? 0 : -1;
+}
+
+static void forget_callers(struct top_args *a)
+{
+    if (a->callers_resp != NULL)
+        ljmp__response__free_unpacked(a->callers_resp, NULL);
+    a->callers_resp = NULL;
 }
 
 static int key_to_sort(int ch, size_t current)
@@ -557,6 +646,7 @@ static int run_screen(struct conn *c, struct top_args *a)
     curs_set(0);
     keypad(stdscr, TRUE);
     nodelay(stdscr, TRUE);
+    Ljmp__Response *shown = NULL; /* the snapshot on the screen */
     for (;;) {
         struct pollfd p[2] = {{c->fd, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
         if (poll(p, 2, -1) < 0 && errno != EINTR)
@@ -568,6 +658,21 @@ static int run_screen(struct conn *c, struct top_args *a)
                 if (ch == 'q' || ch == 'Q') {
                     quit = 1;
                     break;
+                }
+                if (ch == KEY_UP || ch == KEY_DOWN || ch == 'c') {
+                    if (ch == KEY_UP && a->cursor > 0)
+                        a->cursor--;
+                    else if (ch == KEY_DOWN)
+                        a->cursor++;
+                    else if (ch == 'c')
+                        a->callers = !a->callers;
+                    forget_callers(a);
+                    if (shown != NULL) {
+                        draw(shown->snapshot, a);
+                        if (ask_callers(c, a) != 0)
+                            quit = 1;
+                    }
+                    continue;
                 }
                 if (s >= 0 && (size_t)s != a->sort) {
                     /* A new subscription replaces the old: the next
@@ -588,9 +693,21 @@ static int run_screen(struct conn *c, struct top_args *a)
         Ljmp__Response *last = NULL;
         do {
             Ljmp__Response *resp = conn_recv(c, 5000);
+            if (resp != NULL && resp->error != NULL && resp->id != 0 &&
+                resp->id == a->callers_asked) {
+                /* The pane's question failed (a site gone): said there,
+                 * and top goes on. */
+                forget_callers(a);
+                a->callers_resp = resp;
+                a->callers_asked = 0;
+                continue;
+            }
             if (resp == NULL || resp->goodbye || resp->error != NULL) {
                 if (last != NULL)
                     ljmp__response__free_unpacked(last, NULL);
+                if (shown != NULL)
+                    ljmp__response__free_unpacked(shown, NULL);
+                forget_callers(a);
                 endwin();
                 delscreen(screen);
                 if (resp == NULL) {
@@ -605,6 +722,15 @@ static int run_screen(struct conn *c, struct top_args *a)
                 if (last != NULL)
                     ljmp__response__free_unpacked(last, NULL);
                 last = resp;
+            } else if (resp->body_case == LJMP__RESPONSE__BODY_CALLERS &&
+                       resp->id == a->callers_asked) {
+                /* Drawn with the last snapshot shown, now or next. */
+                forget_callers(a);
+                pb_mask_controls(&resp->base);
+                a->callers_resp = resp;
+                a->callers_asked = 0;
+                if (last == NULL && shown != NULL)
+                    draw(shown->snapshot, a);
             } else {
                 ljmp__response__free_unpacked(resp, NULL);
             }
@@ -612,11 +738,18 @@ static int run_screen(struct conn *c, struct top_args *a)
         if (last != NULL) {
             pb_mask_controls(&last->base);
             draw(last->snapshot, a);
-            ljmp__response__free_unpacked(last, NULL);
+            if (shown != NULL)
+                ljmp__response__free_unpacked(shown, NULL);
+            shown = last;
+            if (ask_callers(c, a) != 0)
+                break;
             if (a->count != 0 && --a->count == 0)
                 break;
         }
     }
+    if (shown != NULL)
+        ljmp__response__free_unpacked(shown, NULL);
+    forget_callers(a);
     endwin();
     delscreen(screen);
     return rc;

@@ -48,8 +48,8 @@ static double rank_of(const struct lm_state *st, const struct caller *k,
     double alloc = (double)(k->c.alloc_bytes + k->c.realloc_new_bytes);
     double live = (double)k->c.live_bytes;
 
-    if (st->stacks.sample_bytes != 0 && k->loc < st->stacks.est_room &&
-        alloc > 0) {
+    if (st->stacks.sample_bytes != 0 &&
+        k->loc < st->stacks.est_room / sizeof(*st->stacks.est) && alloc > 0) {
         double scale = st->stacks.est[k->loc].bytes / alloc;
         alloc *= scale;
         live *= scale;
@@ -95,7 +95,8 @@ static Ljmp__CallerStack *make_stack(struct arena *a, const struct lm_state *st,
     m->live_blocks = k->c.live_blocks;
     m->alloc_events = k->c.alloc_events + k->c.realloc_events;
     m->alloc_bytes = alloc;
-    if (st->stacks.sample_bytes != 0 && k->loc < st->stacks.est_room) {
+    if (st->stacks.sample_bytes != 0 &&
+        k->loc < st->stacks.est_room / sizeof(*st->stacks.est)) {
         const struct lm_stack_est *e = &st->stacks.est[k->loc];
         double scale = alloc > 0 ? e->bytes / (double)alloc : 1;
         m->has_est_alloc_events = m->has_est_alloc_bytes = 1;

@@ -428,6 +428,7 @@ static int report_opts_of(struct peer *p, const Ljmp__Request *req,
         .json = r->json,
         .by_process = r->by_process,
         .by_trace = r->by_trace,
+        .stacks = r->stacks,
         .export_format = (int)r->export_format,
         .export_value = (int)r->export_value,
     };

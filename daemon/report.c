@@ -609,7 +609,7 @@ static int may_join(const struct build *b, struct session **m, size_t n,
         b->merged != merged || b->opts.leak_only != o->leak_only ||
         b->opts.human_readable != o->human_readable ||
         b->opts.json != o->json || b->opts.by_process != o->by_process ||
-        b->opts.by_trace != o->by_trace ||
+        b->opts.by_trace != o->by_trace || b->opts.stacks != o->stacks ||
         b->opts.export_format != o->export_format ||
         b->opts.export_value != o->export_value)
         return 0;

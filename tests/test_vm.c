@@ -573,7 +573,8 @@ static void test_stacks_sampled(void)
             continue;
         bytes += p.state.locs[i].ev.alloc_bytes;
         events += p.state.locs[i].ev.alloc_events;
-        if (p.state.locs[i].stack != 0 && i < p.state.stacks.est_room) {
+        if (p.state.locs[i].stack != 0 &&
+            i < p.state.stacks.est_room / sizeof(*p.state.stacks.est)) {
             est_bytes += p.state.stacks.est[i].bytes;
             est_events += p.state.stacks.est[i].events;
         }
