@@ -4667,6 +4667,67 @@ static long long json_number_at(const char *at, const char *key)
     return strtoll(p + strlen(want), NULL, 10);
 }
 
+/* The number after "alloc_events": in the callers object of site whose
+ * stack's frames begin with the two frames named, or -1. */
+static long long caller_allocs(const char *json, const char *site,
+                               const char *f0, const char *f1)
+{
+    char want[1200];
+
+    snprintf(want, sizeof(want), "\"site\":\"%s\"", site);
+    const char *at = json != NULL ? strstr(json, want) : NULL;
+    snprintf(want, sizeof(want), "\"frames\":[\"%s\",\"%s\"", f0, f1);
+    at = at != NULL ? strstr(at, want) : NULL;
+    return json_number_at(at, "alloc_events");
+}
+
+/*
+ * attach --stacks on a VM that waits: its line reached from two callers
+ * shows both stacks with exactly their counts in `snapshot --stacks
+ * --json` (ljmpd's CallersRequest), `report --stacks PID` prints them as
+ * a tree, and `list` says the session's stacks.
+ */
+static void test_callers_of_a_site(void)
+{
+    char hot[300], first[300], second[300], dir[300], args[400];
+    long long a = -1, b = -1;
+
+    site_name(hot, sizeof(hot), "callers.lua", "SITE hot");
+    site_name(first, sizeof(first), "callers.lua", "SITE first");
+    site_name(second, sizeof(second), "callers.lua", "SITE second");
+    snprintf(dir, sizeof(dir), "%s/callers", test_dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    struct vm vm = vm_start("callers.lua", dir, NULL, 0, 0);
+    CU_ASSERT(file_shows("callers/ready", "ready", 10000));
+    snprintf(args, sizeof(args),
+             "attach %d --stacks=8 --no-census --census-wait=0", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "attach.txt"), 0);
+    truncate_file("callers/go");
+    CU_ASSERT(file_shows("callers/done", "done", 20000));
+    snprintf(args, sizeof(args), "snapshot %d --stacks --json -n 10",
+             (int)vm.pid);
+    for (int tries = 0; tries < 50 && (a != 300 || b != 700); tries++) {
+        if (tries > 0)
+            usleep(100 * 1000);
+        CU_ASSERT_EQUAL(ljmpctl(args, "callers.json"), 0);
+        char *json = test_slurp("callers.json");
+        a = caller_allocs(json, hot, hot, first);
+        b = caller_allocs(json, hot, hot, second);
+        free(json);
+    }
+    CU_ASSERT_EQUAL(a, 300);
+    CU_ASSERT_EQUAL(b, 700);
+    snprintf(args, sizeof(args), "report --stacks %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "report.txt"), 0);
+    CU_ASSERT(
+        file_shows("report.txt", "STACKS (depth 8, every allocation)", 0));
+    CU_ASSERT(file_shows("report.txt", second, 0));
+    CU_ASSERT_EQUAL(ljmpctl("list", "list.txt"), 0);
+    CU_ASSERT(file_shows("list.txt", "stacks: depth 8, every allocation", 0));
+    truncate_file("callers/stop");
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+}
+
 /*
  * Two runs of marks.lua recorded by the VM itself, keeping 3000 and 5000
  * tables: `ljmpctl diff` of the two files (no ljmpd) gives the kept
@@ -6580,6 +6641,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "two VMs at once", test_two_vms);
     CU_add_test(s, "leaks of a growing cache", test_leaks_of_a_growing_cache);
     CU_add_test(s, "marks and diffs", test_marks_and_diffs);
+    CU_add_test(s, "callers of a site", test_callers_of_a_site);
     CU_add_test(s, "diff of two recorded runs", test_diff_of_recorded_runs);
     CU_add_test(s, "marks are bounded", test_marks_bounded);
     CU_add_test(s, "50 subscribers and a stalled one",
