@@ -545,6 +545,32 @@ static int recordable_from_start(const struct session *s)
 }
 
 /*
+ * An R3S recording from the middle: the configuration, then a definition
+ * of each id the VM defined since its last reset, as the stack it names
+ * (docs/format.md, "Recordings").  An id past the session's bound on
+ * stacks names no frames the state kept: it is defined with none.
+ */
+static void say_stacks(struct lm_buf *b, const struct lm_stacks *k)
+{
+    struct lm_stack_frame f[LM_STACK_MAX_DEPTH + 1];
+
+    lm_enc_stack_config(b, k->depth, k->sample_bytes);
+    for (uint32_t i = 0; i < k->nids; i++) {
+        uint32_t n = 0;
+        if (k->ids[i].stack != 0 && k->ids[i].stack != LM_NONE) {
+            const struct lm_sframe *sf =
+                lm_stacks_frames(k, k->ids[i].stack, &n);
+            if (n > LM_STACK_MAX_DEPTH + 1)
+                n = LM_STACK_MAX_DEPTH + 1;
+            for (uint32_t j = 0; j < n; j++)
+                f[j] = (struct lm_stack_frame){sf[j].kind, sf[j].addr,
+                                               sf[j].value};
+        }
+        lm_enc_stack_def(b, k->ids[i].id, f, n);
+    }
+}
+
+/*
  * Starts a recording in the middle of the stream: a symbol table of what
  * the session knows now, then the item the decoder holds half-read, then
  * everything that arrives.  Blocks allocated before are not in the file:
@@ -556,7 +582,8 @@ static int record_from_now(struct session *s, struct recording *rec)
     struct lm_buf b = {0};
 
     if (s->phase != SESSION_STREAM || d->phase != LM_PH_EVENTS ||
-        s->prof.state.revision != LM_REV_R3) {
+        (s->prof.state.revision != LM_REV_R3 &&
+         s->prof.state.revision != LM_REV_R3S)) {
         /* A feed thread may have reached the stream's end before the
          * loop took its job back: the decoder's phase says so first. */
         const char *what = "reading its symbol table";
@@ -566,7 +593,7 @@ static int record_from_now(struct session *s, struct recording *rec)
             what = lm_revision_name(s->prof.state.revision);
         snprintf(rec->error, sizeof(rec->error),
                  "session %llu is %s; a recording can start at the start "
-                 "of a stream or among its R3 events",
+                 "of a stream or among its R3 or R3S events",
                  (unsigned long long)s->id, what);
         return -1;
     }
@@ -574,6 +601,8 @@ static int record_from_now(struct session *s, struct recording *rec)
     lm_enc_symtab_of(&b, &s->prof.state.sym, LM_REV_R3);
     lm_enc_symtab_end(&b);
     lm_enc_events_prologue(&b, d->ljm_version);
+    if (s->prof.state.revision == LM_REV_R3S)
+        say_stacks(&b, &s->prof.state.stacks);
     /* The trace in effect where the decoder stands, said again: the VM
      * says it only when it changes (docs/format.md, "Trace context"). */
     if (d->trace != 0)
