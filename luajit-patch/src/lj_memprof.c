@@ -1213,9 +1213,9 @@ static uint32_t jit_caller_line(jit_State *J, MemprofJitSites *js)
 
 /* Frames a trace runs at a line (its chain, innermost first), then the
 ** frames below the trace, from its root frame's at root_base (NULL: none
-** known). */
+** known), with st's line cache. */
 static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
-		      lua_State *L, cTValue *root_base)
+		      lua_State *L, cTValue *root_base, MemStacks *st)
 {
   StackWalk w;
   for (; id != 0 && js != NULL; id = js->line[id].parent) {
@@ -1231,6 +1231,7 @@ static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
   }
   if (root_base == NULL) return;
   walk_init(&w, L, root_base - 1, NULL);
+  w.st = st;
   if (b->n > 0) walk_skip(&w);  /* The root frame, the chain's last. */
   build_walk(b, &w);
 }
@@ -1676,7 +1677,8 @@ static uint32_t stacks_capture(Memprof *mp, const Site *s)
     const MemprofJitSites *js = J->ljmp_sites;
     uint32_t id = st > 0 ? s->jit->line : J->ljmp_exit_site;
     if (js == NULL || id >= js->nline) id = 0;  /* a freed site's */
-    jit_build(&b, js, id, L, st > 0 ? tvref(g->jit_base) : L->base);
+    jit_build(&b, js, id, L, st > 0 ? tvref(g->jit_base) : L->base,
+	      stacks_table(mp));
 #else
     UNUSED(s);
     if (st > 0) {
@@ -1688,6 +1690,7 @@ static uint32_t stacks_capture(Memprof *mp, const Site *s)
   } else if (st == ~LJ_VMST_INTERP || st == ~LJ_VMST_C) {
     StackWalk w;
     walk_init(&w, L, L->base - 1, NULL);
+    w.st = stacks_table(mp);
     build_walk(&b, &w);
   }
   return b.n != 0 ? stacks_id(mp, &b) : 0;

@@ -54,7 +54,21 @@ typedef struct StackEntry {
   uint32_t off;  /* the first frame's in words */
 } StackEntry;
 
+/* Lines of return addresses (a caller's call), looked up lately: a stack
+** walk met the same calls over and over, and a line costs six loads
+** from its prototype.  An entry holds while no prototype was announced
+** since (gen): a new prototype may take a freed one's memory. */
+#define LINE_CACHE 1024
+
+typedef struct LineEntry {
+  const BCIns *pc;
+  uint32_t gen;
+  BCLine line;
+} LineEntry;
+
 typedef struct MemStacks {
+  LineEntry lines[LINE_CACHE];
+  uint32_t gen;
   uint32_t slot[STACKS_SLOTS];
   StackEntry entry[STACKS_MAX + 1];  /* by id, from 1 */
   uint32_t nentry;
@@ -119,6 +133,7 @@ typedef struct StackWalk {
   lua_State *L;
   cTValue *frame, *next, *bot;
   cTValue *at;  /* The frame of the function walk_next() found last. */
+  MemStacks *st;  /* its line cache, or NULL */
 } StackWalk;
 
 /* Walks L's frames from frame down; next is the frame above it (NULL for
@@ -132,6 +147,7 @@ static void walk_init(StackWalk *w, lua_State *L, cTValue *frame,
   w->next = next;
   w->bot = tvref(L->stack) + LJ_FR2;
   w->at = NULL;
+  w->st = NULL;
 }
 
 static LJ_AINLINE cTValue *walk_below(cTValue *f)
@@ -155,6 +171,22 @@ static LJ_AINLINE BCLine pos_line(const GCproto *pt, BCPos pos)
   return pt->firstline + (BCLine)((const uint32_t *)info)[pos - 1];
 }
 
+/* The line of fn's call that returns to pc. */
+static LJ_AINLINE BCLine call_line(StackWalk *w, GCfunc *fn, const BCIns *pc)
+{
+  LineEntry *e;
+  GCproto *pt;
+  if (w->st != NULL) {
+    e = &w->st->lines[((uintptr_t)pc >> 2) & (LINE_CACHE - 1)];
+    if (e->pc == pc && e->gen == w->st->gen) return e->line;
+  }
+  pt = funcproto(fn);
+  if (w->st == NULL) return pos_line(pt, proto_bcpos(pt, pc) - 1);
+  e->pc = pc;
+  e->gen = w->st->gen;
+  return e->line = pos_line(pt, proto_bcpos(pt, pc) - 1);
+}
+
 static LJ_AINLINE int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
 {
   while (w->frame > w->bot) {
@@ -174,8 +206,7 @@ static LJ_AINLINE int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
       if (!isluafunc(*fn)) {
 	*line = -1;
       } else if (next != NULL && frame_islua(next)) {  /* the common case */
-	GCproto *pt = funcproto(*fn);
-	*line = pos_line(pt, proto_bcpos(pt, frame_pc(next)) - 1);
+	*line = call_line(w, *fn, frame_pc(next));
       } else {
 	BCPos pos = lj_debug_framepos(w->L, *fn, next);
 	*line = pos == ~(BCPos)0 ? -1 : lj_debug_line(funcproto(*fn), pos);
@@ -290,6 +321,7 @@ static MemStacks *stacks_table(Memprof *mp)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     mp->st = (MemStacks *)p;  /* Zero-filled: empty. */
+    mp->st->gen = 1;  /* no line cached: an entry of gen 0 never holds */
   }
   return mp->st;
 }
@@ -319,6 +351,10 @@ static void stacks_new_proto(Memprof *mp, const GCproto *pt)
 {
   MemStacks *st = mp->st;
   uint32_t bit = proto_bit((uintptr_t)pt);
+  if (st != NULL && ++st->gen == 0) {  /* wrapped: no entry may match */
+    memset(st->lines, 0, sizeof(st->lines));
+    st->gen = 1;
+  }
   if (st != NULL && (st->protos[bit / 64] >> (bit % 64) & 1)) stacks_reset(mp);
 }
 
