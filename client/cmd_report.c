@@ -286,8 +286,9 @@ static int strip_stacks(const struct report_args *a, const char *output)
     return rc;
 }
 
-/* What --stacks and --strip-stacks take: a FILE, and -o only with the
- * latter.  0, or -1 after saying what is wrong. */
+/* --strip-stacks takes a FILE (ljmpd's sessions are not streams here)
+ * and -o, which nothing else takes.  0, or -1 after saying what is
+ * wrong. */
 static int check_stack_options(const struct ctl_args *args)
 {
     int strip = args_has(args, OPT_STRIP_STACKS);

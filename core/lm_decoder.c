@@ -2,6 +2,7 @@
 #include "lm_decoder.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -764,6 +765,18 @@ block_word(const uint64_t *v, unsigned int words, unsigned int k)
     return words == 0 ? v[k] : words == 1 ? v[k + 1] : v[k + 2];
 }
 
+/* The fields of struct lm_record before its offset, as they lie there. */
+struct record_head {
+    uint8_t kind, in_events, revision, stack_at;
+    uint32_t stack;
+};
+
+_Static_assert(sizeof(struct record_head) ==
+                       offsetof(struct lm_record, offset) &&
+                   offsetof(struct lm_record, stack) ==
+                       offsetof(struct record_head, stack),
+               "a record's head as struct record_head lays it out");
+
 /* Fills rec from an event's ULEBs v (location words first); the choice
  * of fields by select, not branches, as kinds come in no order. */
 static inline __attribute__((always_inline)) void
@@ -777,11 +790,10 @@ fill_event(struct lm_record *rec, unsigned int t, const uint64_t *v,
                      block_word(v, words, 2), block_word(v, words, 3)};
     int alloc = kind == LM_REC_ALLOC, realloc = kind == LM_REC_REALLOC;
 
-    rec->kind = kind;
-    rec->in_events = 0;
-    rec->revision = 0;
-    rec->stack_at = 0;
-    rec->stack = 0;
+    /* The header's fields before the offset, the kind and zeros, in
+     * one store rather than five (struct record_head). */
+    const struct record_head head = {kind, 0, 0, 0, 0};
+    memcpy(rec, &head, sizeof(head));
     rec->loc.source = (uint8_t)(t & 0x0f);
     rec->loc.trace = (t & 0x0f) == LM_SRC_LFUNC ? trace : 0;
     rec->loc.addr = words >= 1 ? v[0] : 0;

@@ -784,8 +784,8 @@ static void test_cli(void)
     static const char *const refused[] = {
         "report --strip-stacks stacks.bin",
         "report -o x.bin stacks.bin",
-        "report --stacks 1",
-        "report --stacks --tree 1",
+        "report --strip-stacks -o x.bin 1",
+        "report --strip-stacks -o x.bin --tree 1",
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         CU_ASSERT_EQUAL(run_ljmpctl(refused[i], NULL, &err), 1);
