@@ -457,10 +457,10 @@ static void note_sampling(struct ex *x, const struct lm_state *s)
 {
     uint32_t c = ex_stringf(
         x,
-        "call stacks sampled every %" PRIu64
-        " bytes on average: samples are estimates from them (rounded), and "
-        "the events without a stack are left out, since the estimates "
-        "stand for them",
+        LM_EXPORT_SAMPLED_NOTE
+        "%" PRIu64 " bytes on average: samples are estimates from them "
+        "(rounded), and the events without a stack are left out, since the "
+        "estimates stand for them",
         s->stacks.sample_bytes);
 
     for (uint32_t i = 0; i < x->ncomments; i++)
@@ -1007,7 +1007,8 @@ int lm_export_write(FILE *out, const struct lm_state *const *states,
     return rc;
 }
 
-int lm_export_samples(const struct lm_state *const *states, size_t n,
+int lm_export_samples(const struct lm_state *const *states,
+                      const struct lm_report_member *members, size_t n,
                       lm_export_sample_fn fn, void *ctx)
 {
     const char *frames[LM_STACK_MAX_DEPTH + 2];
@@ -1023,6 +1024,8 @@ int lm_export_samples(const struct lm_state *const *states, size_t n,
                 .frames = frames,
                 .nframes = pa->n,
                 .member = sm->member,
+                .pid = members != NULL ? members[sm->member].pid : 0,
+                .command = members != NULL ? members[sm->member].cmdline : NULL,
                 .trace = sm->trace,
                 .estimated = states[sm->member]->stacks.sample_bytes != 0,
             };

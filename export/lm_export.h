@@ -53,14 +53,19 @@ int lm_export_write(FILE *out, const struct lm_state *const *states,
                     const struct lm_report_member *members, size_t n,
                     const struct lm_export_opts *o);
 
+/* How pprof's comment on sampled stacks begins (the mean follows). */
+#define LM_EXPORT_SAMPLED_NOTE "call stacks sampled every "
+
 /* A sample as lm_export_samples hands it. */
 struct lm_export_sample {
     /* Its frames' names as reports print them, root first: the outermost
      * caller, ..., the site (one frame without a stack). */
     const char *const *frames;
     uint32_t nframes;
-    uint32_t member; /* which of the states */
-    uint64_t trace;  /* the trace whose compiled code made it, or 0 */
+    uint32_t member;     /* which of the states (or processes read back) */
+    uint32_t pid;        /* its process's, when known; else 0 */
+    const char *command; /* its process's command line, or NULL */
+    uint64_t trace;      /* the trace whose compiled code made it, or 0 */
     uint64_t v[LM_VALUE_COUNT];
     int estimated; /* values estimated from sampled stacks */
 };
@@ -70,11 +75,26 @@ typedef int (*lm_export_sample_fn)(void *ctx, const struct lm_export_sample *s);
 
 /*
  * Hands fn, in no particular order, the samples lm_export_write writes
- * of the same states as pprof's (estimates rounded to counts), so that a
- * caller may draw them without a format in between.  Returns 0, -1 when
- * out of memory, or what fn returned when it stopped the walk.
+ * of the same states (and members, which may be NULL) as pprof's
+ * (estimates rounded to counts), so that a caller may draw them without
+ * a format in between.  Returns 0, -1 when out of memory, or what fn
+ * returned when it stopped the walk.
  */
-int lm_export_samples(const struct lm_state *const *states, size_t n,
+int lm_export_samples(const struct lm_state *const *states,
+                      const struct lm_report_member *members, size_t n,
                       lm_export_sample_fn fn, void *ctx);
+
+/*
+ * Reads back a pprof export lm_export_write wrote (gzipped, len bytes):
+ * hands fn each of its samples as lm_export_samples would, the frames
+ * named from pprof's functions and lines as the export named them;
+ * member counts the processes in the order of their first sample, pid
+ * and command are its labels, estimated is said by the profile's
+ * comment on sampling (of every sample: a merged profile does not say
+ * which processes sampled).  Returns 0, -1 when it is not such a profile or
+ * memory ran out, or what fn returned when it stopped the walk.
+ */
+int lm_export_read_pprof(const uint8_t *data, size_t len,
+                         lm_export_sample_fn fn, void *ctx);
 
 #endif

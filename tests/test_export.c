@@ -570,14 +570,14 @@ static void test_samples_in_memory(void)
     lm_profile_init(&p, NULL, NULL);
     CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
     const struct lm_state *s = &p.state;
-    CU_ASSERT_EQUAL(lm_export_samples(&s, 1, take_sample, &t), 0);
+    CU_ASSERT_EQUAL(lm_export_samples(&s, NULL, 1, take_sample, &t), 0);
     CU_ASSERT_PTR_NOT_NULL(
         strstr(t.text, "@main.lua:5;@app.lua:20;@lib.lua:10 300\n"));
     CU_ASSERT_PTR_NOT_NULL(
         strstr(t.text, "@main.lua:5;@app.lua:30;@lib.lua:10 700\n"));
     CU_ASSERT_FALSE(t.estimated);
     t.len = 700; /* the next sample stops it */
-    CU_ASSERT_EQUAL(lm_export_samples(&s, 1, take_sample, &t), 1);
+    CU_ASSERT_EQUAL(lm_export_samples(&s, NULL, 1, take_sample, &t), 1);
     lm_profile_free(&p);
     lm_buf_free(&b);
 
@@ -585,10 +585,130 @@ static void test_samples_in_memory(void)
     sampled_stream(&b);
     lm_profile_init(&p, NULL, NULL);
     CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
-    CU_ASSERT_EQUAL(lm_export_samples(&s, 1, take_sample, &t), 0);
+    CU_ASSERT_EQUAL(lm_export_samples(&s, NULL, 1, take_sample, &t), 0);
     CU_ASSERT_STRING_EQUAL(t.text, "@main.lua:5;@app.lua:20;@lib.lua:10 10\n");
     CU_ASSERT_TRUE(t.estimated);
     lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Samples as sorted text lines, to compare two ways of getting them. */
+struct lines {
+    char **v;
+    size_t n, estimated;
+};
+
+static int take_line(void *ctx, const struct lm_export_sample *s)
+{
+    struct lines *l = ctx;
+    char *line = NULL, *next;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+
+    CU_ASSERT_FATAL(f != NULL);
+    for (uint32_t j = 0; j < s->nframes; j++)
+        fprintf(f, "%s%s", j ? ";" : "", s->frames[j]);
+    fprintf(f, " %llu %llu %llu %llu trace %llu member %u pid %u %s",
+            (unsigned long long)s->v[0], (unsigned long long)s->v[1],
+            (unsigned long long)s->v[2], (unsigned long long)s->v[3],
+            (unsigned long long)s->trace, s->member, s->pid,
+            s->command ? s->command : "-");
+    fclose(f);
+    l->estimated += s->estimated != 0;
+    next = line;
+    l->v = realloc(l->v, (l->n + 1) * sizeof(*l->v));
+    CU_ASSERT_FATAL(l->v != NULL);
+    l->v[l->n++] = next;
+    return 0;
+}
+
+static int cmp_lines(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_lines(struct lines *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+/* The samples of states (members may be NULL) in memory and read back
+ * from their pprof are the same, frames named alike, and for one state
+ * as many estimated (a merged pprof says only that some process's
+ * stacks were sampled); how many. */
+static size_t check_round_trip(const struct lm_state *const *states,
+                               const struct lm_report_member *members, size_t n)
+{
+    struct lines direct = {0}, back = {0};
+    struct lm_export_opts o = {.format = LM_EXPORT_PPROF};
+    char *gz = NULL;
+    size_t len, count;
+    FILE *mem = open_memstream(&gz, &len);
+
+    CU_ASSERT_EQUAL(lm_export_write(mem, states, members, n, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(fclose(mem), 0);
+    CU_ASSERT_EQUAL(lm_export_samples(states, members, n, take_line, &direct),
+                    0);
+    CU_ASSERT_EQUAL(
+        lm_export_read_pprof((const uint8_t *)gz, len, take_line, &back), 0);
+    CU_ASSERT_EQUAL_FATAL(direct.n, back.n);
+    if (n == 1)
+        CU_ASSERT_EQUAL(direct.estimated, back.estimated);
+    qsort(direct.v, direct.n, sizeof(char *), cmp_lines);
+    qsort(back.v, back.n, sizeof(char *), cmp_lines);
+    for (size_t i = 0; i < direct.n; i++) {
+        CU_ASSERT_STRING_EQUAL(back.v[i], direct.v[i]);
+    }
+    count = direct.n;
+    free_lines(&direct);
+    free_lines(&back);
+    /* Not a profile, or one cut short: refused. */
+    CU_ASSERT_EQUAL(
+        lm_export_read_pprof((const uint8_t *)gz, len / 2, take_line, &back),
+        -1);
+    CU_ASSERT_EQUAL(
+        lm_export_read_pprof((const uint8_t *)"nope", 4, take_line, &back), -1);
+    free_lines(&back);
+    free(gz);
+    return count;
+}
+
+/* pprof read back names every kind of frame as the export does: Lua
+ * lines, traces, C functions, builtins, markers, census names; merged
+ * processes by their labels; estimates by the comment on sampling. */
+static void test_read_pprof(void)
+{
+    void (*streams[])(struct lm_buf *) = {known_stream, two_callers,
+                                          sampled_stream};
+    struct lm_profile p[3];
+    const struct lm_state *s[3];
+    struct lm_report_member m[] = {{11, 1, "luajit a.lua"},
+                                   {22, 2, "luajit b.lua"},
+                                   {33, 3, "luajit c.lua"}};
+
+    for (int i = 0; i < 3; i++) {
+        struct lm_buf b = {0};
+        streams[i](&b);
+        lm_profile_init(&p[i], NULL, NULL);
+        CU_ASSERT_EQUAL_FATAL(feed_chunked(&p[i], b.data, b.len, 0), LM_DONE);
+        s[i] = &p[i].state;
+        lm_buf_free(&b);
+        CU_ASSERT(check_round_trip(&s[i], NULL, 1) > 0);
+    }
+    CU_ASSERT_EQUAL(check_round_trip(s, m, 3), 5 + 3 + 1);
+    for (int i = 0; i < 3; i++)
+        lm_profile_free(&p[i]);
+
+    /* Every record type of R3S, stacks of every frame kind among them. */
+    struct lm_buf b = {0};
+    sample_stream(&b, LM_REV_R3S);
+    lm_profile_init(&p[0], NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p[0], b.data, b.len, 0), LM_DONE);
+    CU_ASSERT(check_round_trip(s, NULL, 1) > 5);
+    lm_profile_free(&p[0]);
     lm_buf_free(&b);
 }
 
@@ -605,4 +725,5 @@ void register_export_tests(void)
     CU_add_test(s, "merged call stacks", test_merged_stacks);
     CU_add_test(s, "pprof of sampled stacks", test_pprof_sampled);
     CU_add_test(s, "samples in memory", test_samples_in_memory);
+    CU_add_test(s, "pprof read back", test_read_pprof);
 }
