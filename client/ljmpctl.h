@@ -23,6 +23,7 @@ extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
 extern const struct cmd_entry cmd_leaks_entry;
 extern const struct cmd_entry cmd_plot_entry;
+extern const struct cmd_entry cmd_flame_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_diff_entry;
 
