@@ -58,8 +58,9 @@ int lm_export_write(FILE *out, const struct lm_state *const *states,
 
 /* A sample as lm_export_samples hands it. */
 struct lm_export_sample {
-    /* Its frames' names as reports print them, root first: the outermost
-     * caller, ..., the site (one frame without a stack). */
+    /* Its frames' names as reports print them (but bytes that are not
+     * UTF-8, '?' as in every export), root first: the outermost caller,
+     * ..., its place (one frame without a stack). */
     const char *const *frames;
     uint32_t nframes;
     uint32_t member;     /* which of the states (or processes read back) */
@@ -91,8 +92,9 @@ int lm_export_samples(const struct lm_state *const *states,
  * member counts the processes in the order of their first sample, pid
  * and command are its labels, estimated is said by the profile's
  * comment on sampling (of every sample: a merged profile does not say
- * which processes sampled).  Returns 0, -1 when it is not such a profile or
- * memory ran out, or what fn returned when it stopped the walk.
+ * which processes sampled).  Returns 0, -1 when it is not such a
+ * profile or memory ran out, or what fn returned when it stopped the
+ * walk.
  */
 int lm_export_read_pprof(const uint8_t *data, size_t len,
                          lm_export_sample_fn fn, void *ctx);
