@@ -74,6 +74,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_STACKS] = {"stacks", 0, VALUE_OPTIONAL_NUMBER},
     [OPT_STACK_SAMPLE] = {"stack-sample", 0, VALUE_NUMBER},
     [OPT_STRIP_STACKS] = {"strip-stacks", 0, VALUE_NONE},
+    [OPT_BY] = {"by", 0, VALUE_TEXT},
 };
 
 /* Each option is a bit of ctl_args.given. */
@@ -250,8 +251,9 @@ static int take_value(const struct cmd_entry *cmd, const struct opt_use *u,
         return parse_in_range(cmd->name, u, text, &out->num[opt]);
     case VALUE_OPTIONAL_NUMBER:
         out->num[opt] = 0;
-        return text == NULL ? 0
-                            : parse_in_range(cmd->name, u, text, &out->num[opt]);
+        return text == NULL
+                   ? 0
+                   : parse_in_range(cmd->name, u, text, &out->num[opt]);
     case VALUE_SORT_KEY:
         if ((key = sortkey_named(cmd->name, text)) < 0)
             return -1;

@@ -51,6 +51,7 @@ enum ctl_opt {
     OPT_STACKS,         /* --stacks[=DEPTH] (0 when given bare) */
     OPT_STACK_SAMPLE,   /* --stack-sample BYTES */
     OPT_STRIP_STACKS,   /* --strip-stacks */
+    OPT_BY,             /* --by WHAT (flame: live or alloc) */
     NOPTS
 };
 

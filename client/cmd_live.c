@@ -669,8 +669,37 @@ static int is_export_of(const Ljmp__ReportText *r,
     return 1;
 }
 
+/* What the first part of an answer says of its sessions. */
+static void about_of(const Ljmp__ReportText *r, struct live_about *a)
+{
+    memset(a, 0, sizeof(*a));
+    if (r->session != NULL) {
+        a->pid = r->session->pid;
+        snprintf(a->command, sizeof(a->command), "%s",
+                 r->session->cmdline ? r->session->cmdline : "");
+    }
+    a->nmembers = (uint32_t)r->n_members;
+    for (size_t i = 0; i <= r->n_members; i++) {
+        const Ljmp__SessionInfo *s =
+            i < r->n_members ? r->members[i] : r->session;
+        if (s == NULL || s->stacks == 0)
+            continue;
+        if (a->stacks == 0)
+            a->stack_sample = s->stack_sample;
+        if (s->stacks > a->stacks)
+            a->stacks = s->stacks;
+    }
+}
+
 int live_report(const char *cmd, const struct view_target *t,
                 const struct lm_report_opts *o, FILE *out)
+{
+    return live_report_about(cmd, t, o, out, NULL);
+}
+
+int live_report_about(const char *cmd, const struct view_target *t,
+                      const struct lm_report_opts *o, FILE *out,
+                      struct live_about *about)
 {
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
@@ -707,6 +736,8 @@ int live_report(const char *cmd, const struct view_target *t,
             conn_close(&c);
             return EXIT_USAGE;
         }
+        if (about != NULL)
+            about_of(r, about);
         fwrite(r->text.data, 1, r->text.len, out);
         if (r->more)
             rc = report_rest(cmd, &c, resp->id, out);

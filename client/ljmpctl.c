@@ -10,7 +10,8 @@ static const struct cmd_entry *const commands[] = {
     &cmd_top_entry,    &cmd_leaks_entry,     &cmd_snapshot_entry,
     &cmd_watch_entry,  &cmd_report_entry,    &cmd_export_entry,
     &cmd_record_entry, &cmd_subscribe_entry, &cmd_ingest_entry,
-    &cmd_plot_entry,   &cmd_mark_entry,      &cmd_diff_entry,
+    &cmd_plot_entry,   &cmd_flame_entry,     &cmd_mark_entry,
+    &cmd_diff_entry,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -23,6 +23,7 @@ extern const struct cmd_entry cmd_detach_entry;
 extern const struct cmd_entry cmd_top_entry;
 extern const struct cmd_entry cmd_leaks_entry;
 extern const struct cmd_entry cmd_plot_entry;
+extern const struct cmd_entry cmd_flame_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_diff_entry;
 
@@ -35,6 +36,21 @@ extern const struct cmd_entry cmd_ingest_entry;
  * command in messages; an exit status. */
 int live_report(const char *cmd, const struct view_target *t,
                 const struct lm_report_opts *o, FILE *out);
+
+/* What ljmpd said of the sessions a live report or export is of. */
+struct live_about {
+    uint32_t pid;      /* the session's; 0 for a merged one */
+    uint32_t nmembers; /* a merged one's sessions */
+    char command[256]; /* the session's command line; "" merged */
+    uint32_t stacks;   /* the deepest call stacks a stream carries; 0: none */
+    uint64_t stack_sample; /* a stream's sampling mean, 0: every allocation */
+};
+
+/* live_report, and what ljmpd said of the sessions in *about (when not
+ * NULL, and an answer came). */
+int live_report_about(const char *cmd, const struct view_target *t,
+                      const struct lm_report_opts *o, FILE *out,
+                      struct live_about *about);
 
 /* A PID operand rather than a file: digits only, and no such file. */
 int is_pid_operand(const char *arg);

@@ -1849,11 +1849,12 @@ void lm_state_loc_parts(const struct lm_state *s, uint32_t loc,
     }
 }
 
+static const char *const marker_names[] = {NULL, "[truncated]", "[tail call]",
+                                           "[coroutine]"};
+
 int lm_state_frame_name(const struct lm_state *s, const struct lm_sframe *f,
                         char *buf, size_t len)
 {
-    static const char *const markers[] = {NULL, "[truncated]", "[tail call]",
-                                          "[coroutine]"};
     const char *name;
     size_t nlen;
 
@@ -1867,8 +1868,34 @@ int lm_state_frame_name(const struct lm_state *s, const struct lm_sframe *f,
         return snprintf(buf, len, "%.*s", (int)nlen, name);
     default:
         if (f->value >= LM_MARK_TRUNCATED && f->value <= LM_MARK_COROUTINE)
-            return snprintf(buf, len, "%s", markers[f->value]);
+            return snprintf(buf, len, "%s", marker_names[f->value]);
         return snprintf(buf, len, "[marker %" PRIu64 "]", f->value);
+    }
+}
+
+void lm_state_frame_parts(const struct lm_state *s, const struct lm_sframe *f,
+                          struct lm_loc_parts *p)
+{
+    memset(p, 0, sizeof(*p));
+    switch (f->kind) {
+    case LM_FRAME_LUA:
+        lfunc_parts(s, f->sym, f->addr, f->value, p);
+        return;
+    case LM_FRAME_C:
+        p->kind = LM_PART_C;
+        p->addr = f->addr;
+        if (f->sym != LM_NONE)
+            p->name = lm_symtab_str(&s->sym, s->sym.cfuncs[f->sym].name,
+                                    &p->name_len);
+        return;
+    default:
+        p->kind = LM_PART_MARKER;
+        p->line = f->value;
+        if (f->value >= LM_MARK_TRUNCATED && f->value <= LM_MARK_COROUTINE) {
+            p->name = marker_names[f->value];
+            p->name_len = strlen(p->name);
+        }
+        return;
     }
 }
 

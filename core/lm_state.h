@@ -437,6 +437,7 @@ enum lm_part_kind {
     LM_PART_C,        /* a C function (name NULL: never announced) */
     LM_PART_TRACE,    /* a trace, without its line: its start's */
     LM_PART_UNNAMED,  /* a Lua line of a prototype never announced */
+    LM_PART_MARKER,   /* a stack's marker: name only ("[truncated]") */
 };
 
 /*
@@ -459,6 +460,13 @@ struct lm_loc_parts {
 
 void lm_state_loc_parts(const struct lm_state *s, uint32_t loc,
                         struct lm_loc_parts *p);
+
+/* A stack frame's name in parts, as lm_state_frame_name names it: a Lua
+ * frame as a Lua location, a C frame by its symbol (name NULL without
+ * one; addr the frame's), a marker by its name (NULL for one this reader
+ * does not know, its value in line). */
+void lm_state_frame_parts(const struct lm_state *s, const struct lm_sframe *f,
+                          struct lm_loc_parts *p);
 
 /* lm_state_loc_trace_name if by_trace, else lm_state_loc_name. */
 static inline int lm_state_loc_name_by(const struct lm_state *s, uint32_t loc,

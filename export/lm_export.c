@@ -50,16 +50,23 @@ struct ex_place {
     uint64_t addr;
 };
 
-/* A place's values in one process, and the trace whose compiled code
+/* A sample's frames: places, the site first and then its callers
+ * outwards (pprof's order), ppl[first...]. */
+struct ex_path {
+    uint32_t first, n;
+};
+
+/* A path's values in one process, and the trace whose compiled code
  * made them (0: none). */
 struct ex_sample {
-    uint32_t place, member;
+    uint32_t path, member;
     uint64_t trace;
     uint64_t v[LM_VALUE_COUNT];
 };
 
 /* The profile being gathered: strings (pprof's table: entry 0 is ""),
- * functions, places and samples, each kept once through its index. */
+ * functions, places, paths and samples, each kept once through its
+ * index; and the comments pprof carries (string ids). */
 struct ex {
     char **str;
     uint32_t nstr, str_cap;
@@ -70,9 +77,16 @@ struct ex {
     struct ex_place *pl;
     uint32_t npl, pl_cap;
     struct lm_hindex pl_idx;
+    uint32_t *ppl;
+    uint32_t nppl, ppl_cap;
+    struct ex_path *pa;
+    uint32_t npa, pa_cap;
+    struct lm_hindex pa_idx;
     struct ex_sample *sm;
     uint32_t nsm, sm_cap;
     struct lm_hindex sm_idx;
+    uint32_t comments[4];
+    uint32_t ncomments;
     int oom;
 };
 
@@ -213,14 +227,38 @@ static uint32_t ex_place(struct ex *x, const struct ex_place *p)
     return x->npl++;
 }
 
-static struct ex_sample *ex_sample(struct ex *x, uint32_t place,
-                                   uint32_t member, uint64_t trace)
+/* The path of places pl[0...n) (the site first), added if new (LM_NONE
+ * when out of memory). */
+static uint32_t ex_path(struct ex *x, const uint32_t *pl, uint32_t n)
 {
-    uint64_t h = lm_hash_combine(lm_hash_combine(place, member), trace);
+    uint64_t h = lm_hash_bytes(pl, n * sizeof(*pl));
+    uint32_t id, slot;
+
+    LM_HINDEX_FOREACH(&x->pa_idx, h, id, slot)
+    if (x->pa[id].n == n &&
+        memcmp(x->ppl + x->pa[id].first, pl, n * sizeof(*pl)) == 0)
+        return id;
+    if (LM_RESERVE(x->ppl, x->ppl_cap, x->nppl + n) != 0 ||
+        LM_RESERVE(x->pa, x->pa_cap, x->npa) != 0 ||
+        lm_hindex_insert(&x->pa_idx, h, x->npa) != 0)
+        goto oom;
+    memcpy(x->ppl + x->nppl, pl, n * sizeof(*pl));
+    x->pa[x->npa] = (struct ex_path){x->nppl, n};
+    x->nppl += n;
+    return x->npa++;
+oom:
+    x->oom = 1;
+    return LM_NONE;
+}
+
+static struct ex_sample *ex_sample(struct ex *x, uint32_t path, uint32_t member,
+                                   uint64_t trace)
+{
+    uint64_t h = lm_hash_combine(lm_hash_combine(path, member), trace);
     uint32_t id, slot;
 
     LM_HINDEX_FOREACH(&x->sm_idx, h, id, slot)
-    if (x->sm[id].place == place && x->sm[id].member == member &&
+    if (x->sm[id].path == path && x->sm[id].member == member &&
         x->sm[id].trace == trace)
         return &x->sm[id];
     if (LM_RESERVE(x->sm, x->sm_cap, x->nsm) != 0 ||
@@ -229,7 +267,7 @@ static struct ex_sample *ex_sample(struct ex *x, uint32_t place,
         return NULL;
     }
     x->sm[x->nsm] =
-        (struct ex_sample){.place = place, .member = member, .trace = trace};
+        (struct ex_sample){.path = path, .member = member, .trace = trace};
     return &x->sm[x->nsm++];
 }
 
@@ -299,8 +337,10 @@ static uint32_t place_of(struct ex *x, const struct lm_loc_parts *p)
     case LM_PART_TRACE:
         trace_place(x, p, &pl);
         break;
+    case LM_PART_MARKER: /* a name alone, as a census's */
     case LM_PART_CENSUS:
-        name = ex_string(x, p->name, p->name_len);
+        name = p->name != NULL ? ex_string(x, p->name, p->name_len)
+                               : ex_stringf(x, "[marker %" PRIu64 "]", p->line);
         pl.function = ex_function(x, name, 0, 0);
         pl.display = name;
         break;
@@ -326,29 +366,126 @@ static uint32_t place_of(struct ex *x, const struct lm_loc_parts *p)
     return ex_place(x, &pl);
 }
 
-/* Adds location loc of s, in process member, unless it made and holds
- * nothing (a site of frees alone). */
-static void add_location(struct ex *x, const struct lm_state *s, uint32_t loc,
-                         uint32_t member)
+/* An estimate as a count: pprof's values are integers. */
+static uint64_t rounded(double v)
 {
+    return v <= 0 ? 0 : v >= 0x1p64 ? UINT64_MAX : (uint64_t)(v + 0.5);
+}
+
+/*
+ * The values of location loc of s: its counts, or with sampling those its
+ * stack's events stand for (live: live[loc], of lm_state_stack_live).
+ * Whether it has a sample: not when it made and holds nothing (a site of
+ * frees alone), nor when the stream sampled stacks and it has none (its
+ * events are the ones the estimates of the stacked locations stand for).
+ */
+static int loc_values(const struct lm_state *s, uint32_t loc,
+                      const struct lm_stack_est *live,
+                      uint64_t v[LM_VALUE_COUNT])
+{
+    const struct lm_stacks *k = &s->stacks;
     struct lm_counters c;
+
+    if (k->sample_bytes != 0) {
+        if (s->locs[loc].stack == 0)
+            return 0;
+        int made = (size_t)loc < k->est_room / sizeof(*k->est);
+        v[LM_VALUE_ALLOC_OBJECTS] = made ? rounded(k->est[loc].events) : 0;
+        v[LM_VALUE_ALLOC_SPACE] = made ? rounded(k->est[loc].bytes) : 0;
+        v[LM_VALUE_INUSE_OBJECTS] = rounded(live[loc].events);
+        v[LM_VALUE_INUSE_SPACE] = rounded(live[loc].bytes);
+    } else {
+        lm_state_counters(s, loc, &c);
+        v[LM_VALUE_ALLOC_OBJECTS] = c.alloc_events + c.realloc_events;
+        v[LM_VALUE_ALLOC_SPACE] = c.alloc_bytes + c.realloc_new_bytes;
+        v[LM_VALUE_INUSE_OBJECTS] = c.live_blocks;
+        v[LM_VALUE_INUSE_SPACE] = c.live_bytes;
+    }
+    return (v[0] | v[1] | v[2] | v[3]) != 0;
+}
+
+/* The places of location loc's sample into pl: its site, then the
+ * callers its stack names, outwards; how many.  The stack's innermost
+ * frame is left out when it is the site itself, as reports do. */
+static uint32_t loc_places(struct ex *x, const struct lm_state *s, uint32_t loc,
+                           const struct lm_loc_parts *site,
+                           uint32_t pl[LM_STACK_MAX_DEPTH + 2])
+{
+    uint32_t n = 0, nframes = 0;
+    const struct lm_sframe *f = NULL;
     struct lm_loc_parts p;
 
-    lm_state_counters(s, loc, &c);
-    uint64_t v[LM_VALUE_COUNT] = {
-        [LM_VALUE_ALLOC_OBJECTS] = c.alloc_events + c.realloc_events,
-        [LM_VALUE_ALLOC_SPACE] = c.alloc_bytes + c.realloc_new_bytes,
-        [LM_VALUE_INUSE_OBJECTS] = c.live_blocks,
-        [LM_VALUE_INUSE_SPACE] = c.live_bytes,
-    };
-    if ((v[0] | v[1] | v[2] | v[3]) == 0)
+    pl[n++] = place_of(x, site);
+    if (s->locs[loc].stack != 0)
+        f = lm_stacks_frames(&s->stacks, s->locs[loc].stack, &nframes);
+    if (nframes > LM_STACK_MAX_DEPTH + 1)
+        nframes = LM_STACK_MAX_DEPTH + 1;
+    for (uint32_t j = 0; j < nframes; j++) {
+        lm_state_frame_parts(s, &f[j], &p);
+        uint32_t place = place_of(x, &p);
+        if (j > 0 || place != pl[0])
+            pl[n++] = place;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        if (pl[j] == LM_NONE)
+            return 0;
+    return n;
+}
+
+/* Adds location loc of s, in process member, if it has a sample. */
+static void add_location(struct ex *x, const struct lm_state *s, uint32_t loc,
+                         uint32_t member, const struct lm_stack_est *live)
+{
+    uint64_t v[LM_VALUE_COUNT];
+    uint32_t pl[LM_STACK_MAX_DEPTH + 2], n;
+    struct lm_loc_parts p;
+
+    if (!loc_values(s, loc, live, v))
         return;
     lm_state_loc_parts(s, loc, &p);
-    uint32_t place = place_of(x, &p);
+    n = loc_places(x, s, loc, &p, pl);
+    uint32_t path = n > 0 ? ex_path(x, pl, n) : LM_NONE;
     struct ex_sample *sm =
-        place != LM_NONE ? ex_sample(x, place, member, p.trace) : NULL;
+        path != LM_NONE ? ex_sample(x, path, member, p.trace) : NULL;
     for (int i = 0; sm != NULL && i < LM_VALUE_COUNT; i++)
         sm->v[i] += v[i];
+}
+
+/* Says, once, that s's stacks were sampled every M bytes (pprof's
+ * comments). */
+static void note_sampling(struct ex *x, const struct lm_state *s)
+{
+    uint32_t c = ex_stringf(
+        x,
+        LM_EXPORT_SAMPLED_NOTE
+        "%" PRIu64 " bytes on average: samples are estimates from them "
+        "(rounded), and the events without a stack are left out, since the "
+        "estimates stand for them",
+        s->stacks.sample_bytes);
+
+    for (uint32_t i = 0; i < x->ncomments; i++)
+        if (x->comments[i] == c)
+            return;
+    if (x->ncomments < sizeof(x->comments) / sizeof(x->comments[0]))
+        x->comments[x->ncomments++] = c;
+}
+
+/* Adds state s's samples, in process member. */
+static void add_state(struct ex *x, const struct lm_state *s, uint32_t member)
+{
+    struct lm_stack_est *live = NULL;
+
+    if (s->stacks.sample_bytes != 0) {
+        if ((live = calloc((size_t)s->nlocs + 1, sizeof(*live))) == NULL) {
+            x->oom = 1;
+            return;
+        }
+        lm_state_stack_live(s, live);
+        note_sampling(x, s);
+    }
+    for (uint32_t loc = 0; loc < s->nlocs && !x->oom; loc++)
+        add_location(x, s, loc, member, live);
+    free(live);
 }
 
 static void ex_free(struct ex *x)
@@ -358,10 +495,13 @@ static void ex_free(struct ex *x)
     free(x->str);
     free(x->fn);
     free(x->pl);
+    free(x->ppl);
+    free(x->pa);
     free(x->sm);
     lm_hindex_free(&x->str_idx);
     lm_hindex_free(&x->fn_idx);
     lm_hindex_free(&x->pl_idx);
+    lm_hindex_free(&x->pa_idx);
     lm_hindex_free(&x->sm_idx);
 }
 
@@ -370,12 +510,12 @@ static int ex_gather(struct ex *x, const struct lm_state *const *states,
 {
     memset(x, 0, sizeof(*x));
     if (lm_hindex_init(&x->str_idx) != 0 || lm_hindex_init(&x->fn_idx) != 0 ||
-        lm_hindex_init(&x->pl_idx) != 0 || lm_hindex_init(&x->sm_idx) != 0)
+        lm_hindex_init(&x->pl_idx) != 0 || lm_hindex_init(&x->pa_idx) != 0 ||
+        lm_hindex_init(&x->sm_idx) != 0)
         return -1;
     ex_string(x, "", 0); /* pprof's string 0 */
     for (size_t m = 0; m < n && !x->oom; m++)
-        for (uint32_t loc = 0; loc < states[m]->nlocs && !x->oom; loc++)
-            add_location(x, states[m], loc, (uint32_t)m);
+        add_state(x, states[m], (uint32_t)m);
     return x->oom ? -1 : 0;
 }
 
@@ -461,7 +601,7 @@ static int pp_alloc(struct pp *p, const struct ex *x)
     p->line_ptrs = calloc(x->npl + 1, sizeof(*p->line_ptrs));
     p->samples = calloc(ns, sizeof(*p->samples));
     p->sample_ptrs = calloc(ns, sizeof(*p->sample_ptrs));
-    p->loc_ids = calloc(ns, sizeof(*p->loc_ids));
+    p->loc_ids = calloc(x->nppl ? x->nppl : 1, sizeof(*p->loc_ids));
     p->values = calloc(ns * LM_VALUE_COUNT, sizeof(*p->values));
     /* pid, command and trace at most. */
     p->labels = calloc(ns * 3, sizeof(*p->labels));
@@ -529,10 +669,13 @@ static void pp_samples(struct pp *p, const struct ex *x,
     for (uint32_t i = 0; i < x->nsm; i++) {
         const struct ex_sample *s = &x->sm[i];
         Sample *sp = &p->samples[i];
+        const struct ex_path *pa = &x->pa[s->path];
         perftools__profiles__sample__init(sp);
-        p->loc_ids[i] = s->place + 1;
-        sp->n_location_id = 1;
-        sp->location_id = &p->loc_ids[i];
+        /* Each path's ids once, where its places are: leaf first. */
+        for (uint32_t j = 0; j < pa->n; j++)
+            p->loc_ids[pa->first + j] = x->ppl[pa->first + j] + 1;
+        sp->n_location_id = pa->n;
+        sp->location_id = &p->loc_ids[pa->first];
         for (int v = 0; v < LM_VALUE_COUNT; v++)
             p->values[i * LM_VALUE_COUNT + v] = as_int64(s->v[v]);
         sp->n_value = LM_VALUE_COUNT;
@@ -572,7 +715,11 @@ static int write_pprof(FILE *out, struct ex *x,
     struct pp_keys k;
     uint32_t *commands = calloc(n ? n : 1, sizeof(*commands));
     uint32_t type_names[LM_VALUE_COUNT], units[LM_VALUE_COUNT], program;
+    int64_t comments[sizeof(x->comments) / sizeof(x->comments[0])];
     int rc = -1;
+
+    for (uint32_t i = 0; i < x->ncomments; i++)
+        comments[i] = x->comments[i];
 
     /* Every string first: the table may move as it grows. */
     k.pid = ex_string(x, "pid", 3);
@@ -614,6 +761,8 @@ static int write_pprof(FILE *out, struct ex *x,
     pp_functions(&p, x);
     pp_locations(&p, x);
     pp_samples(&p, x, members, commands, &k);
+    p.prof.n_comment = x->ncomments;
+    p.prof.comment = comments;
     p.prof.n_string_table = x->nstr;
     p.prof.string_table = x->str;
     p.prof.time_nanos = as_int64(o->time_ms * 1000000);
@@ -655,8 +804,29 @@ static void put_member(FILE *out, const struct lm_report_member *m)
     fprintf(out, " (%" PRIu32 ")", m->pid);
 }
 
-/* Samples by process, then by display name, so that each stack is one
- * line (qsort_r: exports may be sorted on two threads at once). */
+/* The display name of path pa's j-th frame from its root. */
+static const char *root_frame(const struct ex *x, const struct ex_path *pa,
+                              uint32_t j)
+{
+    return x->str[x->pl[x->ppl[pa->first + pa->n - 1 - j]].display];
+}
+
+/* Paths by their frames' names from the root, a path before those it
+ * leads to. */
+static int cmp_paths(const struct ex *x, uint32_t a, uint32_t b)
+{
+    const struct ex_path *p = &x->pa[a], *q = &x->pa[b];
+
+    for (uint32_t j = 0; j < p->n && j < q->n; j++) {
+        int c = strcmp(root_frame(x, p, j), root_frame(x, q, j));
+        if (c != 0)
+            return c;
+    }
+    return p->n < q->n ? -1 : p->n > q->n ? 1 : 0;
+}
+
+/* Samples by process, then by their frames' names, so that each stack is
+ * one line (qsort_r: exports may be sorted on two threads at once). */
 static int cmp_samples(const void *a, const void *b, void *arg)
 {
     const struct ex_sample *x = a, *y = b;
@@ -664,8 +834,7 @@ static int cmp_samples(const void *a, const void *b, void *arg)
 
     if (x->member != y->member)
         return x->member < y->member ? -1 : 1;
-    return strcmp(e->str[e->pl[x->place].display],
-                  e->str[e->pl[y->place].display]);
+    return cmp_paths(e, x->path, y->path);
 }
 
 static void sort_samples(struct ex *x)
@@ -673,11 +842,12 @@ static void sort_samples(struct ex *x)
     qsort_r(x->sm, x->nsm, sizeof(*x->sm), cmp_samples, x);
 }
 
-/* Whether samples i and j are one stack (the same display and process). */
+/* Whether samples i and j are one stack (the same names and process). */
 static int same_stack(const struct ex *x, uint32_t i, uint32_t j)
 {
     return x->sm[i].member == x->sm[j].member &&
-           x->pl[x->sm[i].place].display == x->pl[x->sm[j].place].display;
+           (x->sm[i].path == x->sm[j].path ||
+            cmp_paths(x, x->sm[i].path, x->sm[j].path) == 0);
 }
 
 static int write_folded(FILE *out, struct ex *x,
@@ -691,11 +861,16 @@ static int write_folded(FILE *out, struct ex *x,
         for (; j < x->nsm && same_stack(x, i, j); j++)
             v += x->sm[j].v[o->value];
         if (v > 0) {
+            const struct ex_path *pa = &x->pa[x->sm[i].path];
             if (members != NULL && n > 1) {
                 put_member(out, &members[x->sm[i].member]);
                 fputc(';', out);
             }
-            put_folded_frame(out, x->str[x->pl[x->sm[i].place].display]);
+            for (uint32_t f = 0; f < pa->n; f++) {
+                if (f > 0)
+                    fputc(';', out);
+                put_folded_frame(out, root_frame(x, pa, f));
+            }
             fprintf(out, " %" PRIu64 "\n", v);
         }
         i = j;
@@ -748,8 +923,13 @@ static void speedscope_profile(FILE *out, const struct ex *x,
                                                              : "none");
     for (uint32_t i = 0; i < x->nsm; i++)
         if ((m < 0 || x->sm[i].member == (uint32_t)m) && x->sm[i].v[o->value]) {
-            fprintf(out, first ? "[%" PRIu32 "]" : ",[%" PRIu32 "]",
-                    frame[x->pl[x->sm[i].place].display]);
+            const struct ex_path *pa = &x->pa[x->sm[i].path];
+            fputs(first ? "[" : ",[", out);
+            /* speedscope's stacks go from the root. */
+            for (uint32_t j = pa->n; j-- > 0;)
+                fprintf(out, j + 1 < pa->n ? ",%" PRIu32 : "%" PRIu32,
+                        frame[x->pl[x->ppl[pa->first + j]].display]);
+            fputc(']', out);
             first = 0;
         }
     fputs("],\"weights\":[", out);
@@ -821,6 +1001,38 @@ int lm_export_write(FILE *out, const struct lm_state *const *states,
         case LM_EXPORT_SPEEDSCOPE:
             rc = write_speedscope(out, &x, members, n, o);
             break;
+        }
+    }
+    ex_free(&x);
+    return rc;
+}
+
+int lm_export_samples(const struct lm_state *const *states,
+                      const struct lm_report_member *members, size_t n,
+                      lm_export_sample_fn fn, void *ctx)
+{
+    const char *frames[LM_STACK_MAX_DEPTH + 2];
+    struct ex x;
+    int rc = -1;
+
+    if (ex_gather(&x, states, n) == 0) {
+        rc = 0;
+        for (uint32_t i = 0; i < x.nsm && rc == 0; i++) {
+            const struct ex_sample *sm = &x.sm[i];
+            const struct ex_path *pa = &x.pa[sm->path];
+            struct lm_export_sample out = {
+                .frames = frames,
+                .nframes = pa->n,
+                .member = sm->member,
+                .pid = members != NULL ? members[sm->member].pid : 0,
+                .command = members != NULL ? members[sm->member].cmdline : NULL,
+                .trace = sm->trace,
+                .estimated = states[sm->member]->stacks.sample_bytes != 0,
+            };
+            for (uint32_t j = 0; j < pa->n; j++)
+                frames[j] = root_frame(&x, pa, j);
+            memcpy(out.v, sm->v, sizeof(out.v));
+            rc = fn(ctx, &out);
         }
     }
     ex_free(&x);

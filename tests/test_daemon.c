@@ -222,6 +222,9 @@ enum { STREAM_SOCKET = 1, STREAM_PIPE = 2 };
  * waiting past the default's 100 ms. */
 static int vm_default_stall;
 
+/* The depth of the call stacks VMs stream (LJMP_STACKS); 0: none. */
+static int vm_stacks;
+
 static struct vm vm_start(const char *script, const char *arg1,
                           const char *arg2, int stream, int gated)
 {
@@ -248,6 +251,11 @@ static struct vm vm_start(const char *script, const char *arg1,
             setenv("LJMP_PIPE", "1", 1);
         if (vm_default_stall)
             unsetenv("LJMP_MAX_STALL_MS");
+        if (vm_stacks > 0) {
+            char depth[16];
+            snprintf(depth, sizeof(depth), "%d", vm_stacks);
+            setenv("LJMP_STACKS", depth, 1);
+        }
         char name[200];
         snprintf(name, sizeof(name), "%s/vm-%d.out", test_dir, (int)getpid());
         int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -565,6 +573,78 @@ static void test_sites_report_and_record(void)
     /* C functions are named from the process's own files. */
     CU_ASSERT_PTR_NOT_NULL(strstr(live, "luaopen_base:0x"));
     CU_ASSERT_PTR_NULL(strstr(live, "CFUNC 0x"));
+    free(live);
+    free(file);
+    CU_ASSERT_TRUE(daemon_up());
+}
+
+/* Removes from s the line that holds marker, if any. */
+static void drop_line_with(char *s, const char *marker)
+{
+    char *at = strstr(s, marker), *start, *end;
+
+    if (at == NULL)
+        return;
+    for (start = at; start > s && start[-1] != '\n'; start--)
+        ;
+    end = strchr(at, '\n');
+    end = end != NULL ? end + 1 : at + strlen(at);
+    memmove(start, end, strlen(end) + 1);
+}
+
+/*
+ * A flame graph of a live session's call stacks (LJMP_STACKS): drawn from
+ * ljmpd's pprof export, read back, it has the frames, widths and figures
+ * of the graph of the session's recording, drawn from its state; the hot
+ * line's two callers are there with their 300 and 700 allocations.
+ */
+static void test_flame_of_live_stacks(void)
+{
+    char args[700], cmd[1024], from_a[300], from_b[300];
+
+    vm_stacks = 8;
+    struct vm vm = vm_start("stacks_stream.lua", NULL, NULL, STREAM_SOCKET, 1);
+    vm_stacks = 0;
+    CU_ASSERT_FATAL(vm.pid > 0);
+    truncate_file("record.err");
+    snprintf(
+        cmd, sizeof(cmd),
+        "%s record %d -o '%s/stacks_stream.bin' --wait 20 2>'%s/record.err' &",
+        LJMPCTL_PATH, (int)vm.pid, test_dir, test_dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    file_shows("record.err", "waiting", 2000);
+    vm_release(&vm);
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT_TRUE(file_shows("record.err", "bytes in", 5000));
+
+    snprintf(args, sizeof(args), "flame %d -o '%s/flame_live.svg' --by alloc",
+             (int)vm.pid, test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "x.out"), 0);
+    snprintf(args, sizeof(args),
+             "flame '%s/stacks_stream.bin' -o '%s/flame_file.svg' --by alloc",
+             test_dir, test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "x.out"), 0);
+    char *live = test_slurp("flame_live.svg"),
+         *file = test_slurp("flame_file.svg");
+    CU_ASSERT_FATAL(live != NULL && file != NULL);
+    char said[64];
+    snprintf(said, sizeof(said), "pid %d: ", (int)vm.pid);
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, said));
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, "exact: every allocation carried"));
+    site_name(from_a, sizeof(from_a), "stacks_stream.lua", "SITE from_a");
+    site_name(from_b, sizeof(from_b), "stacks_stream.lua", "SITE from_b");
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, from_a));
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, from_b));
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, "in 300 allocations"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, "in 700 allocations"));
+    /* The subtitles say where each came from; the rest is the same. */
+    drop_line_with(live, "y=\"44\" font-size=\"11\"");
+    drop_line_with(file, "y=\"44\" font-size=\"11\"");
+    CU_ASSERT_TRUE(strlen(live) > 1000);
+    CU_ASSERT_STRING_EQUAL(live, file);
     free(live);
     free(file);
     CU_ASSERT_TRUE(daemon_up());
@@ -6638,6 +6718,8 @@ int main(int argc, char **argv)
         return 1;
     }
     CU_add_test(s, "sites, report and record", test_sites_report_and_record);
+    CU_add_test(s, "a flame graph of a live session's call stacks",
+                test_flame_of_live_stacks);
     CU_add_test(s, "two VMs at once", test_two_vms);
     CU_add_test(s, "leaks of a growing cache", test_leaks_of_a_growing_cache);
     CU_add_test(s, "marks and diffs", test_marks_and_diffs);

@@ -1,6 +1,7 @@
 /* Tests of the exports: pprof read back with its own schema, folded stacks
- * and speedscope's JSON, from a stream of known sites. */
+ * and speedscope's JSON, from streams of known sites and call stacks. */
 #include <CUnit/CUnit.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -99,6 +100,25 @@ static const char *str(const Profile *p, int64_t i)
 {
     CU_ASSERT_FATAL(i >= 0 && (size_t)i < p->n_string_table);
     return p->string_table[i];
+}
+
+/* Frame k of sample s (0: its leaf), as "FUNCTION LINE" into buf;
+ * checks the ids it goes through. */
+static const char *frame_of(const Profile *p,
+                            const Perftools__Profiles__Sample *s, size_t k,
+                            char *buf, size_t len)
+{
+    CU_ASSERT_FATAL(k < s->n_location_id);
+    uint64_t id = s->location_id[k];
+    CU_ASSERT_FATAL(id >= 1 && id <= p->n_location);
+    const Perftools__Profiles__Location *l = p->location[id - 1];
+    CU_ASSERT_FATAL(l->id == id && l->n_line == 1);
+    uint64_t fid = l->line[0]->function_id;
+    CU_ASSERT_FATAL(fid >= 1 && fid <= p->n_function);
+    const Perftools__Profiles__Function *f = p->function[fid - 1];
+    CU_ASSERT_FATAL(f->id == fid);
+    snprintf(buf, len, "%s %lld", str(p, f->name), (long long)l->line[0]->line);
+    return buf;
 }
 
 /* The sample at function `fn`, line `line` (and trace label, if any). */
@@ -283,6 +303,415 @@ static void test_pprof_delta(void)
     pprof_delta_free(d);
 }
 
+/* -- Call stacks (R3S) ---------------------------------------------------- */
+
+enum { LIB = 0x1000, APP = 0x2000, MAIN = 0x3000, REP = 5 };
+
+/* An R3S stream up to its configuration: @lib.lua (defined on line 1),
+ * @app.lua (1), @main.lua (0), and the builtin string.rep. */
+static void begin_r3s(struct lm_buf *b, uint64_t sample_bytes)
+{
+    lm_enc_begin(b, LM_REV_R3S);
+    lm_enc_sym_lfunc(b, LIB, "@lib.lua", 1);
+    lm_enc_sym_lfunc(b, APP, "@app.lua", 1);
+    lm_enc_sym_lfunc(b, MAIN, "@main.lua", 0);
+    lm_enc_sym_cfunc(b, REP, "string.rep");
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3S);
+    lm_enc_stack_config(b, 8, sample_bytes);
+}
+
+/* Stack id: @lib.lua:10 called at @app.lua:LINE, called at @main.lua:5. */
+static void def_caller(struct lm_buf *b, uint64_t id, uint64_t line)
+{
+    struct lm_stack_frame f[] = {frame_lua(LIB, 10), frame_lua(APP, line),
+                                 frame_lua(MAIN, 5)};
+
+    lm_enc_stack_def(b, id, f, 3);
+}
+
+/*
+ * @lib.lua:10 reached from @app.lua:20 300 times and from @app.lua:30 700
+ * times, 16 bytes each, the collector freeing the first 200; and
+ * string.rep called at @app.lua:7 twice (32 bytes each), its stack
+ * deeper than the VM wrote.
+ */
+static void two_callers(struct lm_buf *b)
+{
+    struct lm_loc_ref hot = loc_lua(LIB, 10), app7 = loc_lua(APP, 7),
+                      gc = loc_internal();
+    struct lm_stack_frame rep[] = {frame_c(REP), frame_lua(APP, 7),
+                                   frame_lua(MAIN, 5),
+                                   frame_marker(LM_MARK_TRUNCATED)};
+
+    begin_r3s(b, 0);
+    def_caller(b, 1, 20);
+    def_caller(b, 2, 30);
+    lm_enc_stack_def(b, 3, rep, 4);
+    for (uint64_t i = 0; i < 1000; i++)
+        lm_enc_alloc_stack(b, LM_REV_R3S, &hot, 0x100000 + 16 * i, 16,
+                           i < 300 ? 1 : 2);
+    for (uint64_t i = 0; i < 200; i++)
+        lm_enc_free(b, LM_REV_R3S, &gc, 0x100000 + 16 * i, 16);
+    lm_enc_alloc_stack(b, LM_REV_R3S, &app7, 0x200000, 32, 3);
+    lm_enc_alloc_stack(b, LM_REV_R3S, &app7, 0x200100, 32, 3);
+    lm_enc_epilogue(b);
+    CU_ASSERT_FATAL(!b->oom);
+}
+
+static char *export_two_callers(enum lm_export_format f, enum lm_export_value v,
+                                size_t *len)
+{
+    struct lm_buf b = {0};
+
+    two_callers(&b);
+    return export_of(&b, f, v, len);
+}
+
+static Profile *unpack_pprof(const char *gz, size_t len)
+{
+    size_t plen;
+    uint8_t *raw = gunzip(gz, len, &plen);
+    Profile *p = perftools__profiles__profile__unpack(NULL, plen, raw);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    free(raw);
+    return p;
+}
+
+/* The sample whose frames, leaf first, are `frames` ("FUNCTION LINE",
+ * n of them), or NULL. */
+static const Perftools__Profiles__Sample *
+sample_of_stack(const Profile *p, const char *const *frames, size_t n)
+{
+    char buf[256];
+
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const Perftools__Profiles__Sample *s = p->sample[i];
+        size_t k = 0;
+        if (s->n_location_id != n)
+            continue;
+        while (k < n &&
+               strcmp(frame_of(p, s, k, buf, sizeof(buf)), frames[k]) == 0)
+            k++;
+        if (k == n)
+            return s;
+    }
+    return NULL;
+}
+
+/* pprof: a sample per stack, its locations leaf first, one location per
+ * distinct frame; the innermost frame that is the site left out, one
+ * that is not (a builtin) kept. */
+static void test_pprof_stacks(void)
+{
+    static const char *const from20[] = {"@lib.lua:1 10", "@app.lua:1 20",
+                                         "@main.lua:0 5"};
+    static const char *const from30[] = {"@lib.lua:1 10", "@app.lua:1 30",
+                                         "@main.lua:0 5"};
+    static const char *const rep[] = {"@app.lua:1 7", "string.rep 0",
+                                      "@app.lua:1 7", "@main.lua:0 5",
+                                      "[truncated] 0"};
+    size_t len;
+    char *gz = export_two_callers(LM_EXPORT_PPROF, LM_VALUE_INUSE_SPACE, &len);
+    Profile *p = unpack_pprof(gz, len);
+
+    CU_ASSERT_EQUAL(p->n_sample, 3);
+    expect_values(sample_of_stack(p, from20, 3), 300, 4800, 100, 1600);
+    expect_values(sample_of_stack(p, from30, 3), 700, 11200, 700, 11200);
+    expect_values(sample_of_stack(p, rep, 5), 2, 64, 2, 64);
+    /* lib:10, app:20, app:30, main:5, app:7, string.rep, [truncated]. */
+    CU_ASSERT_EQUAL(p->n_location, 7);
+    CU_ASSERT_EQUAL(p->n_comment, 0);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    free(gz);
+}
+
+/* Folded stacks: the frames root first, each stack's count. */
+static void test_folded_stacks(void)
+{
+    size_t len;
+    char *text =
+        export_two_callers(LM_EXPORT_FOLDED, LM_VALUE_ALLOC_OBJECTS, &len);
+
+    CU_ASSERT_STRING_EQUAL(text,
+                           "@main.lua:5;@app.lua:20;@lib.lua:10 300\n"
+                           "@main.lua:5;@app.lua:30;@lib.lua:10 700\n"
+                           "[truncated];@main.lua:5;@app.lua:7;string.rep;"
+                           "@app.lua:7 2\n");
+    free(text);
+}
+
+/* speedscope: each sample the stack's frames from the root. */
+static void test_speedscope_stacks(void)
+{
+    size_t len;
+    char *text =
+        export_two_callers(LM_EXPORT_SPEEDSCOPE, LM_VALUE_ALLOC_OBJECTS, &len);
+
+    /* Frames in the order places were met: lib:10, app:20, main:5, app:30,
+     * app:7, string.rep, [truncated]. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"frames\":[{\"name\":\"@lib.lua:10\","
+                                        "\"file\":\"lib.lua\",\"line\":10},"
+                                        "{\"name\":\"@app.lua:20\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text,
+                                  "\"samples\":[[2,1,0],[2,3,0],[6,2,4,5,4]],"
+                                  "\"weights\":[300,700,2],\"endValue\":1002"));
+    free(text);
+}
+
+/* Each process's stacks under it, merged. */
+static void test_merged_stacks(void)
+{
+    struct lm_buf b1 = {0}, b2 = {0};
+    struct lm_profile p1, p2;
+    struct lm_report_member m[] = {{1, 1, "luajit a.lua"},
+                                   {2, 2, "luajit b.lua"}};
+    struct lm_export_opts o = {.format = LM_EXPORT_FOLDED,
+                               .value = LM_VALUE_ALLOC_OBJECTS};
+    char *out = NULL;
+    size_t len;
+    FILE *mem = open_memstream(&out, &len);
+
+    two_callers(&b1);
+    known_stream(&b2);
+    lm_profile_init(&p1, NULL, NULL);
+    lm_profile_init(&p2, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p1, b1.data, b1.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p2, b2.data, b2.len, 0), LM_DONE);
+    const struct lm_state *s[] = {&p1.state, &p2.state};
+    CU_ASSERT_EQUAL(lm_export_write(mem, s, m, 2, &o), 0);
+    CU_ASSERT_EQUAL(fclose(mem), 0);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(out, "luajit (1);@main.lua:5;@app.lua:30;@lib.lua:10 700\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "luajit (2);@a.lua:12 3\n"));
+    free(out);
+    lm_profile_free(&p1);
+    lm_profile_free(&p2);
+    lm_buf_free(&b1);
+    lm_buf_free(&b2);
+}
+
+/*
+ * Sampled every 1000 bytes: four allocations of 500 bytes at @lib.lua:10
+ * from @app.lua:20 carried the stack (one of them freed since), six did
+ * not, and @app.lua:40 made a block without one.
+ */
+static void sampled_stream(struct lm_buf *b)
+{
+    struct lm_loc_ref hot = loc_lua(LIB, 10), app40 = loc_lua(APP, 40),
+                      gc = loc_internal();
+
+    begin_r3s(b, 1000);
+    def_caller(b, 1, 20);
+    for (uint64_t i = 0; i < 10; i++)
+        enc_alloc_at(b, LM_REV_R3S, &hot, 0x100000 + 0x1000 * i, 500,
+                     i < 4 ? 1 : 0);
+    lm_enc_free(b, LM_REV_R3S, &gc, 0x100000, 500);
+    lm_enc_alloc(b, LM_REV_R3S, &app40, 0x300000, 64);
+    lm_enc_epilogue(b);
+    CU_ASSERT_FATAL(!b->oom);
+}
+
+/* Sampled stacks: the stacked samples' estimates (each event weighed by
+ * 1 / (1 - exp(-s/M))), rounded; nothing of the events without a stack;
+ * a comment that says so. */
+static void test_pprof_sampled(void)
+{
+    static const char *const from20[] = {"@lib.lua:1 10", "@app.lua:1 20",
+                                         "@main.lua:0 5"};
+    struct lm_buf b = {0};
+    size_t len;
+    double w = 1 / (1 - exp(-500.0 / 1000));
+
+    sampled_stream(&b);
+    char *gz = export_of(&b, LM_EXPORT_PPROF, LM_VALUE_INUSE_SPACE, &len);
+    Profile *p = unpack_pprof(gz, len);
+    CU_ASSERT_EQUAL(p->n_sample, 1);
+    expect_values(sample_of_stack(p, from20, 3), llround(4 * w),
+                  llround(4 * 500 * w), llround(3 * w), llround(3 * 500 * w));
+    CU_ASSERT_EQUAL_FATAL(p->n_comment, 1);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(str(p, p->comment[0]), "sampled every 1000 bytes on average"));
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    free(gz);
+}
+
+/* What lm_export_samples handed over. */
+struct taken {
+    char text[1024];
+    size_t len;
+    int estimated;
+};
+
+static int take_sample(void *ctx, const struct lm_export_sample *s)
+{
+    struct taken *t = ctx;
+
+    for (uint32_t j = 0; j < s->nframes; j++)
+        t->len += (size_t)snprintf(t->text + t->len, sizeof(t->text) - t->len,
+                                   "%s%s", j ? ";" : "", s->frames[j]);
+    t->len +=
+        (size_t)snprintf(t->text + t->len, sizeof(t->text) - t->len, " %llu\n",
+                         (unsigned long long)s->v[LM_VALUE_ALLOC_OBJECTS]);
+    t->estimated |= s->estimated;
+    return t->len > 600; /* stops the walk */
+}
+
+/* The samples in memory: frames root first, named as reports print
+ * them; estimates said; the walk stopped by the callback. */
+static void test_samples_in_memory(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct taken t = {0};
+
+    two_callers(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    const struct lm_state *s = &p.state;
+    CU_ASSERT_EQUAL(lm_export_samples(&s, NULL, 1, take_sample, &t), 0);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(t.text, "@main.lua:5;@app.lua:20;@lib.lua:10 300\n"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(t.text, "@main.lua:5;@app.lua:30;@lib.lua:10 700\n"));
+    CU_ASSERT_FALSE(t.estimated);
+    t.len = 700; /* the next sample stops it */
+    CU_ASSERT_EQUAL(lm_export_samples(&s, NULL, 1, take_sample, &t), 1);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+
+    memset(&t, 0, sizeof(t));
+    sampled_stream(&b);
+    lm_profile_init(&p, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p, b.data, b.len, 0), LM_DONE);
+    CU_ASSERT_EQUAL(lm_export_samples(&s, NULL, 1, take_sample, &t), 0);
+    CU_ASSERT_STRING_EQUAL(t.text, "@main.lua:5;@app.lua:20;@lib.lua:10 10\n");
+    CU_ASSERT_TRUE(t.estimated);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
+/* Samples as sorted text lines, to compare two ways of getting them. */
+struct lines {
+    char **v;
+    size_t n, estimated;
+};
+
+static int take_line(void *ctx, const struct lm_export_sample *s)
+{
+    struct lines *l = ctx;
+    char *line = NULL, *next;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+
+    CU_ASSERT_FATAL(f != NULL);
+    for (uint32_t j = 0; j < s->nframes; j++)
+        fprintf(f, "%s%s", j ? ";" : "", s->frames[j]);
+    fprintf(f, " %llu %llu %llu %llu trace %llu member %u pid %u %s",
+            (unsigned long long)s->v[0], (unsigned long long)s->v[1],
+            (unsigned long long)s->v[2], (unsigned long long)s->v[3],
+            (unsigned long long)s->trace, s->member, s->pid,
+            s->command ? s->command : "-");
+    fclose(f);
+    l->estimated += s->estimated != 0;
+    next = line;
+    l->v = realloc(l->v, (l->n + 1) * sizeof(*l->v));
+    CU_ASSERT_FATAL(l->v != NULL);
+    l->v[l->n++] = next;
+    return 0;
+}
+
+static int cmp_lines(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_lines(struct lines *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+/* The samples of states (members may be NULL) in memory and read back
+ * from their pprof are the same, frames named alike, and for one state
+ * as many estimated (a merged pprof says only that some process's
+ * stacks were sampled); how many. */
+static size_t check_round_trip(const struct lm_state *const *states,
+                               const struct lm_report_member *members, size_t n)
+{
+    struct lines direct = {0}, back = {0};
+    struct lm_export_opts o = {.format = LM_EXPORT_PPROF};
+    char *gz = NULL;
+    size_t len, count;
+    FILE *mem = open_memstream(&gz, &len);
+
+    CU_ASSERT_EQUAL(lm_export_write(mem, states, members, n, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(fclose(mem), 0);
+    CU_ASSERT_EQUAL(lm_export_samples(states, members, n, take_line, &direct),
+                    0);
+    CU_ASSERT_EQUAL(
+        lm_export_read_pprof((const uint8_t *)gz, len, take_line, &back), 0);
+    CU_ASSERT_EQUAL_FATAL(direct.n, back.n);
+    if (n == 1)
+        CU_ASSERT_EQUAL(direct.estimated, back.estimated);
+    qsort(direct.v, direct.n, sizeof(char *), cmp_lines);
+    qsort(back.v, back.n, sizeof(char *), cmp_lines);
+    for (size_t i = 0; i < direct.n; i++) {
+        CU_ASSERT_STRING_EQUAL(back.v[i], direct.v[i]);
+    }
+    count = direct.n;
+    free_lines(&direct);
+    free_lines(&back);
+    /* Not a profile, or one cut short: refused. */
+    CU_ASSERT_EQUAL(
+        lm_export_read_pprof((const uint8_t *)gz, len / 2, take_line, &back),
+        -1);
+    CU_ASSERT_EQUAL(
+        lm_export_read_pprof((const uint8_t *)"nope", 4, take_line, &back), -1);
+    free_lines(&back);
+    free(gz);
+    return count;
+}
+
+/* pprof read back names every kind of frame as the export does: Lua
+ * lines, traces, C functions, builtins, markers, census names; merged
+ * processes by their labels; estimates by the comment on sampling. */
+static void test_read_pprof(void)
+{
+    void (*streams[])(struct lm_buf *) = {known_stream, two_callers,
+                                          sampled_stream};
+    struct lm_profile p[3];
+    const struct lm_state *s[3];
+    struct lm_report_member m[] = {{11, 1, "luajit a.lua"},
+                                   {22, 2, "luajit b.lua"},
+                                   {33, 3, "luajit c.lua"}};
+
+    for (int i = 0; i < 3; i++) {
+        struct lm_buf b = {0};
+        streams[i](&b);
+        lm_profile_init(&p[i], NULL, NULL);
+        CU_ASSERT_EQUAL_FATAL(feed_chunked(&p[i], b.data, b.len, 0), LM_DONE);
+        s[i] = &p[i].state;
+        lm_buf_free(&b);
+        CU_ASSERT(check_round_trip(&s[i], NULL, 1) > 0);
+    }
+    CU_ASSERT_EQUAL(check_round_trip(s, m, 3), 5 + 3 + 1);
+    for (int i = 0; i < 3; i++)
+        lm_profile_free(&p[i]);
+
+    /* Every record type of R3S, stacks of every frame kind among them. */
+    struct lm_buf b = {0};
+    sample_stream(&b, LM_REV_R3S);
+    lm_profile_init(&p[0], NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(feed_chunked(&p[0], b.data, b.len, 0), LM_DONE);
+    CU_ASSERT(check_round_trip(s, NULL, 1) > 5);
+    lm_profile_free(&p[0]);
+    lm_buf_free(&b);
+}
+
 void register_export_tests(void)
 {
     CU_pSuite s = CU_add_suite("export", NULL, NULL);
@@ -290,4 +719,11 @@ void register_export_tests(void)
     CU_add_test(s, "folded stacks", test_folded);
     CU_add_test(s, "speedscope", test_speedscope);
     CU_add_test(s, "pprof intervals (ljmp-push)", test_pprof_delta);
+    CU_add_test(s, "pprof with call stacks", test_pprof_stacks);
+    CU_add_test(s, "folded call stacks", test_folded_stacks);
+    CU_add_test(s, "speedscope call stacks", test_speedscope_stacks);
+    CU_add_test(s, "merged call stacks", test_merged_stacks);
+    CU_add_test(s, "pprof of sampled stacks", test_pprof_sampled);
+    CU_add_test(s, "samples in memory", test_samples_in_memory);
+    CU_add_test(s, "pprof read back", test_read_pprof);
 }

@@ -131,6 +131,44 @@ check_folded "$tmp/rec.folded" recording
 "$ljmpctl" export "$tmp/rec.bin" --format speedscope -o "$tmp/rec.json"
 check_speedscope "$tmp/rec.json" recording
 
+# Call stacks: a line (3) reached from two callers (lines 4 and 5), called
+# at lines 8 and 9, 300 and 700 times; interpreted, so that no trace
+# label splits a stack's sample.
+cat >"$tmp/callers.lua" <<'LUA'
+-- usage: callers.lua OUT.bin
+local keep = {}
+local function hot(n) return {n} end
+local function from_a(k) for i = 1, k do keep[#keep + 1] = hot(i) end end
+local function from_b(k) for i = 1, k do keep[#keep + 1] = hot(i) end end
+jit.off()
+assert(misc.memprof.start{path = arg[1], stacks = 8})
+from_a(300)
+from_b(700)
+misc.memprof.stop()
+LUA
+(cd "$tmp" && "$luajit" callers.lua stacks.bin)
+"$ljmpctl" export "$tmp/stacks.bin" -o "$tmp/stacks.pb.gz"
+# pprof's traces as "VALUE LINE;LINE;..." lines, leaf first, by the
+# file:line column of -lines.
+go tool pprof -traces -lines -sample_index=alloc_objects "$tmp/stacks.pb.gz" \
+  2>"$tmp/pprof.err" | awk '
+    /^-+\+/ { if (v != "") print v, s; v = ""; s = ""; next }
+    v == "" && $1 ~ /^[0-9]+$/ { v = $1; s = $NF; next }
+    v != "" { s = s ";" $NF }
+    END { if (v != "") print v, s }' >"$tmp/stacks.traces"
+for want in "300 callers.lua:3;callers.lua:4;callers.lua:8" \
+  "700 callers.lua:3;callers.lua:5;callers.lua:9"; do
+  grep -q "^$want" "$tmp/stacks.traces" ||
+    fail "stacks: pprof -traces has no '$want...': $(cat "$tmp/stacks.traces")"
+done
+"$ljmpctl" export "$tmp/stacks.bin" --format folded --sample alloc_objects \
+  -o "$tmp/stacks.folded"
+for want in ";@callers.lua:8;@callers.lua:4;@callers.lua:3 300" \
+  ";@callers.lua:9;@callers.lua:5;@callers.lua:3 700"; do
+  grep -q -- "$want\$" "$tmp/stacks.folded" ||
+    fail "stacks: folded has no '...$want'"
+done
+
 # A live session, from ljmpd.
 "$ljmpd" -i "$tmp/ingest.sock" -c "$tmp/control.sock" 2>"$tmp/ljmpd.log" &
 daemon_pid=$!
