@@ -99,4 +99,8 @@ int lm_export_samples(const struct lm_state *const *states,
 int lm_export_read_pprof(const uint8_t *data, size_t len,
                          lm_export_sample_fn fn, void *ctx);
 
+/* gunzip of gz[0..len) (a pprof file) into a malloc'd buffer of *out_len
+ * bytes; NULL when it is not gzip, is cut short, or memory ran out. */
+uint8_t *lm_export_gunzip(const uint8_t *gz, size_t len, size_t *out_len);
+
 #endif

@@ -14,9 +14,7 @@ typedef Perftools__Profiles__Sample Sample;
 typedef Perftools__Profiles__Location Location;
 typedef Perftools__Profiles__Function Function;
 
-/* gunzip of gz[0..len) into a malloc'd buffer of *out_len bytes; NULL
- * when it is not gzip, is cut short, or memory ran out. */
-static uint8_t *gunzip(const uint8_t *gz, size_t len, size_t *out_len)
+uint8_t *lm_export_gunzip(const uint8_t *gz, size_t len, size_t *out_len)
 {
     size_t cap = len * 4 + 4096;
     uint8_t *out = malloc(cap);
@@ -223,7 +221,7 @@ int lm_export_read_pprof(const uint8_t *data, size_t len,
                          lm_export_sample_fn fn, void *ctx)
 {
     size_t raw_len;
-    uint8_t *raw = gunzip(data, len, &raw_len);
+    uint8_t *raw = lm_export_gunzip(data, len, &raw_len);
     Profile *p = raw != NULL
                      ? perftools__profiles__profile__unpack(NULL, raw_len, raw)
                      : NULL;

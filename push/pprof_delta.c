@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "lm_array.h"
+#include "lm_export.h"
 #include "lm_hash.h"
 #include "lm_hindex.h"
 #include "profile.pb-c.h"
@@ -87,46 +88,6 @@ size_t pprof_delta_memory(const struct pprof_delta *d)
     for (uint32_t i = 0; i < d->last.n; i++)
         n += strlen(d->last.v[i].key) + 1;
     return n;
-}
-
-/* gunzip of gz[0..len) into a malloc'd buffer; NULL if it is not gzip. */
-static uint8_t *gunzip(const uint8_t *gz, size_t len, size_t *out_len)
-{
-    size_t cap = len * 4 + 4096;
-    uint8_t *out = malloc(cap);
-    z_stream z;
-    int rc = Z_OK;
-
-    memset(&z, 0, sizeof(z));
-    if (out == NULL || inflateInit2(&z, 15 + 16) != Z_OK) {
-        free(out);
-        return NULL;
-    }
-    z.next_in = (Bytef *)gz;
-    z.avail_in = (uInt)len;
-    while (rc == Z_OK) {
-        if (z.total_out == cap) {
-            uint8_t *bigger = realloc(out, cap * 2);
-            if (bigger == NULL)
-                break;
-            out = bigger;
-            cap *= 2;
-        }
-        z.next_out = out + z.total_out;
-        z.avail_out = (uInt)(cap - z.total_out);
-        rc = inflate(&z, Z_NO_FLUSH);
-        if (rc == Z_BUF_ERROR && z.avail_out > 0)
-            break; /* cut short */
-        if (rc == Z_BUF_ERROR)
-            rc = Z_OK;
-    }
-    *out_len = z.total_out;
-    inflateEnd(&z);
-    if (rc != Z_STREAM_END) {
-        free(out);
-        return NULL;
-    }
-    return out;
 }
 
 /* buf[0..len) gzipped, malloc'd; NULL when out of memory. */
@@ -272,7 +233,7 @@ int pprof_delta_next(struct pprof_delta *d, const uint8_t *gz, size_t len,
                      uint8_t **out, size_t *out_len)
 {
     size_t raw_len, packed_len;
-    uint8_t *raw = gunzip(gz, len, &raw_len), *packed = NULL;
+    uint8_t *raw = lm_export_gunzip(gz, len, &raw_len), *packed = NULL;
     Profile *p =
         raw ? perftools__profiles__profile__unpack(NULL, raw_len, raw) : NULL;
     struct seen_map next = {0};
