@@ -485,7 +485,10 @@ static int cmd_snapshot(const struct ctl_args *a)
             snap->n_sessions == 0)
             rc = EXIT_REFUSED;
         ljmp__response__free_unpacked(resp, NULL);
+        resp = NULL;
     }
+    if (resp != NULL) /* --stacks' answer */
+        ljmp__response__free_unpacked(resp, NULL);
     conn_close(&c);
     return rc;
 }

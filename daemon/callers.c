@@ -146,7 +146,8 @@ static int collect(struct arena *a, const struct lm_state *st,
         v[n].key = rank_of(st, &v[n], r->sort);
         n++;
     }
-    qsort(v, n, sizeof(*v), cmp_caller_desc);
+    if (n > 1) /* v is NULL for a site with no stacked location */
+        qsort(v, n, sizeof(*v), cmp_caller_desc);
     size_t keep = n < limit ? n : limit;
     out->stacks = arena_alloc(a, (keep ? keep : 1) * sizeof(*out->stacks));
     int rc = out->stacks != NULL ? 0 : -1;
