@@ -123,10 +123,10 @@ static void print_armed(const Ljmp__ArmedProcess *m, const char *note)
     printf("pid %u: %s\n", m->pid, note ? note : "armed");
 }
 
-#define CENSUS_WAIT_S  30
+#define CENSUS_WAIT_S 30
 /* --stacks without a depth */
 #define ATTACH_STACKS_DEPTH 16
-#define CENSUS_POLL_MS 200
+#define CENSUS_POLL_MS      200
 /* A VM that takes a census begins it as its stream starts: a stream that
  * has shown none by then has none (an older VM, or --no-census). */
 #define CENSUS_NONE_MS 1000
@@ -288,8 +288,7 @@ static int cmd_attach(const struct ctl_args *a)
     }
     if (args_has(a, OPT_STACK_SAMPLE)) {
         if (!ar.has_stacks) {
-            fprintf(stderr,
-                    "ljmpctl attach: --stack-sample needs --stacks\n");
+            fprintf(stderr, "ljmpctl attach: --stack-sample needs --stacks\n");
             return EXIT_USAGE;
         }
         ar.has_stack_sample = 1;
@@ -439,9 +438,12 @@ static int cmd_detach(const struct ctl_args *a)
 /* Both take --timeout; 0 (or none) is ljmpd's own wait.  Only attach
  * has a census to wait for (at most a day) or to go without. */
 static const struct opt_use attach_options[] = {
-    {OPT_TIMEOUT, 0, 60000, "ms"}, {OPT_TREE, 0, 0, NULL},
-    {OPT_UNIT, 0, 0, NULL},        {OPT_CENSUS_WAIT, 0, 86400, "s"},
-    {OPT_NO_CENSUS, 0, 0, NULL},   {OPT_STACKS, 1, 64, "frames"},
+    {OPT_TIMEOUT, 0, 60000, "ms"},
+    {OPT_TREE, 0, 0, NULL},
+    {OPT_UNIT, 0, 0, NULL},
+    {OPT_CENSUS_WAIT, 0, 86400, "s"},
+    {OPT_NO_CENSUS, 0, 0, NULL},
+    {OPT_STACKS, 1, 64, "frames"},
     {OPT_STACK_SAMPLE, 1, (1ull << 48) - 1, "bytes"},
     OPT_USE_END,
 };

@@ -1,8 +1,6 @@
 /* `ljmpctl flame PID|FILE -o OUT.svg`: the call stacks of allocations as
  * a flame graph, from a recording or from ljmpd's export of a session. */
 #define _GNU_SOURCE /* open_memstream */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +11,7 @@
 #include "ljmpctl.h"
 #include "lm_export.h"
 #include "lm_par.h"
+#include "svgtext.h"
 
 static const char flame_help[] =
     "usage: ljmpctl flame [OPTIONS] FILE|-|PID\n"
@@ -224,36 +223,17 @@ static void subtitle_of(const struct flame_about *about, enum flame_by by,
                  widths, about->what);
 }
 
-/* Writes the graph to a->output (created or truncated, not through a
- * symbolic link) or stdout; a file not written whole is removed.  rc is
- * the status so far; the status after. */
-static int write_graph(const struct flame *f, const struct flame_opts *o,
-                       const char *path, int rc)
-{
-    int to_stdout = path == NULL || strcmp(path, "-") == 0;
-    int fd =
-        to_stdout
-            ? -1
-            : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                   0644);
-    FILE *out = to_stdout ? stdout : fd >= 0 ? fdopen(fd, "w") : NULL;
+/* The graph and its options, for svg_write_file. */
+struct graph {
+    const struct flame *f;
+    const struct flame_opts *o;
+};
 
-    if (out == NULL) {
-        fprintf(stderr, "ljmpctl flame: cannot write %s: %s\n", path,
-                strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return EXIT_USAGE;
-    }
-    int failed = flame_write_svg(out, f, o) != 0;
-    failed |= to_stdout ? fflush(out) != 0 : fclose(out) != 0;
-    if (!failed)
-        return rc;
-    fprintf(stderr, "ljmpctl flame: writing %s: %s\n",
-            to_stdout ? "standard output" : path, strerror(errno));
-    if (!to_stdout)
-        unlink(path);
-    return EXIT_USAGE;
+static int put_graph(FILE *out, const void *ctx)
+{
+    const struct graph *g = ctx;
+
+    return flame_write_svg(out, g->f, g->o);
 }
 
 /* -- The command --------------------------------------------------------- */
@@ -327,8 +307,10 @@ static int cmd_flame(const struct ctl_args *a)
             .by = k.by,
             .width = k.width,
         };
+        struct graph g = {&b.f, &o};
         subtitle_of(&about, k.by, subtitle, sizeof(subtitle));
-        rc = write_graph(&b.f, &o, k.output, rc);
+        if (svg_write_file("flame", k.output, put_graph, &g) != 0)
+            rc = EXIT_USAGE;
     }
     flame_free(&b.f);
     return rc;

@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "ljmpctl.h"
 #include "recseries.h"
+#include "svgtext.h"
 
 #define ANSWER_MS     30000
 #define READ_CHUNK    (1u << 20)
@@ -324,36 +325,11 @@ static int plot_file(const char *path, const struct plot_opts *o,
 
 /* -- Output -------------------------------------------------------------- */
 
-/* Writes p's chart to o->output (created or truncated, not through a
- * symbolic link) or stdout; a file not written whole is removed.  rc is
- * the status so far; the status after. */
-static int write_chart(const struct plot *p, const struct plot_opts *o, int rc)
+static int put_chart(FILE *out, const void *ctx)
 {
-    const char *path = o->output;
-    int to_stdout = path == NULL || strcmp(path, "-") == 0;
-    int fd =
-        to_stdout
-            ? -1
-            : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                   0644);
-    FILE *out = to_stdout ? stdout : fd >= 0 ? fdopen(fd, "w") : NULL;
+    const struct plot *p = ctx;
 
-    if (out == NULL) {
-        fprintf(stderr, "ljmpctl plot: cannot write %s: %s\n", path,
-                strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return EXIT_USAGE;
-    }
-    int failed = chart_write_svg(out, &p->chart) != 0;
-    failed |= to_stdout ? fflush(out) != 0 : fclose(out) != 0;
-    if (!failed)
-        return rc;
-    fprintf(stderr, "ljmpctl plot: writing %s: %s\n",
-            to_stdout ? "standard output" : path, strerror(errno));
-    if (!to_stdout)
-        unlink(path);
-    return EXIT_USAGE;
+    return chart_write_svg(out, &p->chart);
 }
 
 /* -- The command --------------------------------------------------------- */
@@ -422,7 +398,8 @@ static int cmd_plot(const struct ctl_args *a)
         rc = plot_file(operand, &o, &p);
     }
     if (rc == EXIT_OK || rc == EXIT_TRUNCATED)
-        rc = write_chart(&p, &o, rc);
+        if (svg_write_file("plot", o.output, put_chart, &p) != 0)
+            rc = EXIT_USAGE;
     plot_free(&p);
     return rc;
 }

@@ -2,7 +2,11 @@
  * character data, cut to a number of characters; sizes in binary units. */
 #include "svgtext.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
 /* -- Text ---------------------------------------------------------------- */
 
@@ -145,4 +149,35 @@ void svg_format_size(char *out, size_t len, double bytes)
         u++;
     }
     snprintf(out, len, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+}
+
+/* -- Files --------------------------------------------------------------- */
+
+int svg_write_file(const char *cmd, const char *path,
+                   int (*write)(FILE *out, const void *ctx), const void *ctx)
+{
+    int to_stdout = path == NULL || strcmp(path, "-") == 0;
+    int fd =
+        to_stdout
+            ? -1
+            : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                   0644);
+    FILE *out = to_stdout ? stdout : fd >= 0 ? fdopen(fd, "w") : NULL;
+
+    if (out == NULL) {
+        fprintf(stderr, "ljmpctl %s: cannot write %s: %s\n", cmd, path,
+                strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int failed = write(out, ctx) != 0;
+    failed |= to_stdout ? fflush(out) != 0 : fclose(out) != 0;
+    if (!failed)
+        return 0;
+    fprintf(stderr, "ljmpctl %s: writing %s: %s\n", cmd,
+            to_stdout ? "standard output" : path, strerror(errno));
+    if (!to_stdout)
+        unlink(path);
+    return -1;
 }

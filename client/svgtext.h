@@ -23,4 +23,11 @@ void svg_put_text(FILE *out, const char *s, size_t max, enum svg_keep keep);
  * them: "512 B", "12.3 MiB". */
 void svg_format_size(char *out, size_t len, double bytes);
 
+/* Writes a document by write(out, ctx) to path (created or truncated,
+ * not through a symbolic link), or to standard output for NULL or "-"; a
+ * file not written whole is removed.  0, or -1 after a message naming
+ * cmd ("ljmpctl CMD: ..."). */
+int svg_write_file(const char *cmd, const char *path,
+                   int (*write)(FILE *out, const void *ctx), const void *ctx);
+
 #endif

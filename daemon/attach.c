@@ -446,8 +446,8 @@ int attach_arm(struct server *srv, pid_t pid, uid_t caller, uint64_t follow_id,
         signal_other_vms(srv, pid, caller, w);
         return ATTACH_STREAMING;
     }
-    if ((code = signal_agent(srv, pid, caller, attach_request_value(w),
-                             &f, why, len)) != 0)
+    if ((code = signal_agent(srv, pid, caller, attach_request_value(w), &f, why,
+                             len)) != 0)
         return -code;
     log_info("attach: pid %d signalled for uid %u (follow %llu)", (int)pid,
              (unsigned)caller, (unsigned long long)follow_id);
@@ -544,8 +544,7 @@ void attach_request(struct peer *p, const Ljmp__Request *req)
         return;
     }
     log_info("attach: pid %d signalled for uid %u%s, stacks %u", (int)pid,
-             (unsigned)p->uid, w.no_census ? ", without census" : "",
-             w.stacks);
+             (unsigned)p->uid, w.no_census ? ", without census" : "", w.stacks);
     if (op_wait_for(
             p, req->id, 0, pid, f.uid, 0,
             wait_of(r->has_timeout_ms, r->timeout_ms, ATTACH_WAIT_MS)) != 0)

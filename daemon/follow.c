@@ -42,10 +42,10 @@ struct proc_scan {
 struct follow {
     TAILQ_ENTRY(follow) link;
     uint64_t id;
-    pid_t root;             /* a tree's; 0 for a unit */
-    uint64_t root_start_ms; /* tells the root's pid reused */
-    char unit[UNIT_MAX];    /* a unit's name; "" for a tree */
-    uid_t uid;              /* who asked */
+    pid_t root;              /* a tree's; 0 for a unit */
+    uint64_t root_start_ms;  /* tells the root's pid reused */
+    char unit[UNIT_MAX];     /* a unit's name; "" for a tree */
+    uid_t uid;               /* who asked */
     struct attach_want want; /* what members' streams carry */
     uint64_t since_ms;
     pid_t *seen; /* members signalled already, sorted */
@@ -296,8 +296,8 @@ static Ljmp__Follow *follow_info(struct server *srv, struct arena *ar,
         if (add_attached(srv, w, m[i]))
             continue;
         /* Not attached: the reason as attach by pid would give it. */
-        int r = attach_arm(srv, m[i], f->uid, f->id, &f->want, why,
-                           sizeof(why));
+        int r =
+            attach_arm(srv, m[i], f->uid, f->id, &f->want, why, sizeof(why));
         if (r == ATTACH_ARMED) {
             w->armed[w->n_armed++] = (uint32_t)m[i];
             continue;
