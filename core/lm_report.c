@@ -72,13 +72,29 @@ static uint64_t held(const struct group *g)
     return g->credit > g->debit ? g->credit - g->debit : 0;
 }
 
-static char *format_name(const struct lm_state *s, uint32_t loc, int by_trace)
+/* What a name is written by: snprintf's contract, into buf of len. */
+struct namer {
+    const struct lm_state *s;
+    uint32_t loc;
+    int by_trace;
+    const struct lm_sframe *frame; /* a frame's name, if set */
+};
+
+static int write_name(const struct namer *k, char *buf, size_t len)
+{
+    return k->frame != NULL
+               ? lm_state_frame_name(k->s, k->frame, buf, len)
+               : lm_state_loc_name_by(k->s, k->loc, k->by_trace, buf, len);
+}
+
+/* k's name, malloc'd as long as it takes (NULL when out of memory). */
+static char *grown_name(const struct namer *k)
 {
     size_t len = 128;
     char *buf = malloc(len);
 
     while (buf != NULL) {
-        int n = lm_state_loc_name_by(s, loc, by_trace, buf, len);
+        int n = write_name(k, buf, len);
         if (n < 0) {
             free(buf);
             return NULL;
@@ -92,6 +108,11 @@ static char *format_name(const struct lm_state *s, uint32_t loc, int by_trace)
         buf = p;
     }
     return NULL;
+}
+
+static char *format_name(const struct lm_state *s, uint32_t loc, int by_trace)
+{
+    return grown_name(&(struct namer){s, loc, by_trace, NULL});
 }
 
 struct named {
@@ -617,24 +638,7 @@ static int section(struct report *r, uint8_t kind, const char *title)
 /* A frame's name, malloc'd (NULL when out of memory). */
 static char *format_frame(const struct lm_state *s, const struct lm_sframe *f)
 {
-    size_t len = 128;
-    char *buf = malloc(len);
-
-    while (buf != NULL) {
-        int n = lm_state_frame_name(s, f, buf, len);
-        if (n < 0) {
-            free(buf);
-            return NULL;
-        }
-        if ((size_t)n < len)
-            return buf;
-        len = (size_t)n + 1;
-        char *p = realloc(buf, len);
-        if (p == NULL)
-            free(buf);
-        buf = p;
-    }
-    return NULL;
+    return grown_name(&(struct namer){s, 0, 0, f});
 }
 
 /* Locations listed by group: those of group g are at[first[g]] up to
