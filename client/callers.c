@@ -6,6 +6,7 @@
 
 #include "lm_calltree.h"
 #include "lm_hindex.h"
+#include "svgtext.h"
 
 uint64_t callers_send(struct conn *c, uint64_t session_id, const char *site,
                       Ljmp__SortKey sort, uint32_t limit)
@@ -65,20 +66,6 @@ int callers_tree(const Ljmp__Callers *cl, struct lm_calltree *t)
     return 0;
 }
 
-/* Bytes with a binary unit, short. */
-static const char *bytes_text(char *buf, size_t len, double v)
-{
-    static const char *const unit[] = {"B", "K", "M", "G", "T"};
-    int u = 0;
-
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, len, u == 0 ? "%.0f%s" : "%.1f%s", v, unit[u]);
-    return buf;
-}
-
 static double node_key(const struct lm_ct_node *n, int by_live)
 {
     return by_live ? n->f.live_bytes : n->f.alloc_bytes;
@@ -119,16 +106,16 @@ static uint32_t *children_of(const struct lm_calltree *t, uint32_t id,
 static void print_node(struct print_ctx *p, uint32_t id)
 {
     const struct lm_ct_node *n = &p->t->v[id];
-    char live[16], alloc[16];
+    char live[32], alloc[32];
     size_t nc;
 
     if (p->left == 0)
         return;
     p->left--;
-    fprintf(p->out, "%s%8s %8s %10.0f  %*s%s\n", n->estimated ? "~" : " ",
-            bytes_text(live, sizeof(live), n->f.live_bytes),
-            bytes_text(alloc, sizeof(alloc), n->f.alloc_bytes), n->f.allocs,
-            (int)(2 * n->depth), "", n->name);
+    svg_format_size(live, sizeof(live), n->f.live_bytes);
+    svg_format_size(alloc, sizeof(alloc), n->f.alloc_bytes);
+    fprintf(p->out, "%s%10s %10s %10.0f  %*s%s\n", n->estimated ? "~" : " ",
+            live, alloc, n->f.allocs, (int)(2 * n->depth), "", n->name);
     uint32_t *kids = children_of(p->t, id, p->by_live, &nc);
     for (size_t i = 0; kids != NULL && i < nc; i++)
         print_node(p, kids[i]);
@@ -149,7 +136,7 @@ void callers_print(FILE *out, const Ljmp__Callers *cl, int by_live,
         fprintf(out, "  (out of memory)\n");
         return;
     }
-    fprintf(out, " %8s %8s %10s  CALLERS of %s%s\n", "LIVE", "ALLOCATED",
+    fprintf(out, " %10s %10s %10s  CALLERS of %s%s\n", "LIVE", "ALLOCATED",
             "ALLOCS", cl->site ? cl->site : "",
             cl->sample_bytes ? " (~ estimated from sampled stacks)" : "");
     struct print_ctx p = {&t, out, by_live, max_lines ? max_lines : ~0u};
