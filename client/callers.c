@@ -8,6 +8,12 @@
 #include "lm_hindex.h"
 #include "svgtext.h"
 
+int callers_by_live(Ljmp__SortKey sort)
+{
+    return sort != LJMP__SORT_KEY__SORT_ALLOC_BYTES &&
+           sort != LJMP__SORT_KEY__SORT_ALLOC_RATE;
+}
+
 uint64_t callers_send(struct conn *c, uint64_t session_id, const char *site,
                       Ljmp__SortKey sort, uint32_t limit)
 {

@@ -8,6 +8,10 @@
 #include "conn.h"
 #include "lm_calltree.h"
 
+/* Whether a view sorted by sort ranks callers by live bytes (else by
+ * allocated bytes: the views sorted by what was allocated). */
+int callers_by_live(Ljmp__SortKey sort);
+
 /* Asks ljmpd for the stacks that reached site in a session; the request's
  * id (0 if it could not be sent).  The answer comes as a Callers
  * response. */

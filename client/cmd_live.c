@@ -389,8 +389,7 @@ static int print_with_callers(struct conn *c, const Ljmp__Snapshot *snap,
     uint32_t limit = (uint32_t)args_get(a, OPT_STACKS, 0);
     Ljmp__SortKey sort =
         (Ljmp__SortKey)sortkey_table[args_get(a, OPT_SORT, 0)].value;
-    int by_live = sort != LJMP__SORT_KEY__SORT_ALLOC_BYTES &&
-                  sort != LJMP__SORT_KEY__SORT_ALLOC_RATE;
+    int by_live = callers_by_live(sort);
     const char *sep = "";
 
     if (json) {

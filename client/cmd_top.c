@@ -516,9 +516,7 @@ static void draw_callers(int y, const struct top_args *a)
     }
     if ((f = open_memstream(&text, &len)) == NULL)
         return;
-    int by_live =
-        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_BYTES &&
-        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_RATE;
+    int by_live = callers_by_live(sortkey_table[a->sort].value);
     callers_print(f, a->callers_resp->callers, by_live,
                   (unsigned)(LINES - y > 0 ? LINES - y : 0));
     fclose(f);
@@ -590,9 +588,7 @@ static int ask_callers(struct conn *c, struct top_args *a)
 {
     if (!a->callers || a->callers_asked != 0 || a->cursor_site[0] == '\0')
         return 0;
-    int by_live =
-        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_BYTES &&
-        sortkey_table[a->sort].value != LJMP__SORT_KEY__SORT_ALLOC_RATE;
+    int by_live = callers_by_live(sortkey_table[a->sort].value);
     a->callers_asked = callers_send(c, a->cursor_session, a->cursor_site,
                                     by_live ? LJMP__SORT_KEY__SORT_LIVE_BYTES
                                             : LJMP__SORT_KEY__SORT_ALLOC_BYTES,
