@@ -1669,6 +1669,7 @@ static uint32_t stacks_capture(Memprof *mp, const Site *s)
   int32_t st = g->vmstate;
   StackBuild b;
   b.n = b.nbuiltin = 0;
+  b.hash = 0;
   b.depth = mp->stacks;
   if (L == NULL) return 0;
   if (st > 0 || st == ~LJ_VMST_EXIT) {

@@ -56,19 +56,20 @@ typedef struct StackEntry {
 
 /* Lines of return addresses (a caller's call), looked up lately: a stack
 ** walk met the same calls over and over, and a line costs six loads
-** from its prototype.  An entry holds while no prototype was announced
-** since (gen): a new prototype may take a freed one's memory. */
+** from its prototype.  The cache is emptied when a prototype is
+** announced: a new prototype may take a freed one's memory.  An entry is
+** 32 bytes, that the walk's look-up is a shift and an addition. */
 #define LINE_CACHE 1024
 
 typedef struct LineEntry {
-  const BCIns *pc;
-  uint32_t gen;
-  BCLine line;
+  const BCIns *pc;  /* NULL: empty */
+  StackFrame frame;  /* the caller's: its prototype at the call's line */
+  uint64_t mix;  /* frame_mix() of it */
 } LineEntry;
 
 typedef struct MemStacks {
   LineEntry lines[LINE_CACHE];
-  uint32_t gen;
+  int lines_used;  /* some entry is filled */
   uint32_t slot[STACKS_SLOTS];
   StackEntry entry[STACKS_MAX + 1];  /* by id, from 1 */
   uint32_t nentry;
@@ -101,7 +102,7 @@ static int64_t stacks_gap(Memprof *mp)
 
 /* Whether an allocation of nsize bytes carries a stack.  counted: the
 ** trace's fast path has already taken nsize off the distance. */
-static int stacks_wanted(Memprof *mp, size_t nsize, int counted)
+static LJ_AINLINE int stacks_wanted(Memprof *mp, size_t nsize, int counted)
 {
   if (mp->stacks == 0) return 0;
   if (mp->stack_sample == 0) {
@@ -171,20 +172,44 @@ static LJ_AINLINE BCLine pos_line(const GCproto *pt, BCPos pos)
   return pt->firstline + (BCLine)((const uint32_t *)info)[pos - 1];
 }
 
+/* A frame's part of its stack's hash (see build_put()): the multiplication
+** is here, once per frame met, not once per frame of every stack. */
+static LJ_AINLINE uint64_t frame_mix(uint64_t tag, uint64_t addr)
+{
+  uint64_t x = (tag * 0x9e3779b97f4a7c15ull) ^ addr;
+  x ^= x >> 29;
+  return x * 0xbf58476d1ce4e5b9ull;
+}
+
+/* Fills e with the frame of Lua function fn, whose call returns to pc. */
+static LJ_NOINLINE void line_fill(MemStacks *st, LineEntry *e, GCfunc *fn,
+				  const BCIns *pc)
+{
+  GCproto *pt = funcproto(fn);
+  BCLine line = pos_line(pt, proto_bcpos(pt, pc) - 1);
+  st->lines_used = 1;
+  e->pc = pc;
+  e->frame.tag = (uint64_t)(line < 0 ? 0 : line) << 2 | LM_FRAME_LUA;
+  e->frame.addr = (uintptr_t)pt;
+  e->mix = frame_mix(e->frame.tag, e->frame.addr);
+}
+
+/* The cached frame of Lua function fn, whose call returns to pc. */
+static LJ_AINLINE const LineEntry *call_frame(MemStacks *st, GCfunc *fn,
+					      const BCIns *pc)
+{
+  LineEntry *e = &st->lines[((uintptr_t)pc >> 2) & (LINE_CACHE - 1)];
+  if (LJ_UNLIKELY(e->pc != pc)) line_fill(st, e, fn, pc);
+  return e;
+}
+
 /* The line of fn's call that returns to pc. */
 static LJ_AINLINE BCLine call_line(StackWalk *w, GCfunc *fn, const BCIns *pc)
 {
-  LineEntry *e;
   GCproto *pt;
-  if (w->st != NULL) {
-    e = &w->st->lines[((uintptr_t)pc >> 2) & (LINE_CACHE - 1)];
-    if (e->pc == pc && e->gen == w->st->gen) return e->line;
-  }
+  if (w->st != NULL) return (BCLine)(call_frame(w->st, fn, pc)->frame.tag >> 2);
   pt = funcproto(fn);
-  if (w->st == NULL) return pos_line(pt, proto_bcpos(pt, pc) - 1);
-  e->pc = pc;
-  e->gen = w->st->gen;
-  return e->line = pos_line(pt, proto_bcpos(pt, pc) - 1);
+  return pos_line(pt, proto_bcpos(pt, pc) - 1);
 }
 
 static LJ_AINLINE int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
@@ -218,7 +243,7 @@ static LJ_AINLINE int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
 }
 
 /* Passes the next function, without its line. */
-static void walk_skip(StackWalk *w)
+static LJ_AINLINE void walk_skip(StackWalk *w)
 {
   GCfunc *fn;
   walk_next(w, &fn, NULL);
@@ -228,50 +253,100 @@ static void walk_skip(StackWalk *w)
 
 typedef struct StackBuild {
   StackFrame f[LM_STACK_MAX_DEPTH + 1];
+  uint64_t hash;  /* of the frames so far, not mixed to the end */
   uint32_t n, depth;
   uint32_t builtin[LM_STACK_MAX_DEPTH];  /* builtins used, to announce */
   uint32_t nbuiltin;
 } StackBuild;
 
+/* A stack's hash with one more frame, of frame_mix() mix: the rotation
+** keeps the frames' order. */
+static LJ_AINLINE uint64_t hash_step(uint64_t hash, uint64_t mix)
+{
+  return ((hash << 7) | (hash >> 57)) ^ mix;
+}
+
+/* Appends a frame, whose frame_mix() is mix, to b and its hash. */
+static LJ_AINLINE void build_put(StackBuild *b, uint64_t tag, uint64_t addr,
+				 uint64_t mix)
+{
+  StackFrame *f = &b->f[b->n++];
+  f->tag = tag;
+  f->addr = addr;
+  b->hash = hash_step(b->hash, mix);
+}
+
+static LJ_AINLINE void build_frame(StackBuild *b, uint64_t tag, uint64_t addr)
+{
+  build_put(b, tag, addr, frame_mix(tag, addr));
+}
+
 static LJ_AINLINE void build_lua(StackBuild *b, const GCproto *pt,
 				 BCLine line)
 {
-  StackFrame *f = &b->f[b->n++];
-  f->tag = (uint64_t)(line < 0 ? 0 : line) << 2 | LM_FRAME_LUA;
-  f->addr = (uintptr_t)pt;
+  build_frame(b, (uint64_t)(line < 0 ? 0 : line) << 2 | LM_FRAME_LUA,
+	      (uintptr_t)pt);
 }
 
 static void build_builtin(StackBuild *b, uint32_t ffid)
 {
-  StackFrame *f = &b->f[b->n++];
-  f->tag = LM_FRAME_C;
-  f->addr = ffid;
+  build_frame(b, LM_FRAME_C, ffid);
   b->builtin[b->nbuiltin++] = ffid;
 }
 
 static LJ_AINLINE void build_func(StackBuild *b, GCfunc *fn, BCLine line)
 {
-  if (isluafunc(fn)) {
+  if (isluafunc(fn))
     build_lua(b, funcproto(fn), line);
-  } else if (isffunc(fn)) {
+  else if (isffunc(fn))
     build_builtin(b, fn->c.ffid);
-  } else {
-    StackFrame *f = &b->f[b->n++];
-    f->tag = LM_FRAME_C;
-    f->addr = (uintptr_t)fn->c.f;
-  }
+  else
+    build_frame(b, LM_FRAME_C, (uintptr_t)fn->c.f);
 }
 
 static void build_marker(StackBuild *b, uint32_t marker)
 {
-  StackFrame *f = &b->f[b->n++];
-  f->tag = (uint64_t)marker << 2 | LM_FRAME_MARKER;
-  f->addr = 0;
+  build_frame(b, (uint64_t)marker << 2 | LM_FRAME_MARKER, 0);
 }
 
 static int build_full(const StackBuild *b)
 {
   return b->n >= b->depth;
+}
+
+/* The frames of w's walk, while they are the common kind: a Lua function
+** whose call of the frame above came from its bytecode, so that what the
+** stack says of it is its return address's, cached.  A deep stack is
+** mostly such frames; walk_next() checks each kind of frame, and this
+** loop the one it can meet. */
+static void build_lua_run(StackBuild *b, StackWalk *w)
+{
+  cTValue *f = w->frame, *next = w->next, *bot = w->bot;
+  MemStacks *st = w->st;
+  uint32_t n = b->n, depth = b->depth;
+  uint64_t hash = b->hash;  /* in registers: b->f's stores may alias b's */
+  int lua;  /* next was called from Lua */
+  if (st == NULL || next == NULL) return;
+  lua = frame_islua(next);
+  /* The stack's words are read before the frame is stored, which the
+  ** compiler must assume may change them. */
+  while (lua && n < depth && f > bot) {
+    const LineEntry *e = call_frame(st, frame_func(f), frame_pc(next));
+    cTValue *below = walk_below(f);
+    next = f;
+    if (frame_isvarg(f) && below > bot) {  /* as walk_next() */
+      next = below;
+      below = walk_below(below);
+    }
+    lua = frame_islua(next);
+    f = below;
+    b->f[n++] = e->frame;
+    hash = hash_step(hash, e->mix);
+  }
+  w->frame = f;
+  w->next = next;
+  b->n = n;
+  b->hash = hash;
 }
 
 /* The frames of w's walk, after those in b already, to the depth; a
@@ -281,7 +356,9 @@ static void build_walk(StackBuild *b, StackWalk *w)
 {
   GCfunc *fn;
   BCLine line;
-  while (walk_next(w, &fn, &line)) {
+  for (;;) {
+    build_lua_run(b, w);
+    if (!walk_next(w, &fn, &line)) break;
     if (build_full(b)) {
       build_marker(b, LM_MARK_TRUNCATED);
       return;
@@ -293,17 +370,10 @@ static void build_walk(StackBuild *b, StackWalk *w)
 
 /* -- The table of stacks sent -------------------------------------------- */
 
-/* Rotations and additions over the words, mixed once at the end: a
-** multiplication per word was a tenth of a deep stack's cost. */
-static uint32_t stacks_hash(const StackFrame *f, uint32_t n)
+/* b's hash, mixed to the end: its frames' were added as they came. */
+static uint32_t stacks_hash(const StackBuild *b)
 {
-  uint64_t a = n, b = 0x9e3779b97f4a7c15ull;
-  uint32_t i;
-  for (i = 0; i < n; i++) {
-    a = ((a << 13) | (a >> 51)) + f[i].tag;
-    b = ((b << 29) | (b >> 35)) ^ f[i].addr;
-  }
-  a ^= b + (b >> 17);
+  uint64_t a = b->hash ^ b->n;
   a = (a ^ (a >> 33)) * 0xff51afd7ed558ccdull;
   a = (a ^ (a >> 33)) * 0xc4ceb9fe1a85ec53ull;
   return (uint32_t)(a >> 32) | 1;  /* never 0 */
@@ -321,7 +391,6 @@ static MemStacks *stacks_table(Memprof *mp)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     mp->st = (MemStacks *)p;  /* Zero-filled: empty. */
-    mp->st->gen = 1;  /* no line cached: an entry of gen 0 never holds */
   }
   return mp->st;
 }
@@ -351,9 +420,9 @@ static void stacks_new_proto(Memprof *mp, const GCproto *pt)
 {
   MemStacks *st = mp->st;
   uint32_t bit = proto_bit((uintptr_t)pt);
-  if (st != NULL && ++st->gen == 0) {  /* wrapped: no entry may match */
+  if (st != NULL && st->lines_used) {
     memset(st->lines, 0, sizeof(st->lines));
-    st->gen = 1;
+    st->lines_used = 0;
   }
   if (st != NULL && (st->protos[bit / 64] >> (bit % 64) & 1)) stacks_reset(mp);
 }
@@ -432,7 +501,7 @@ static uint32_t stacks_id(Memprof *mp, const StackBuild *b)
   MemStacks *st = stacks_table(mp);
   uint32_t h, k, id, i;
   if (st == NULL) return 0;
-  h = stacks_hash(b->f, b->n);
+  h = stacks_hash(b);
   for (k = h & (STACKS_SLOTS - 1); (id = st->slot[k]) != 0;
        k = (k + 1) & (STACKS_SLOTS - 1)) {
     const StackEntry *e = &st->entry[id];
