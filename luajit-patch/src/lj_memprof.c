@@ -1070,6 +1070,7 @@ typedef struct MemprofJitLine {
   uintptr_t pt;
   uint32_t line;
   uint32_t parent;
+  uint32_t tail;  /* its frame was entered by a tail call (see tail_entered) */
   uint32_t asm_no;  /* The assembly that last asked for it, */
   uint32_t asm_site;  /* and the site it got there. */
 } MemprofJitLine;
@@ -1120,11 +1121,12 @@ typedef struct MemprofJitSites {
   uint32_t irline[MEMPROF_JIT_NREF];  /* The current trace's, by ref. */
 } MemprofJitSites;
 
-static uint32_t jit_hash(uintptr_t pt, uint32_t line, uint32_t parent)
+static uint32_t jit_hash(uintptr_t pt, uint32_t line, uint32_t parent,
+			 uint32_t tail)
 {
   uint64_t h = ((uint64_t)pt ^ ((uint64_t)line << 40) ^ line) *
 	       0x9e3779b97f4a7c15ull;
-  h = (h ^ parent) * 0xff51afd7ed558ccdull;
+  h = (h ^ parent ^ ((uint64_t)tail << 32)) * 0xff51afd7ed558ccdull;
   return (uint32_t)(h >> 32);
 }
 
@@ -1136,7 +1138,7 @@ static int jit_rehash(MemprofJitSites *js)
   if (h == NULL) return 0;
   for (i = 1; i < js->nline; i++) {
     uint32_t k = jit_hash(js->line[i].pt, js->line[i].line,
-			  js->line[i].parent) & (n - 1);
+			  js->line[i].parent, js->line[i].tail) & (n - 1);
     while (h[k] != 0) k = (k + 1) & (n - 1);
     h[k] = i;
   }
@@ -1149,14 +1151,14 @@ static int jit_rehash(MemprofJitSites *js)
 /* The line id of (pt, line) called from parent, made if new; 0 if there
 ** is no room. */
 static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line,
-			   uint32_t parent)
+			   uint32_t parent, uint32_t tail)
 {
   uint32_t k, id;
   if ((js->nline + 1) * 2 > js->hmask + 1 && !jit_rehash(js)) return 0;
-  for (k = jit_hash(pt, line, parent) & js->hmask; (id = js->hash[k]) != 0;
-       k = (k + 1) & js->hmask)
+  for (k = jit_hash(pt, line, parent, tail) & js->hmask;
+       (id = js->hash[k]) != 0; k = (k + 1) & js->hmask)
     if (js->line[id].pt == pt && js->line[id].line == line &&
-	js->line[id].parent == parent)
+	js->line[id].parent == parent && js->line[id].tail == tail)
       return id;
   if (js->nline >= MEMPROF_JIT_MAXLINE) return 0;
   if (js->nline == js->szline) {
@@ -1171,6 +1173,7 @@ static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line,
   js->line[id].pt = pt;
   js->line[id].line = line;
   js->line[id].parent = parent;
+  js->line[id].tail = tail;
   js->line[id].asm_no = 0;
   js->line[id].asm_site = 0;
   js->hash[k] = id;
@@ -1183,31 +1186,42 @@ static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line,
 ** the root frame is the one recorded).  The recorder runs beside the
 ** interpreter, so the frames it has inlined are on the stack: from the
 ** current one (L->base) down to the root, J->baseslot slots below.  A
-** walk that does not meet the root frame exactly names no chain.
+** walk that does not meet the root frame exactly names no chain.  *tail:
+** whether the frame recorded was entered by a tail call, as each frame's
+** node says of its own: for the frames the trace inlined, as the stream
+** tracking them saw the recorder's run (see lj_memprof_stacks.h); for the
+** root frame, whether the trace replaced it by a tail call (the frame
+** there when the trace runs says the rest, see jit_build).
 */
 #define JIT_CHAIN_MAX 64
 
-static uint32_t jit_caller_line(jit_State *J, MemprofJitSites *js)
+static uint32_t jit_caller_line(jit_State *J, MemprofJitSites *js,
+				uint32_t *tail)
 {
   lua_State *L = J->L;
   cTValue *root = L->base - J->baseslot + LJ_FR2, *cur = L->base - 1;
   uintptr_t pt[JIT_CHAIN_MAX];
-  uint32_t line[JIT_CHAIN_MAX], n = 0, parent = 0;
+  uint32_t line[JIT_CHAIN_MAX], tails[JIT_CHAIN_MAX], n = 0, parent = 0;
   StackWalk w;
   GCfunc *fn;
   BCLine l;
+  *tail = J->ljmp_roottail;
   if (cur <= root) return 0;
   walk_init(&w, L, cur, NULL);
   walk_skip(&w);  /* The frame recorded: J->pt's. */
+  *tail = w.tails != NULL && tail_entered(w.tails, w.next);
   while (n < JIT_CHAIN_MAX && walk_next(&w, &fn, &l)) {
     if (w.at < root) return 0;
     pt[n] = isluafunc(fn) ? (uintptr_t)funcproto(fn) :
 	    isffunc(fn) ? ((uintptr_t)fn->c.ffid << 1 | 1) : 1;
-    line[n++] = l < 0 ? 0 : (uint32_t)l;
+    line[n] = l < 0 ? 0 : (uint32_t)l;
+    tails[n++] = w.at == root ? J->ljmp_roottail
+			      : w.tails != NULL && tail_entered(w.tails, w.next);
     if (w.at == root) break;
   }
   if (n == 0 || w.at != root) return 0;
-  while (n-- > 0 && (parent = jit_intern(js, pt[n], line[n], parent)) != 0) ;
+  while (n-- > 0 &&
+	 (parent = jit_intern(js, pt[n], line[n], parent, tails[n])) != 0) ;
   return parent;
 }
 
@@ -1218,6 +1232,7 @@ static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
 		      lua_State *L, cTValue *root_base, MemStacks *st)
 {
   StackWalk w;
+  uint32_t tail = 0;  /* the last node's */
   for (; id != 0 && js != NULL; id = js->line[id].parent) {
     const MemprofJitLine *l = &js->line[id];
     if (build_full(b)) {
@@ -1228,11 +1243,19 @@ static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
       build_builtin(b, (uint32_t)(l->pt >> 1));
     else
       build_lua(b, (const GCproto *)l->pt, (BCLine)l->line);
+    tail = l->tail;
+    if (tail && !build_full(b)) build_marker(b, LM_MARK_TAILCALL);
   }
   if (root_base == NULL) return;
   walk_init(&w, L, root_base - 1, NULL);
   w.st = st;
-  if (b->n > 0) walk_skip(&w);  /* The root frame, the chain's last. */
+  if (b->n > 0) {
+    walk_skip(&w);  /* The root frame, the chain's last. */
+    /* Unless the trace replaced it, how the root frame was entered. */
+    if (!tail && w.tails != NULL && tail_entered(w.tails, w.next) &&
+	!build_full(b))
+      build_marker(b, LM_MARK_TAILCALL);
+  }
   build_walk(b, &w);
 }
 
@@ -1257,9 +1280,10 @@ void lj_memprof_jit_ins(jit_State *J, uint32_t ref)
     return;
   if (J->pt != NULL && J->pc != NULL) {
     BCLine line = lj_debug_line(J->pt, proto_bcpos(J->pt, J->pc));
-    if (line >= 0)
-      id = jit_intern(js, (uintptr_t)J->pt, (uint32_t)line,
-		      jit_caller_line(J, js));
+    if (line >= 0) {
+      uint32_t tail, parent = jit_caller_line(J, js, &tail);
+      id = jit_intern(js, (uintptr_t)J->pt, (uint32_t)line, parent, tail);
+    }
     js->lua_line = id;
   } else {
     /* A fast function, recorded at its own entry: what it makes is its
@@ -1993,6 +2017,7 @@ static void memprof_detach(Memprof *mp)
     g->allocf = mp->allocf;
     g->allocd = mp->allocd;
   }
+  tails_stop(g);
   mp->g = NULL;
   mp_fast_end(mp);
   if (census_running(mp)) census_end(mp, LJ_MEMPROF_CENSUS_PARTIAL);
@@ -2144,6 +2169,7 @@ static int memprof_start_on(Memprof *mp, lua_State *L,
   mp->g = G(L);
   mp->wrapper = memprof_wrapper(mp->allocf);
   lua_setallocf(L, mp->wrapper, mp);
+  if (mp->stacks != 0) tails_start(G(L));
   /* After the wrapper: "__name", if the census makes it, is streamed. */
   if (opt->census) census_begin(mp, L);
   return LJ_MEMPROF_OK;

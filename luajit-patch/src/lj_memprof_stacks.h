@@ -128,6 +128,104 @@ static void stacks_arm(Memprof *mp)
     mp->sample_left = stacks_gap(mp);
 }
 
+/* -- Tail calls --------------------------------------------------------- */
+
+/*
+** A tail call leaves no frame of the function that made it: the callee
+** takes its frame.  So that a stack can say one was there ([tail call]
+** below the callee), the interpreter tracks them while a stream takes
+** stacks (x64 in GC64 mode, LJMP_TAILS; see lj_dispatch.h): BC_CALLT
+** notes the base and function its callee gets, and every function's
+** entry notes in a table by its base whether it is that callee, with its
+** frame's link and function.  A frame is marked when its entry in the
+** table is its own: same base, link and function.  Calls inlined on a
+** trace are marked from the recorder's frames (jit_caller_line).
+*/
+typedef struct LjmpTailEntry {
+  uint64_t base;  /* bit 0: entered by a tail call */
+  uint64_t link, func;
+  uint64_t spare;
+} LjmpTailEntry;
+
+typedef struct LjmpTails {
+  uint64_t call_base, call_func;  /* the tail call being made */
+  uint64_t scratch;  /* the entry's base word, while it is computed */
+  uint64_t pad[LJMP_TAILS_HEAD / 8 - 3];
+  LjmpTailEntry e[LJMP_TAILS_MASK + 1];
+} LjmpTails;
+
+LJ_STATIC_ASSERT(offsetof(LjmpTails, e) == LJMP_TAILS_HEAD);
+LJ_STATIC_ASSERT(sizeof(LjmpTailEntry) == 32);
+
+#ifdef LJMP_TAILS
+/* Whether the function of the frame at f (its link's slot) was entered by
+** a tail call. */
+static LJ_AINLINE int tail_entered(const LjmpTails *t, cTValue *f)
+{
+  uintptr_t base = (uintptr_t)(f + 1);
+  const LjmpTailEntry *e = &t->e[(base >> 4) & LJMP_TAILS_MASK];
+  return e->base == (base | 1) && e->link == f->u64 && e->func == f[-1].u64;
+}
+
+/* The entry of a function at base, made by a call hook (lj_dispatch_call):
+** lj_vm_ljmp_entry's work, in C. */
+void LJ_FASTCALL lj_ljmp_tail_entry(global_State *g, cTValue *base)
+{
+  LjmpTails *t = mref(g->ljmp_tails, LjmpTails);
+  LjmpTailEntry *e = &t->e[((uintptr_t)base >> 4) & LJMP_TAILS_MASK];
+  uint64_t func = base[-2].u64;
+  int tail = t->call_func == func && t->call_base == (uintptr_t)base;
+  t->call_func = 0;
+  e->base = (uintptr_t)base | (uint64_t)tail;
+  e->link = base[-1].u64;
+  e->func = func;
+}
+
+/* A tail call ins about to run in L's current frame, under instruction
+** hooks (lj_dispatch_ins): lj_vm_ljmp_callt's work, in C. */
+void LJ_FASTCALL lj_ljmp_tail_call(lua_State *L, BCIns ins)
+{
+  LjmpTails *t = mref(G(L)->ljmp_tails, LjmpTails);
+  cTValue *base = L->base;
+  uint64_t link = base[-1].u64, callee = (uintptr_t)base;
+  if ((link & FRAME_TYPE) != FRAME_LUA && ((link - FRAME_VARG) & FRAME_TYPEP) == 0)
+    callee -= link - FRAME_VARG;  /* A vararg frame's original base. */
+  t->call_base = callee;
+  t->call_func = base[bc_a(ins)].u64;
+}
+
+/* Tracks tail calls for g's streams from now. */
+static void tails_start(global_State *g)
+{
+  void *p;
+  if (mref(g->ljmp_tails, void) != NULL) return;
+  p = mmap(NULL, sizeof(LjmpTails), PROT_READ | PROT_WRITE,
+	   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;  /* Stacks without their tail calls. */
+  setmref(g->ljmp_tails, p);
+  lj_dispatch_update(g);
+}
+
+static void tails_stop(global_State *g)
+{
+  void *p = mref(g->ljmp_tails, void);
+  if (p == NULL) return;
+  setmref(g->ljmp_tails, NULL);
+  lj_dispatch_update(g);  /* Nothing reads the table after this. */
+  munmap(p, sizeof(LjmpTails));
+}
+
+static const LjmpTails *tails_of(lua_State *L)
+{
+  return mref(G(L)->ljmp_tails, const LjmpTails);
+}
+#else
+#define tail_entered(t, f) ((void)(t), (void)(f), 0)
+#define tails_start(g) ((void)(g))
+#define tails_stop(g) ((void)(g))
+#define tails_of(L) ((void)(L), (const LjmpTails *)NULL)
+#endif
+
 /* -- Walking the stack --------------------------------------------------- */
 
 typedef struct StackWalk {
@@ -135,6 +233,7 @@ typedef struct StackWalk {
   cTValue *frame, *next, *bot;
   cTValue *at;  /* The frame of the function walk_next() found last. */
   MemStacks *st;  /* its line cache, or NULL */
+  const LjmpTails *tails;  /* tail calls tracked, or NULL */
 } StackWalk;
 
 /* Walks L's frames from frame down; next is the frame above it (NULL for
@@ -149,6 +248,7 @@ static void walk_init(StackWalk *w, lua_State *L, cTValue *frame,
   w->bot = tvref(L->stack) + LJ_FR2;
   w->at = NULL;
   w->st = NULL;
+  w->tails = tails_of(L);
 }
 
 static LJ_AINLINE cTValue *walk_below(cTValue *f)
@@ -251,6 +351,8 @@ static LJ_AINLINE void walk_skip(StackWalk *w)
 
 /* -- Collecting a stack -------------------------------------------------- */
 
+#define TAIL_TAG ((uint64_t)LM_MARK_TAILCALL << 2 | LM_FRAME_MARKER)
+
 typedef struct StackBuild {
   StackFrame f[LM_STACK_MAX_DEPTH + 1];
   uint64_t hash;  /* of the frames so far, not mixed to the end */
@@ -325,6 +427,7 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
   MemStacks *st = w->st;
   uint32_t n = b->n, depth = b->depth;
   uint64_t hash = b->hash;  /* in registers: b->f's stores may alias b's */
+  const LjmpTails *tails = w->tails;
   int lua;  /* next was called from Lua */
   if (st == NULL || next == NULL) return;
   lua = frame_islua(next);
@@ -333,15 +436,22 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
   while (lua && n < depth && f > bot) {
     const LineEntry *e = call_frame(st, frame_func(f), frame_pc(next));
     cTValue *below = walk_below(f);
+    int tail;
     next = f;
     if (frame_isvarg(f) && below > bot) {  /* as walk_next() */
       next = below;
       below = walk_below(below);
     }
+    tail = tails != NULL && tail_entered(tails, next);
     lua = frame_islua(next);
     f = below;
     b->f[n++] = e->frame;
     hash = hash_step(hash, e->mix);
+    if (LJ_UNLIKELY(tail) && n < depth) {  /* as build_walk() */
+      b->f[n].tag = TAIL_TAG;
+      b->f[n++].addr = 0;
+      hash = hash_step(hash, frame_mix(TAIL_TAG, 0));
+    }
   }
   w->frame = f;
   w->next = next;
@@ -364,6 +474,9 @@ static void build_walk(StackBuild *b, StackWalk *w)
       return;
     }
     build_func(b, fn, line);
+    /* w->next: the frame the function was entered at. */
+    if (w->tails != NULL && tail_entered(w->tails, w->next) && !build_full(b))
+      build_marker(b, LM_MARK_TAILCALL);
   }
   if (w->L != mainthread(G(w->L))) build_marker(b, LM_MARK_COROUTINE);
 }

@@ -51,6 +51,19 @@ function runs.sampled()
     end
   end
 end
+-- Tail calls: the line reached through two tail calls, through a plain
+-- call and one tail call, and a builtin reached by a tail call.
+local function tail_hot(n) return hot(n) end                    -- line 56
+local function tail_twice(n) return tail_hot(n) end             -- line 57
+local function plain(n) local t = tail_hot(n) return t end      -- line 58
+local function tail_string(n) return string.rep("z", n) end     -- line 59
+function runs.tails()
+  for i = 1, 100 do
+    keep[#keep + 1] = tail_twice(i)                             -- line 62
+    keep[#keep + 1] = plain(i)                                  -- line 63
+    keep[#keep + 1] = tail_string(100 + i)                      -- line 64
+  end
+end
 
 local stacks = tonumber(os.getenv("STACKS_DEPTH") or "8")
 local sample = tonumber(os.getenv("STACKS_SAMPLE") or "0")
