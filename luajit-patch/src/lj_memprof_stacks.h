@@ -135,22 +135,21 @@ static void stacks_arm(Memprof *mp)
 ** takes its frame.  So that a stack can say one was there ([tail call]
 ** below the callee), the interpreter tracks them while a stream takes
 ** stacks (x64 in GC64 mode, LJMP_TAILS; see lj_dispatch.h): BC_CALLT
-** notes the base and function its callee gets, and every function's
-** entry notes in a table by its base whether it is that callee, with its
-** frame's link and function.  A frame is marked when its entry in the
-** table is its own: same base, link and function.  Calls inlined on a
+** notes the base and function its callee gets; the callee's entry marks
+** its base in a table, with its frame's link and function, and any other
+** entry at that base unmarks it.  A frame is marked when the table's
+** mark is its own: same base, link and function.  Calls inlined on a
 ** trace are marked from the recorder's frames (jit_caller_line).
 */
 typedef struct LjmpTailEntry {
-  uint64_t base;  /* bit 0: entered by a tail call */
+  uint64_t base;  /* with bit 0 set; 0: none */
   uint64_t link, func;
   uint64_t spare;
 } LjmpTailEntry;
 
 typedef struct LjmpTails {
   uint64_t call_base, call_func;  /* the tail call being made */
-  uint64_t scratch;  /* the entry's base word, while it is computed */
-  uint64_t pad[LJMP_TAILS_HEAD / 8 - 3];
+  uint64_t pad[LJMP_TAILS_HEAD / 8 - 2];
   LjmpTailEntry e[LJMP_TAILS_MASK + 1];
 } LjmpTails;
 
@@ -164,7 +163,8 @@ static LJ_AINLINE int tail_entered(const LjmpTails *t, cTValue *f)
 {
   uintptr_t base = (uintptr_t)(f + 1);
   const LjmpTailEntry *e = &t->e[(base >> 4) & LJMP_TAILS_MASK];
-  return e->base == (base | 1) && e->link == f->u64 && e->func == f[-1].u64;
+  if (LJ_LIKELY(e->base != (base | 1))) return 0;
+  return e->link == f->u64 && e->func == f[-1].u64;
 }
 
 /* The entry of a function at base, made by a call hook (lj_dispatch_call):
@@ -173,12 +173,15 @@ void LJ_FASTCALL lj_ljmp_tail_entry(global_State *g, cTValue *base)
 {
   LjmpTails *t = mref(g->ljmp_tails, LjmpTails);
   LjmpTailEntry *e = &t->e[((uintptr_t)base >> 4) & LJMP_TAILS_MASK];
-  uint64_t func = base[-2].u64;
-  int tail = t->call_func == func && t->call_base == (uintptr_t)base;
-  t->call_func = 0;
-  e->base = (uintptr_t)base | (uint64_t)tail;
-  e->link = base[-1].u64;
-  e->func = func;
+  uint64_t func = base[-2].u64, mark = (uintptr_t)base | 1;
+  if (t->call_func == func && t->call_base == (uintptr_t)base) {
+    t->call_func = 0;
+    e->base = mark;
+    e->link = base[-1].u64;
+    e->func = func;
+  } else if (e->base == mark) {
+    e->base = 0;
+  }
 }
 
 /* A tail call ins about to run in L's current frame, under instruction
