@@ -53,4 +53,10 @@ LJ_FUNC void lj_ljmp_vm_closing(global_State *g);
 /* Why g's last LJMP_SOCKET or attach start failed (errno), or 0. */
 LJ_FUNC int lj_ljmp_env_error(global_State *g);
 
+/* Tail calls tracked for stacks, under call and instruction hooks (see
+** lj_memprof_stacks.h): the entry of a function at base, and a tail call
+** ins about to run in L's current frame. */
+LJ_FUNC void LJ_FASTCALL lj_ljmp_tail_entry(global_State *g, cTValue *base);
+LJ_FUNC void LJ_FASTCALL lj_ljmp_tail_call(lua_State *L, BCIns ins);
+
 #endif
