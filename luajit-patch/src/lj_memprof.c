@@ -2169,7 +2169,7 @@ static int memprof_start_on(Memprof *mp, lua_State *L,
   mp->g = G(L);
   mp->wrapper = memprof_wrapper(mp->allocf);
   lua_setallocf(L, mp->wrapper, mp);
-  if (mp->stacks != 0) tails_start(G(L));
+  if (mp->stacks != 0) tails_start(L);
   /* After the wrapper: "__name", if the census makes it, is streamed. */
   if (opt->census) census_begin(mp, L);
   return LJ_MEMPROF_OK;

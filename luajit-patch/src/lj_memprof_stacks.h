@@ -197,9 +197,12 @@ void LJ_FASTCALL lj_ljmp_tail_call(lua_State *L, BCIns ins)
   t->call_func = base[bc_a(ins)].u64;
 }
 
-/* Tracks tail calls for g's streams from now. */
-static void tails_start(global_State *g)
+/* Tracks tail calls for L's streams from now.  The traces compiled so far
+** were recorded without: they are flushed (as jit.flush() does), and
+** compiled again with what they inline marked. */
+static void tails_start(lua_State *L)
 {
+  global_State *g = G(L);
   void *p;
   if (mref(g->ljmp_tails, void) != NULL) return;
   p = mmap(NULL, sizeof(LjmpTails), PROT_READ | PROT_WRITE,
@@ -207,6 +210,9 @@ static void tails_start(global_State *g)
   if (p == MAP_FAILED) return;  /* Stacks without their tail calls. */
   setmref(g->ljmp_tails, p);
   lj_dispatch_update(g);
+#if LJ_HASJIT
+  lj_trace_flushall(L);
+#endif
 }
 
 static void tails_stop(global_State *g)
@@ -224,7 +230,7 @@ static const LjmpTails *tails_of(lua_State *L)
 }
 #else
 #define tail_entered(t, f) ((void)(t), (void)(f), 0)
-#define tails_start(g) ((void)(g))
+#define tails_start(L) ((void)(L))
 #define tails_stop(g) ((void)(g))
 #define tails_of(L) ((void)(L), (const LjmpTails *)NULL)
 #endif

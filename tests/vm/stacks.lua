@@ -64,6 +64,14 @@ function runs.tails()
     keep[#keep + 1] = tail_string(100 + i)                      -- line 64
   end
 end
+-- The same, with the loop compiled before the stream began.
+function runs.tails_late()
+  assert(misc.memprof.stop())
+  for _ = 1, 3 do runs.tails() end
+  keep = {}
+  assert(misc.memprof.start{path = out, stacks = 8, census = false})
+  runs.tails()
+end
 
 local stacks = tonumber(os.getenv("STACKS_DEPTH") or "8")
 local sample = tonumber(os.getenv("STACKS_SAMPLE") or "0")
