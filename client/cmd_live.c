@@ -783,17 +783,13 @@ static const char record_help[] =
     "      --wait SECONDS  wait this long for PID to start streaming (0)\n"
     "      --force         overwrite FILE if it exists (never through a\n"
     "                      symbolic link)\n"
-    "      --no-wait       return once recording has begun\n"
-    "      --r3            write pure R3: a stream with call stacks (R3S)\n"
-    "                      without them, for readers that know R3 only\n"
-    "                      (Tarantool's parser); the same as\n"
-    "                      `ljmpctl report --strip-stacks -o` of the file\n";
+    "      --no-wait       return once recording has begun\n";
 
 /* What `record` was asked for. */
 struct record_ask {
     uint32_t pid, wait_s;
     const char *output;
-    int force, no_wait, r3;
+    int force, no_wait;
 };
 
 static int record_wait(struct conn *c, const struct record_ask *a,
@@ -819,10 +815,9 @@ static int record_wait(struct conn *c, const struct record_ask *a,
         } else if (!st->done) {
             fprintf(stderr,
                     "ljmpctl record: recording session %llu of pid %u into "
-                    "%s, %s%s\n",
+                    "%s, %s\n",
                     (unsigned long long)st->session_id, a->pid, a->output,
-                    st->from_start ? "from its start" : "from now on",
-                    a->r3 ? ", without call stacks (R3)" : "");
+                    st->from_start ? "from its start" : "from now on");
             if (a->no_wait) {
                 ljmp__response__free_unpacked(resp, NULL);
                 return EXIT_OK;
@@ -862,7 +857,6 @@ static int cmd_record(const struct ctl_args *args)
         .output = args->text[OPT_OUTPUT],
         .force = args_has(args, OPT_FORCE),
         .no_wait = args_has(args, OPT_NO_WAIT),
-        .r3 = args_has(args, OPT_R3),
     };
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
@@ -894,7 +888,6 @@ static int cmd_record(const struct ctl_args *args)
     rr.has_pid = rr.has_wait_ms = 1;
     rr.pid = a.pid;
     rr.wait_ms = a.wait_s * 1000;
-    rr.has_r3 = rr.r3 = a.r3;
     req.body_case = LJMP__REQUEST__BODY_RECORD;
     req.record = &rr;
     if (conn_open(&c) != 0) {
@@ -945,9 +938,11 @@ static const struct opt_use watch_options[] = {
 };
 
 static const struct opt_use record_options[] = {
-    {OPT_OUTPUT, 0, 0, NULL}, {OPT_WAIT, 0, 86400, "seconds"},
-    {OPT_FORCE, 0, 0, NULL},  {OPT_NO_WAIT, 0, 0, NULL},
-    {OPT_R3, 0, 0, NULL},     OPT_USE_END,
+    {OPT_OUTPUT, 0, 0, NULL},
+    {OPT_WAIT, 0, 86400, "seconds"},
+    {OPT_FORCE, 0, 0, NULL},
+    {OPT_NO_WAIT, 0, 0, NULL},
+    OPT_USE_END,
 };
 
 const struct cmd_entry cmd_list_entry = {
@@ -995,7 +990,7 @@ const struct cmd_entry cmd_subscribe_entry = {
 
 const struct cmd_entry cmd_record_entry = {
     .name = "record",
-    .synopsis = "PID -o FILE [--r3]",
+    .synopsis = "PID -o FILE",
     .brief = "record a session's stream to a file",
     .help = record_help,
     .options = record_options,

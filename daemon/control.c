@@ -1128,17 +1128,6 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
         return;
     }
     p->passed_fd = -1; /* the writer's */
-    if (r->has_r3 && r->r3) {
-        /* The limits a session's decoder has (session_new). */
-        struct lm_limits limits = {p->srv->cfg.max_string,
-                                   p->srv->cfg.max_string + 64};
-        if (recorder_strip_stacks(rec, &limits) != 0) {
-            peer_send_error(p, req->id, LJMP__ERROR_CODE__ERR_INTERNAL,
-                            "out of memory");
-            recorder_drop(rec);
-            return;
-        }
-    }
     sel.has_pid = 1;
     sel.pid = r->pid;
     struct session *s = select_session(p, &sel, 0);

@@ -9,7 +9,6 @@
 #include "clock.h"
 #include "helper.h"
 #include "lm_encoder.h"
-#include "lm_strip.h"
 #include "peer.h"
 #include "quota.h"
 #include "recorder.h"
@@ -302,38 +301,6 @@ int recorder_write(struct recording *rec, const uint8_t *p, size_t n)
     return 0;
 }
 
-static int strip_write(void *ctx, const void *buf, size_t len)
-{
-    return recorder_write(ctx, buf, len);
-}
-
-int recorder_strip_stacks(struct recording *rec, const struct lm_limits *limits)
-{
-    if ((rec->strip = malloc(sizeof(*rec->strip))) == NULL)
-        return -1;
-    lm_strip_init(rec->strip, limits, strip_write, rec);
-    return 0;
-}
-
-/*
- * Stream bytes for the file: as they are, or through the recording's
- * stripper, which writes each item once it is whole.  A stream the
- * stripper finds malformed ends the recording (the session's own decoder
- * says the same of it, or ljmpd's limits differ from the stripper's).
- */
-static int record_bytes(struct recording *rec, const uint8_t *p, size_t n)
-{
-    if (rec->strip == NULL)
-        return recorder_write(rec, p, n);
-    if (n == 0 || lm_strip_feed(rec->strip, p, n, NULL) != LM_ERROR)
-        return 0;
-    if (rec->error[0] == '\0') /* else recorder_write's */
-        snprintf(rec->error, sizeof(rec->error),
-                 "the stream cannot be written without its stacks: %s",
-                 rec->strip->failed ? "out of memory" : rec->strip->dec.errmsg);
-    return -1;
-}
-
 int recorder_full(struct recording *rec)
 {
     struct rec_writer *w = rec->w;
@@ -394,9 +361,6 @@ static void recording_over(struct recording *rec, uint64_t written)
         peer_wait_end(waiter);
         peer_idle_check(waiter);
     }
-    if (rec->strip != NULL)
-        lm_strip_free(rec->strip);
-    free(rec->strip);
     free(rec);
 }
 
@@ -652,7 +616,7 @@ static int record_from_now(struct session *s, struct recording *rec)
         snprintf(rec->error, sizeof(rec->error), "out of memory");
         return -1;
     }
-    int rc = record_bytes(rec, b.data, b.len);
+    int rc = recorder_write(rec, b.data, b.len);
     lm_buf_free(&b);
     rec->from_offset = s->stream_bytes;
     if (rc == 0)
@@ -711,16 +675,16 @@ static int copy_bytes(struct recording *rec, const struct session *s,
     }
     if (rec->from_start && !rec->spliced && at + n >= LM_PROLOGUE_SIZE) {
         size_t head = at < LM_PROLOGUE_SIZE ? LM_PROLOGUE_SIZE - at : 0;
-        if (record_bytes(rec, p, head) != 0 ||
+        if (recorder_write(rec, p, head) != 0 ||
             (s->prof.dec.ljs_version == 3 &&
-             record_bytes(rec, s->csyms.entries.data, s->csyms.entries.len) !=
+             recorder_write(rec, s->csyms.entries.data, s->csyms.entries.len) !=
                  0))
             return -1;
         rec->spliced = 1;
         p += head;
         n -= head;
     }
-    return record_bytes(rec, p, n);
+    return recorder_write(rec, p, n);
 }
 
 /* A session's decoded bytes go to its recording; a file that falls

@@ -8,8 +8,6 @@
 
 #include "ljmp_wire.h"
 
-struct lm_limits;
-struct lm_strip;
 struct peer;
 struct server;
 struct session;
@@ -34,7 +32,6 @@ struct recording {
     char error[320];
     int io_error; /* error is the file's: a write or close failed, or it
                      stopped taking bytes */
-    struct lm_strip *strip; /* RecordRequest.r3: the bytes go through it */
 };
 
 /* Copies each session's stream bytes into its recording, if any, and
@@ -56,10 +53,6 @@ void recorder_free(struct server *srv);
  * reason in why.  From then on the recording answers to rec->waiter. */
 int recorder_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
                   char *why, size_t len);
-/* Makes rec write its stream without call stacks (RecordRequest.r3),
- * decoding it with limits: 0, or -1 if out of memory. */
-int recorder_strip_stacks(struct recording *rec,
-                          const struct lm_limits *limits);
 /* Queues n stream bytes for the file: 0, or -1 with rec->error set (the
  * file failed, or ljmpd is out of memory). */
 int recorder_write(struct recording *rec, const uint8_t *p, size_t n);

@@ -4810,87 +4810,6 @@ static void test_callers_of_a_site(void)
     CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
 }
 
-/* Whether the report of record file `file` (in test_dir) is of revision
- * R3 and has site's allocations at `events`, or more if `more`. */
-static int r3_file_has(const char *file, const char *site, long long events,
-                       int more)
-{
-    char args[600], want[400];
-
-    snprintf(args, sizeof(args), "report --json '%s/%s'", test_dir, file);
-    if (ljmpctl(args, "r3.json") != 0)
-        return 0;
-    char *json = test_slurp("r3.json");
-    snprintf(want, sizeof(want), "\"location\":\"%s\"", site);
-    const char *at = json != NULL ? strstr(json, want) : NULL;
-    int ok = json != NULL && strstr(json, "\"revision\":\"R3\"") != NULL &&
-             (more ? json_number_at(at, "events") >= events
-                   : json_number_at(at, "events") == events);
-    free(json);
-    return ok;
-}
-
-/*
- * record --r3 of a stream with call stacks writes pure R3 with the same
- * events: from the start of a stream (LJMP_STACKS, the recording asked
- * before it began), and from its middle (after attach --stacks, where
- * the recording starts with the symbols and stacks ljmpd knows, which
- * the file must not have either).
- */
-static void test_record_r3(void)
-{
-    char cmd[1024], args[600], hot[300], dir[300];
-
-    site_name(hot, sizeof(hot), "stacks_stream.lua", "SITE hot");
-    vm_stacks = 8;
-    struct vm vm = vm_start("stacks_stream.lua", NULL, NULL, STREAM_SOCKET, 1);
-    vm_stacks = 0;
-    CU_ASSERT_FATAL(vm.pid > 0);
-    truncate_file("record.err");
-    snprintf(cmd, sizeof(cmd),
-             "%s record %d -o '%s/start_r3.bin' --r3 --wait 20 "
-             "2>'%s/record.err' &",
-             LJMPCTL_PATH, (int)vm.pid, test_dir, test_dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
-    file_shows("record.err", "waiting", 2000);
-    vm_release(&vm);
-    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
-    CU_ASSERT_TRUE(file_shows("record.err", "bytes in", 5000));
-    CU_ASSERT_TRUE(file_shows("record.err", "without call stacks (R3)", 0));
-    /* With the JIT on, an exit may make an allocation its trace made
-     * already (1001): callers.lua, below, is interpreted. */
-    CU_ASSERT_TRUE(r3_file_has("start_r3.bin", hot, 1000, 1));
-
-    site_name(hot, sizeof(hot), "callers.lua", "SITE hot");
-    snprintf(dir, sizeof(dir), "%s/r3mid", test_dir);
-    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
-    vm = vm_start("callers.lua", dir, NULL, 0, 0);
-    CU_ASSERT(file_shows("r3mid/ready", "ready", 10000));
-    snprintf(args, sizeof(args),
-             "attach %d --stacks=8 --no-census --census-wait=0", (int)vm.pid);
-    CU_ASSERT_EQUAL(ljmpctl(args, "attach.txt"), 0);
-    snprintf(args, sizeof(args), "record %d -o '%s/mid_r3.bin' --r3 --no-wait",
-             (int)vm.pid, test_dir);
-    CU_ASSERT_EQUAL(ljmpctl(args, "x.out"), 0);
-    truncate_file("r3mid/go");
-    CU_ASSERT(file_shows("r3mid/done", "done", 20000));
-    truncate_file("r3mid/stop");
-    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
-    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
-    CU_ASSERT_PTR_NOT_NULL(r);
-    if (r != NULL)
-        ljmp__response__free_unpacked(r, NULL);
-    /* The file is closed once the session ended: retried until then. */
-    int ok = 0;
-    for (int tries = 0; tries < 50 && !ok; tries++) {
-        if (tries > 0)
-            sleep_ms(100);
-        ok = r3_file_has("mid_r3.bin", hot, 1000, 0);
-    }
-    CU_ASSERT_TRUE(ok);
-    CU_ASSERT_TRUE(daemon_up());
-}
-
 /*
  * Two runs of marks.lua recorded by the VM itself, keeping 3000 and 5000
  * tables: `ljmpctl diff` of the two files (no ljmpd) gives the kept
@@ -6807,7 +6726,6 @@ int main(int argc, char **argv)
     CU_add_test(s, "leaks of a growing cache", test_leaks_of_a_growing_cache);
     CU_add_test(s, "marks and diffs", test_marks_and_diffs);
     CU_add_test(s, "callers of a site", test_callers_of_a_site);
-    CU_add_test(s, "record --r3 of a stream with call stacks", test_record_r3);
     CU_add_test(s, "diff of two recorded runs", test_diff_of_recorded_runs);
     CU_add_test(s, "marks are bounded", test_marks_bounded);
     CU_add_test(s, "50 subscribers and a stalled one",
