@@ -75,6 +75,7 @@ static const struct opt_def opt_defs[NOPTS] = {
     [OPT_STACK_SAMPLE] = {"stack-sample", 0, VALUE_NUMBER},
     [OPT_STRIP_STACKS] = {"strip-stacks", 0, VALUE_NONE},
     [OPT_BY] = {"by", 0, VALUE_TEXT},
+    [OPT_R3] = {"r3", 0, VALUE_NONE},
 };
 
 /* Each option is a bit of ctl_args.given. */

@@ -52,6 +52,7 @@ enum ctl_opt {
     OPT_STACK_SAMPLE,   /* --stack-sample BYTES */
     OPT_STRIP_STACKS,   /* --strip-stacks */
     OPT_BY,             /* --by WHAT (flame: live or alloc) */
+    OPT_R3,             /* --r3 */
     NOPTS
 };
 

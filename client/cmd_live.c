@@ -774,6 +774,11 @@ static const char record_help[] =
     "--wait and start the process's profiling (LJMP_SOCKET,\n"
     "misc.memprof.start{socket=...}, or attach) within that time.\n"
     "\n"
+    "A stream with call stacks (R3S: attach --stacks, LJMP_STACKS) is\n"
+    "recorded with them; Tarantool's parser reads only R3.  With --r3\n"
+    "ljmpd strips the stacks as it writes, as `report --strip-stacks`\n"
+    "would; a stream without stacks is R3 already and written as is.\n"
+    "\n"
     "Waits until the session ends, then says how it ended; with --no-wait\n"
     "it returns once recording has begun, and ljmpd closes FILE when the\n"
     "session ends.\n"
@@ -783,14 +788,25 @@ static const char record_help[] =
     "      --wait SECONDS  wait this long for PID to start streaming (0)\n"
     "      --force         overwrite FILE if it exists (never through a\n"
     "                      symbolic link)\n"
-    "      --no-wait       return once recording has begun\n";
+    "      --no-wait       return once recording has begun\n"
+    "      --r3            write pure R3: the stream without its call stacks\n";
 
 /* What `record` was asked for. */
 struct record_ask {
     uint32_t pid, wait_s;
     const char *output;
-    int force, no_wait;
+    int force, no_wait, r3;
 };
+
+/* What --r3 did, for the closing line ("" without it). */
+static const char *r3_note(const struct record_ask *a,
+                           const Ljmp__RecordStatus *st)
+{
+    if (!a->r3 || !st->r3)
+        return "";
+    return st->stacks_stripped ? " (R3: call stacks stripped)"
+                               : " (R3: the stream had no call stacks)";
+}
 
 static int record_wait(struct conn *c, const struct record_ask *a,
                        uint64_t *bytes)
@@ -818,6 +834,12 @@ static int record_wait(struct conn *c, const struct record_ask *a,
                     "%s, %s\n",
                     (unsigned long long)st->session_id, a->pid, a->output,
                     st->from_start ? "from its start" : "from now on");
+            /* An ljmpd older than --r3 ignores it. */
+            if (a->r3 && !st->r3)
+                fprintf(stderr,
+                        "ljmpctl record: this ljmpd does not know --r3: %s "
+                        "gets the stream as it comes, call stacks included\n",
+                        a->output);
             if (a->no_wait) {
                 ljmp__response__free_unpacked(resp, NULL);
                 return EXIT_OK;
@@ -834,10 +856,11 @@ static int record_wait(struct conn *c, const struct record_ask *a,
             if (st->session_id != 0) {
                 fprintf(stderr,
                         "ljmpctl record: session %llu %s; %llu bytes "
-                        "in %s\n",
+                        "in %s%s\n",
                         (unsigned long long)st->session_id,
                         ljmp_wire_state_name(st->state),
-                        (unsigned long long)st->bytes_written, a->output);
+                        (unsigned long long)st->bytes_written, a->output,
+                        r3_note(a, st));
                 if (rc == EXIT_OK && st->state != LJMP__SESSION_STATE__COMPLETE)
                     rc = st->state == LJMP__SESSION_STATE__TRUNCATED
                              ? EXIT_TRUNCATED
@@ -857,6 +880,7 @@ static int cmd_record(const struct ctl_args *args)
         .output = args->text[OPT_OUTPUT],
         .force = args_has(args, OPT_FORCE),
         .no_wait = args_has(args, OPT_NO_WAIT),
+        .r3 = args_has(args, OPT_R3),
     };
     struct conn c;
     Ljmp__Request req = LJMP__REQUEST__INIT;
@@ -888,6 +912,7 @@ static int cmd_record(const struct ctl_args *args)
     rr.has_pid = rr.has_wait_ms = 1;
     rr.pid = a.pid;
     rr.wait_ms = a.wait_s * 1000;
+    rr.has_r3 = rr.r3 = a.r3;
     req.body_case = LJMP__REQUEST__BODY_RECORD;
     req.record = &rr;
     if (conn_open(&c) != 0) {
@@ -938,11 +963,9 @@ static const struct opt_use watch_options[] = {
 };
 
 static const struct opt_use record_options[] = {
-    {OPT_OUTPUT, 0, 0, NULL},
-    {OPT_WAIT, 0, 86400, "seconds"},
-    {OPT_FORCE, 0, 0, NULL},
-    {OPT_NO_WAIT, 0, 0, NULL},
-    OPT_USE_END,
+    {OPT_OUTPUT, 0, 0, NULL}, {OPT_WAIT, 0, 86400, "seconds"},
+    {OPT_FORCE, 0, 0, NULL},  {OPT_NO_WAIT, 0, 0, NULL},
+    {OPT_R3, 0, 0, NULL},     OPT_USE_END,
 };
 
 const struct cmd_entry cmd_list_entry = {

@@ -1120,6 +1120,7 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
     }
     rec->waiter = p;
     rec->request_id = req->id;
+    rec->r3 = r->has_r3 && r->r3;
     if (recorder_open(p->srv, rec, p->passed_fd, p->uid, why, sizeof(why)) !=
         0) {
         free(rec);
@@ -1140,9 +1141,10 @@ static void do_record(struct peer *p, const Ljmp__Request *req)
             return;
         }
         recorder_begun(rec, s->id);
-        log_info("session %llu: recording %s for pid %d",
+        log_info("session %llu: recording %s%s for pid %d",
                  (unsigned long long)s->id,
-                 rec->from_start ? "from the start" : "from now", (int)p->pid);
+                 rec->from_start ? "from the start" : "from now",
+                 rec->r3 ? " in R3" : "", (int)p->pid);
         return;
     }
     if ((code = wait_for_pid(p, r, rec, why, sizeof(why))) != 0) {
@@ -1198,8 +1200,8 @@ static void session_started(struct session *s, void *arg)
         drop_pending(srv, pr);
         if (recorder_attach(s, rec) == 0) {
             recorder_begun(rec, s->id);
-            log_info("session %llu: recording from the start",
-                     (unsigned long long)s->id);
+            log_info("session %llu: recording from the start%s",
+                     (unsigned long long)s->id, rec->r3 ? " in R3" : "");
         } else {
             recorder_finish(rec, s);
         }

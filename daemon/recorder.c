@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "helper.h"
 #include "lm_encoder.h"
+#include "lm_strip.h"
 #include "peer.h"
 #include "quota.h"
 #include "recorder.h"
@@ -36,6 +37,22 @@
 #define RECORD_QUEUE_LOW   (1u << 20)
 #define RECORD_WRITERS     64
 #define RECORD_WRITERS_UID 8
+/* A stripper's output buffer bigger than this is let go once queued: a
+ * recording from now strips its whole symbol table in one feed. */
+#define STRIP_OUT_KEEP (256u << 10)
+
+/*
+ * A recording in pure R3 (rec->r3) feeds its bytes to a stripper
+ * (core/lm_strip.h) on their way to the queue: all of them, the symbol
+ * table and stack definitions a recording from now starts with too, so
+ * that one filter decides what the file holds.  It holds the bytes of an
+ * item not yet whole, no more; what one feed writes, in pieces around
+ * each stack id dropped, is queued as one chunk.
+ */
+struct rec_strip {
+    struct lm_strip st;
+    struct lm_buf out; /* what the feed in progress wrote */
+};
 
 struct chunk {
     struct chunk *next;
@@ -266,7 +283,8 @@ static void take_file_error(struct recording *rec, const struct rec_writer *w)
     rec->io_error = 1;
 }
 
-int recorder_write(struct recording *rec, const uint8_t *p, size_t n)
+/* Queues n bytes for the writer: 0, or -1 with rec->error set. */
+static int queue_bytes(struct recording *rec, const uint8_t *p, size_t n)
 {
     struct rec_writer *w = rec->w;
     struct chunk *c;
@@ -301,6 +319,78 @@ int recorder_write(struct recording *rec, const uint8_t *p, size_t n)
     return 0;
 }
 
+/* The stripper's writes, gathered to be queued as one chunk. */
+static int strip_out(void *ctx, const void *p, size_t n)
+{
+    struct lm_buf *out = ctx;
+
+    lm_buf_bytes(out, p, n);
+    return out->oom ? -1 : 0;
+}
+
+/* rec's stripper, with the limits of s's decoder: what the session
+ * takes, it takes.  0, or -1 with rec->error set. */
+static int strip_begin(struct recording *rec, const struct session *s)
+{
+    struct rec_strip *rs = calloc(1, sizeof(*rs));
+
+    if (rs == NULL) {
+        snprintf(rec->error, sizeof(rec->error),
+                 "ljmpd is out of memory for the recording");
+        return -1;
+    }
+    lm_strip_init(&rs->st, &s->prof.dec.limits, strip_out, &rs->out);
+    rec->strip = rs;
+    return 0;
+}
+
+/* The stripper goes once the recording takes no more bytes: an item it
+ * held half-read is left out, and the file ends between items. */
+static void strip_end(struct recording *rec)
+{
+    struct rec_strip *rs = rec->strip;
+
+    if (rs == NULL)
+        return;
+    rec->stacks_stripped = rs->st.dec.revision == LM_REV_R3S;
+    lm_strip_free(&rs->st);
+    lm_buf_free(&rs->out);
+    free(rs);
+    rec->strip = NULL;
+}
+
+/* Strips n bytes and queues what that wrote: 0, or -1 with rec->error
+ * set.  A stream the stripper finds malformed ends the recording only. */
+static int strip_bytes(struct recording *rec, const uint8_t *p, size_t n)
+{
+    struct rec_strip *rs = rec->strip;
+    enum lm_status end = lm_strip_feed(&rs->st, p, n, NULL);
+
+    if (end == LM_ERROR && rs->st.failed) {
+        snprintf(rec->error, sizeof(rec->error),
+                 "ljmpd is out of memory for the recording");
+        return -1;
+    }
+    int rc = queue_bytes(rec, rs->out.data, rs->out.len);
+    if (rs->out.cap > STRIP_OUT_KEEP)
+        lm_buf_free(&rs->out);
+    rs->out.len = 0;
+    if (rc != 0 || end != LM_ERROR)
+        return rc;
+    snprintf(rec->error, sizeof(rec->error),
+             "the recorded stream cannot be stripped of its stacks: %s (at "
+             "its byte %llu; the file holds the items before)",
+             rs->st.dec.errmsg, (unsigned long long)rs->st.dec.err_offset);
+    return -1;
+}
+
+int recorder_write(struct recording *rec, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    return rec->strip != NULL ? strip_bytes(rec, p, n) : queue_bytes(rec, p, n);
+}
+
 int recorder_full(struct recording *rec)
 {
     struct rec_writer *w = rec->w;
@@ -323,11 +413,14 @@ static void recording_tell(const struct recording *rec, uint64_t session_id,
 
     if (rec->waiter == NULL)
         return;
-    st.has_session_id = st.has_done = st.has_from_start = 1;
+    st.has_session_id = st.has_done = st.has_from_start = st.has_r3 = 1;
     st.session_id = session_id;
     st.done = done != 0;
     st.from_start = rec->from_start != 0;
+    st.r3 = rec->r3 != 0;
     if (done) {
+        st.has_stacks_stripped = st.r3;
+        st.stacks_stripped = rec->stacks_stripped != 0;
         st.has_bytes_written = 1;
         st.bytes_written = written;
         if (rec->has_state) {
@@ -372,12 +465,14 @@ static void recording_of(struct recording *rec, const struct session *s)
     rec->state = s->state;
 }
 
-/* rec records its session no more. */
+/* rec records its session no more: it takes no more bytes, and every
+ * end of a recording comes here first, its stripper's too. */
 static void unlink_session(struct recording *rec)
 {
     if (rec->s != NULL)
         *session_slot(rec->s, &recorder_observer) = NULL;
     rec->s = NULL;
+    strip_end(rec);
 }
 
 void recorder_finish(struct recording *rec, const struct session *s)
@@ -548,7 +643,9 @@ static int recordable_from_start(const struct session *s)
  * An R3S recording from the middle: the configuration, then a definition
  * of each id the VM defined since its last reset, as the stack it names
  * (docs/format.md, "Recordings").  An id past the session's bound on
- * stacks names no frames the state kept: it is defined with none.
+ * stacks names no frames the state kept: it is defined with none.  A
+ * recording in R3 says them too, and its stripper drops them with the
+ * rest: one filter decides what its file holds.
  */
 static void say_stacks(struct lm_buf *b, const struct lm_stacks *k)
 {
@@ -637,7 +734,9 @@ int recorder_attach(struct session *s, struct recording *rec)
         return -1;
     }
     session_lock(s);
-    if (!recordable_from_start(s)) {
+    if (rec->r3 && strip_begin(rec, s) != 0) {
+        rc = -1;
+    } else if (!recordable_from_start(s)) {
         rc = record_from_now(s, rec);
     } else {
         rec->from_start = 1;

@@ -25,6 +25,10 @@ struct recording {
     struct peer *waiter; /* told when it ends; NULL once gone */
     int spliced;         /* from_start: the C symbols are in the file */
     int holding;         /* s is not read until the file takes more */
+    int r3;              /* pure R3 asked for (RecordRequest.r3) */
+    /* r3: the bytes' way to the file while it takes them (recorder.c) */
+    struct rec_strip *strip;
+    int stacks_stripped; /* r3: the stream had stacks, left out */
     uint64_t request_id;
     uint64_t session_id; /* the session recorded, once known */
     int has_state;       /* its state when the recording ended */
@@ -53,8 +57,9 @@ void recorder_free(struct server *srv);
  * reason in why.  From then on the recording answers to rec->waiter. */
 int recorder_open(struct server *srv, struct recording *rec, int fd, uid_t uid,
                   char *why, size_t len);
-/* Queues n stream bytes for the file: 0, or -1 with rec->error set (the
- * file failed, or ljmpd is out of memory). */
+/* Queues n stream bytes for the file, stripped of their stacks with r3:
+ * 0, or -1 with rec->error set (the file failed, ljmpd is out of memory,
+ * or the stream cannot be stripped). */
 int recorder_write(struct recording *rec, const uint8_t *p, size_t n);
 /* Whether so much waits for the file that the session must not be read
  * (it is read again once the file took most of it). */

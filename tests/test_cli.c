@@ -233,7 +233,7 @@ static void test_own_options_accepted(void)
         "--session 2 --json",
         "subscribe --count 1 --top 5",
         "record 1 --output rec.bin --wait 1 --force --no-wait",
-        "record 1 -o rec2.bin",
+        "record 1 -o rec2.bin --r3",
         "attach 1 --timeout 300",
         "detach 1 --timeout=60000",
         "top 1 --once --count 1 -n 5000 --interval 50 --sort free-bytes "

@@ -4810,6 +4810,186 @@ static void test_callers_of_a_site(void)
     CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
 }
 
+/* What a recorded stream says of stacks, as the core decodes it. */
+struct stacks_seen {
+    uint64_t stack_symbols;  /* configurations, definitions, resets */
+    uint64_t stacked_events; /* allocations and reallocations naming one */
+};
+
+static int stacks_sink(void *ctx, const struct lm_record *recs, size_t n,
+                       size_t *failed_at, char *errbuf, size_t errlen)
+{
+    struct stacks_seen *seen = ctx;
+
+    (void)failed_at;
+    (void)errbuf;
+    (void)errlen;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t k = recs[i].kind;
+        seen->stack_symbols += k == LM_REC_STACK_DEF ||
+                               k == LM_REC_STACK_CONFIG ||
+                               k == LM_REC_STACK_RESET;
+        seen->stacked_events +=
+            (k == LM_REC_ALLOC || k == LM_REC_REALLOC) && recs[i].stack != 0;
+    }
+    return 0;
+}
+
+/* Whether test_dir/name is a whole stream in pure R3, the revision
+ * Tarantool's parser reads: R3's events prologue (version 3, not R3S's
+ * 0x53), no stack symbol, no event naming a stack. */
+static int whole_pure_r3(const char *name)
+{
+    char path[300];
+    static uint8_t buf[1 << 16];
+    struct stacks_seen seen = {0, 0};
+    struct lm_decoder d;
+    enum lm_status end = LM_NEED_MORE;
+    size_t n;
+
+    snprintf(path, sizeof(path), "%s/%s", test_dir, name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return 0;
+    lm_decoder_init(&d, NULL, stacks_sink, &seen);
+    while (end == LM_NEED_MORE && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+        end = lm_decoder_feed(&d, buf, n, NULL);
+    fclose(f);
+    int pure = end == LM_DONE && d.revision == LM_REV_R3 &&
+               d.ljm_version == 3 && seen.stack_symbols == 0 &&
+               seen.stacked_events == 0;
+    lm_decoder_free(&d);
+    return pure;
+}
+
+/* Waits until test_dir/name is a whole pure R3 stream (the writer closes
+ * the file once the session ended); whether it is. */
+static int becomes_pure_r3(const char *name)
+{
+    for (int i = 0; i < 250; i++, sleep_ms(20))
+        if (whole_pure_r3(name))
+            return 1;
+    return 0;
+}
+
+/*
+ * record --r3 of a VM streaming with stacks (LJMP_STACKS), asked before
+ * it starts: the file is a whole stream in pure R3, the client says the
+ * stacks were stripped, and the file's report is the live session's (an
+ * R3S stream reports as its stripped self).
+ */
+static void test_record_r3_from_start(void)
+{
+    char args[700], cmd[1024];
+
+    vm_stacks = 8;
+    struct vm vm = vm_start("stacks_stream.lua", NULL, NULL, STREAM_SOCKET, 1);
+    vm_stacks = 0;
+    CU_ASSERT_FATAL(vm.pid > 0);
+    truncate_file("record.err");
+    snprintf(cmd, sizeof(cmd),
+             "%s record %d -o '%s/r3_start.bin' --wait 20 --r3 "
+             "2>'%s/record.err' &",
+             LJMPCTL_PATH, (int)vm.pid, test_dir, test_dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    file_shows("record.err", "waiting", 2000);
+    vm_release(&vm);
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(session_in(r, vm.pid)->info->stacks, 8);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT(file_shows("record.err", "bytes in", 5000));
+    CU_ASSERT(file_shows("record.err", "from its start", 0));
+    CU_ASSERT(file_shows("record.err", "(R3: call stacks stripped)", 0));
+    CU_ASSERT(becomes_pure_r3("r3_start.bin"));
+
+    snprintf(args, sizeof(args), "report %d", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "r3_live.txt"), 0);
+    snprintf(args, sizeof(args), "report '%s/r3_start.bin'", test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "r3_file.txt"), 0);
+    char *live = test_slurp("r3_live.txt"), *file = test_slurp("r3_file.txt");
+    char hot[300];
+    site_name(hot, sizeof(hot), "stacks_stream.lua", "SITE hot");
+    CU_ASSERT_PTR_NOT_NULL(strstr(live, hot));
+    CU_ASSERT_STRING_EQUAL(live, file);
+    free(live);
+    free(file);
+    CU_ASSERT_TRUE(daemon_up());
+}
+
+/* Waits until pid's session has decoded stream bytes; whether it has. */
+static int session_has_bytes(pid_t pid, unsigned timeout_ms)
+{
+    for (uint64_t end = ms_now() + timeout_ms; ms_now() < end; sleep_ms(20)) {
+        Ljmp__Response *r = list_sessions();
+        const Ljmp__SessionSnapshot *s = session_in(r, pid);
+        int has = s != NULL && s->totals->stream_bytes > 0;
+        if (r != NULL)
+            ljmp__response__free_unpacked(r, NULL);
+        if (has)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * record --r3 from the middle of a stream with stacks (callers.lua,
+ * attached with --stacks): the symbol table and stack definitions the
+ * recording starts with go through the same stripper as the VM's bytes.
+ * The file is a whole stream in pure R3 with exactly the 1000
+ * allocations the hot line made after the recording began.
+ */
+static void test_record_r3_mid_stream(void)
+{
+    char hot[300], dir[300], args[600];
+    int rc = -1;
+
+    site_name(hot, sizeof(hot), "callers.lua", "SITE hot");
+    snprintf(dir, sizeof(dir), "%s/callers_r3", test_dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    struct vm vm = vm_start("callers.lua", dir, NULL, 0, 0);
+    CU_ASSERT(file_shows("callers_r3/ready", "ready", 10000));
+    snprintf(args, sizeof(args),
+             "attach %d --stacks=8 --no-census --census-wait=0", (int)vm.pid);
+    CU_ASSERT_EQUAL(ljmpctl(args, "attach.txt"), 0);
+    /* From now: once the session has bytes, and reads its events (a
+     * recording asked while it reads its symbol table is refused; asked
+     * again). */
+    CU_ASSERT(session_has_bytes(vm.pid, 10000));
+    truncate_file("ljmpctl.err");
+    snprintf(args, sizeof(args),
+             "record %d -o '%s/r3_mid.bin' --r3 --no-wait --force", (int)vm.pid,
+             test_dir);
+    for (int tries = 0; tries < 50 && rc != 0; tries++) {
+        if (tries > 0)
+            sleep_ms(100);
+        rc = ljmpctl(args, "x.out");
+    }
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(file_shows("ljmpctl.err", "from now on", 0));
+    truncate_file("callers_r3/go");
+    CU_ASSERT(file_shows("callers_r3/done", "done", 20000));
+    truncate_file("callers_r3/stop");
+    CU_ASSERT_EQUAL(vm_wait(&vm, 20000), 0);
+    Ljmp__Response *r = wait_session(vm.pid, 1, 0, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(session_in(r, vm.pid)->info->state,
+                    LJMP__SESSION_STATE__COMPLETE);
+    ljmp__response__free_unpacked(r, NULL);
+    CU_ASSERT(becomes_pure_r3("r3_mid.bin"));
+
+    snprintf(args, sizeof(args), "report --json '%s/r3_mid.bin'", test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "r3_mid.json"), 0);
+    char *json = test_slurp("r3_mid.json"), want[400];
+    snprintf(want, sizeof(want), "\"location\":\"%s\",", hot);
+    CU_ASSERT_EQUAL(json_number_at(strstr(json, want), "events"), 1000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"revision\":\"R3\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"overwritten_blocks\":0,"));
+    free(json);
+    CU_ASSERT_TRUE(daemon_up());
+}
+
 /*
  * Two runs of marks.lua recorded by the VM itself, keeping 3000 and 5000
  * tables: `ljmpctl diff` of the two files (no ljmpd) gives the kept
@@ -6726,6 +6906,10 @@ int main(int argc, char **argv)
     CU_add_test(s, "leaks of a growing cache", test_leaks_of_a_growing_cache);
     CU_add_test(s, "marks and diffs", test_marks_and_diffs);
     CU_add_test(s, "callers of a site", test_callers_of_a_site);
+    CU_add_test(s, "record --r3 of a stream with stacks, from its start",
+                test_record_r3_from_start);
+    CU_add_test(s, "record --r3 of a stream with stacks, from the middle",
+                test_record_r3_mid_stream);
     CU_add_test(s, "diff of two recorded runs", test_diff_of_recorded_runs);
     CU_add_test(s, "marks are bounded", test_marks_bounded);
     CU_add_test(s, "50 subscribers and a stalled one",

@@ -15,5 +15,6 @@ int main(void)
     register_history_tests();
     register_series_tests();
     register_marks_tests();
+    register_recorder_tests();
     return test_run_all();
 }

@@ -9,5 +9,6 @@ void register_session_tests(void);
 void register_history_tests(void);
 void register_series_tests(void);
 void register_marks_tests(void);
+void register_recorder_tests(void);
 
 #endif
