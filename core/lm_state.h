@@ -446,15 +446,17 @@ enum lm_part_kind {
  * nonzero for a chunk loaded from a string: function_alias_N), first_line
  * its function's, line the line; a trace: the same of its start, and
  * trace its number (for a Lua line, the trace in effect when compiled
- * code allocated there, or 0); C: name the symbol's (NULL if none), addr
- * the function's; census: name is the text; unnamed: addr and line as in
- * the stream.
+ * code allocated there, or 0; builtin nonzero for a library function
+ * LuaJIT built from bytecode: name is its own, first_line 0); C: name the
+ * symbol's (NULL if none), addr the function's; census: name is the text;
+ * unnamed: addr and line as in the stream.
  */
 struct lm_loc_parts {
     enum lm_part_kind kind;
     const char *name;
     size_t name_len;
     uint32_t alias;
+    int builtin;
     uint64_t first_line, line, addr, trace;
 };
 

@@ -140,7 +140,7 @@ static uint32_t proto_push(struct lm_symtab *t, const struct lm_proto *p,
 uint32_t lm_symtab_proto_current(struct lm_symtab *t, uint64_t addr)
 {
     uint32_t slot, id = proto_find(t, addr, &slot);
-    struct lm_proto p = {addr, 0, LM_NONE, LM_NONE, 0, 0};
+    struct lm_proto p = {.addr = addr, .chunk = LM_NONE, .locs = LM_NONE};
 
     return id != LM_NONE ? id : proto_push(t, &p, NULL);
 }
@@ -149,7 +149,15 @@ int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
                         size_t len, uint64_t firstline, int census,
                         uint32_t trace, uint32_t *retired)
 {
-    struct lm_proto p = {addr, firstline, LM_NONE, LM_NONE, census != 0, trace};
+    struct lm_proto p = {.addr = addr,
+                         .firstline = firstline,
+                         .locs = LM_NONE,
+                         .census = census != 0,
+                         .trace = trace};
+
+    /* The VM writes a builtin's first line, a 32-bit ~0, sign-extended;
+     * a writer that widens it without the sign gives 2^32-1. */
+    p.builtin = !census && (firstline == UINT64_MAX || firstline == UINT32_MAX);
 
     p.chunk = lm_symtab_intern(t, chunk, len);
     if (p.chunk == LM_NONE || (!census && note_alias(t, p.chunk) != 0))

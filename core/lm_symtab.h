@@ -26,6 +26,10 @@ struct lm_proto {
      * chunk name is printed alone.  Fixed when announced, as a
      * location's name is when it is made. */
     uint8_t census;
+    /* A library function LuaJIT built from bytecode (table.remove,
+     * math.rad): its first line is ~0, its lines are stripped.  Named as
+     * LuaJIT's tracebacks name it, "[builtin:rad]", without a line. */
+    uint8_t builtin;
     /* A stand-in's trace (docs/format.md, "Trace context"): what events
      * at this epoch count, that trace's compiled code allocated at the
      * lines of the prototype whose name it has; 0 for a prototype. */

@@ -294,6 +294,11 @@ static void lua_place(struct ex *x, const struct lm_loc_parts *p,
     uint32_t chunk, file;
 
     lua_names(x, p, &chunk, &file);
+    if (p->builtin) { /* no line, as LuaJIT names it */
+        pl->display = ex_stringf(x, "[builtin:%s]", x->str[chunk]);
+        pl->function = ex_function(x, pl->display, 0, 0);
+        return;
+    }
     pl->function = ex_function(
         x, ex_stringf(x, "%s:%" PRIu64, x->str[chunk], p->first_line), file,
         (int64_t)p->first_line);

@@ -218,6 +218,46 @@ static void test_folded(void)
     free(text);
 }
 
+/* A library function LuaJIT built from bytecode (its first line ~0, as
+ * the VM writes it): one function "[builtin:remove]" without a line, in
+ * pprof and in folded stacks, not "remove:18446744073709551615". */
+static void test_builtin_function(void)
+{
+    struct lm_buf b = {0};
+    struct lm_loc_ref rm = loc_lua(0x7000, 0);
+    size_t len, plen;
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x7000, "remove", UINT64_MAX);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &rm, 0x100, 64);
+    lm_enc_epilogue(&b);
+    char *gz = export_of(&b, LM_EXPORT_PPROF, LM_VALUE_INUSE_SPACE, &len);
+    uint8_t *raw = gunzip(gz, len, &plen);
+    Profile *p = perftools__profiles__profile__unpack(NULL, plen, raw);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    expect_values(sample_at(p, "[builtin:remove]", 0, 0), 1, 64, 1, 64);
+    CU_ASSERT_EQUAL_FATAL(p->n_function, 1);
+    CU_ASSERT_EQUAL(p->function[0]->start_line, 0);
+    CU_ASSERT_STRING_EQUAL(str(p, p->function[0]->system_name),
+                           "[builtin:remove]");
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    free(raw);
+    free(gz);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x7000, "remove", UINT64_MAX);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &rm, 0x100, 64);
+    lm_enc_epilogue(&b);
+    char *text = export_of(&b, LM_EXPORT_FOLDED, LM_VALUE_INUSE_SPACE, &len);
+    CU_ASSERT_STRING_EQUAL(text, "[builtin:remove] 64\n");
+    free(text);
+}
+
 /* speedscope: a sampled profile whose weights sum to its end value. */
 static void test_speedscope(void)
 {
@@ -718,6 +758,7 @@ void register_export_tests(void)
     CU_add_test(s, "pprof", test_pprof);
     CU_add_test(s, "folded stacks", test_folded);
     CU_add_test(s, "speedscope", test_speedscope);
+    CU_add_test(s, "a builtin library function", test_builtin_function);
     CU_add_test(s, "pprof intervals (ljmp-push)", test_pprof_delta);
     CU_add_test(s, "pprof with call stacks", test_pprof_stacks);
     CU_add_test(s, "folded call stacks", test_folded_stacks);

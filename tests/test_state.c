@@ -431,6 +431,35 @@ static void test_unknown_proto(void)
     lm_buf_free(&b);
 }
 
+/* A library function LuaJIT built from bytecode has first line ~0,
+ * sign-extended by the VM (or 2^32-1 from a writer that widens it without
+ * the sign): named "[builtin:NAME]", without a line, as LuaJIT's
+ * tracebacks name it. */
+static void test_builtin_function_named(void)
+{
+    struct lm_buf b = {0};
+    struct lm_profile p;
+    struct lm_loc_ref rm = loc_lua(0x7000, 0), rad = loc_lua(0x7100, 0),
+                      h = loc_lua(0x100, 3);
+
+    lm_enc_begin(&b, LM_REV_R3);
+    lm_enc_sym_lfunc(&b, 0x100, "@h.lua", 0);
+    lm_enc_sym_lfunc(&b, 0x7000, "remove", UINT64_MAX);
+    lm_enc_sym_lfunc(&b, 0x7100, "rad", UINT32_MAX);
+    lm_enc_symtab_end(&b);
+    lm_enc_begin_events(&b, LM_REV_R3);
+    lm_enc_alloc(&b, LM_REV_R3, &rm, 0x10, 16);
+    lm_enc_alloc(&b, LM_REV_R3, &rad, 0x20, 16);
+    lm_enc_alloc(&b, LM_REV_R3, &h, 0x30, 16);
+    lm_enc_epilogue(&b);
+    run(&p, &b, LM_DONE);
+    CU_ASSERT_EQUAL(counters(&p.state, "[builtin:remove]").alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "[builtin:rad]").alloc_events, 1);
+    CU_ASSERT_EQUAL(counters(&p.state, "@h.lua:3").alloc_events, 1);
+    lm_profile_free(&p);
+    lm_buf_free(&b);
+}
+
 /* An alloc at a live address means a lost free: the old block goes. */
 static void test_overwritten_block(void)
 {
@@ -1521,6 +1550,7 @@ void register_state_tests(void)
     CU_add_test(s, "aliases", test_aliases);
     CU_add_test(s, "C symbols", test_c_symbols);
     CU_add_test(s, "unknown prototype", test_unknown_proto);
+    CU_add_test(s, "a builtin library function", test_builtin_function_named);
     CU_add_test(s, "C symbol renames the cached location",
                 test_c_symbol_renames_cached_location);
     CU_add_test(s, "trace start announced later",

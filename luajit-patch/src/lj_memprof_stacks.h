@@ -265,9 +265,6 @@ static LJ_AINLINE cTValue *walk_below(cTValue *f)
   return frame_islua(f) ? frame_prevl(f) : frame_prevd(f);
 }
 
-/* The next function on the stack, as lj_debug_frame() counts them (a
-** vararg function's frame once, no dummy frames), its frame in w->at and,
-** unless line is NULL, the line it runs (-1 if none); 0 at the bottom. */
 /* The line of bytecode position pos (not the end) of pt: lj_debug_line's
 ** look-up, inlined, as every frame of a stack takes it. */
 static LJ_AINLINE BCLine pos_line(const GCproto *pt, BCPos pos)
@@ -321,6 +318,9 @@ static LJ_AINLINE BCLine call_line(StackWalk *w, GCfunc *fn, const BCIns *pc)
   return pos_line(pt, proto_bcpos(pt, pc) - 1);
 }
 
+/* The next function on the stack, as lj_debug_frame() counts them (a
+** vararg function's frame once, no dummy frames), its frame in w->at and,
+** unless line is NULL, the line it runs (-1 if none); 0 at the bottom. */
 static LJ_AINLINE int walk_next(StackWalk *w, GCfunc **fn, BCLine *line)
 {
   while (w->frame > w->bot) {
