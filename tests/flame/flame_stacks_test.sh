@@ -12,31 +12,8 @@ ljmpctl=$(realpath "$2")
 stacks=$(realpath "$3")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-
-for tool in xmllint rsvg-convert; do
-  command -v $tool >/dev/null ||
-    { echo "flame_stacks_test: $tool is missing" >&2; exit 1; }
-done
-
-# Graph $1 (what: $2): well-formed, self-contained, rendered silently.
-check_svg() {
-  if ! xmllint --noout "$1" 2>"$tmp/xmllint.err"; then
-    fail "$2: not well-formed XML: $(head -3 "$tmp/xmllint.err")"
-    return
-  fi
-  ! grep -Eq '<script|href|url\(|@import|<image|<foreignObject' "$1" ||
-    fail "$2: the graph refers to something outside it"
-  rsvg-convert "$1" -o "$tmp/out.png" 2>"$tmp/rsvg.err" ||
-    fail "$2: rsvg-convert failed"
-  [ ! -s "$tmp/rsvg.err" ] ||
-    fail "$2: rsvg-convert said: $(head -3 "$tmp/rsvg.err")"
-}
+. "$(dirname "$0")/../svg_check.sh"
+svg_tools flame_stacks_test
 
 # The frames of graph $1 as "X<tab>Y<tab>WIDTH<tab>NAME" lines: each frame
 # is a group of its tooltip (whose first line is its name) and its box.

@@ -8,43 +8,22 @@ set -eu
 sample=$(realpath "$1")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-
-for tool in xmllint rsvg-convert; do
-  command -v $tool >/dev/null ||
-    { echo "flame_test: $tool is missing" >&2; exit 1; }
-done
+. "$(dirname "$0")/../svg_check.sh"
+svg_tools flame_test
 
 svg=$tmp/flame.svg
 "$sample" "$svg" 2>"$tmp/sample.err" || fail "flame_sample failed"
 [ ! -s "$tmp/sample.err" ] || fail "flame_sample said: $(cat "$tmp/sample.err")"
 
-if ! xmllint --noout "$svg" 2>"$tmp/xmllint.err"; then
-  echo "FAIL: not well-formed XML: $(head -3 "$tmp/xmllint.err")" >&2
-  exit 1
-fi
-! grep -Eq '<script|href|url\(|@import|<image|<foreignObject' "$svg" ||
-  fail "the graph refers to something outside it"
-
 # The document's size, and a PNG of that size.
 attr() {
   xmllint --xpath "string(/*[local-name()='svg']/@$1)" "$svg"
 }
+check_svg "$svg" "the flame graph"
+[ "$fails" -eq 0 ] || exit 1
 width=$(attr width)
 height=$(attr height)
-rsvg-convert "$svg" -o "$tmp/flame.png" 2>"$tmp/rsvg.err" ||
-  fail "rsvg-convert failed"
-[ ! -s "$tmp/rsvg.err" ] || fail "rsvg-convert said: $(head -3 "$tmp/rsvg.err")"
-[ "$(od -An -c -j12 -N4 "$tmp/flame.png" | tr -d ' ')" = IHDR ] ||
-  fail "rsvg-convert wrote no PNG"
-size=$(od -An -tu1 -j16 -N8 "$tmp/flame.png" |
-  awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4,
-               $5 * 16777216 + $6 * 65536 + $7 * 256 + $8 }')
+size=$(png_size "$svg.png")
 [ "$size" = "$width $height" ] || fail "a PNG of $size, not $width $height"
 [ "$width" = 1200 ] || fail "the default width is $width, not 1200"
 

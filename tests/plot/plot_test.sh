@@ -19,17 +19,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  fails=$((fails + 1))
-}
-
-for tool in xmllint rsvg-convert; do
-  command -v $tool >/dev/null ||
-    { echo "plot_test: $tool is missing" >&2; exit 1; }
-done
+. "$(dirname "$0")/../svg_check.sh"
+svg_tools plot_test
 
 # The cache's line: the end of its site's name, which the legend shows
 # (a name too long for its column loses its start).
@@ -41,36 +32,10 @@ names_cache() {
   legend_of "$1" | grep -q "leak\.lua:$cache_line\$"
 }
 
-# "WIDTH HEIGHT" from a PNG's header (its IHDR chunk comes first).
-png_size() {
-  od -An -tu1 -j16 -N8 "$1" |
-    awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4,
-                 $5 * 16777216 + $6 * 65536 + $7 * 256 + $8 }'
-}
-
 # The names the legend shows (its monospace texts), one a line.
 names="//*[local-name()='text'][@font-family='monospace']"
 legend_of() {
   xmllint --xpath "$names/text()" "$1" 2>/dev/null
-}
-
-# Chart $1 (what: $2) of $3 x $4 pixels: well-formed XML, nothing it would
-# fetch or run, rendered at its size without a word from the renderer.
-check_svg() {
-  if ! xmllint --noout "$1" 2>"$tmp/xmllint.err"; then
-    fail "$2: not well-formed XML: $(head -3 "$tmp/xmllint.err")"
-    return
-  fi
-  ! grep -Eq '<script|href=|url\(|@import|<image' "$1" ||
-    fail "$2: the chart refers to something outside it"
-  rsvg-convert "$1" -o "$1.png" 2>"$tmp/rsvg.err" ||
-    fail "$2: rsvg-convert failed"
-  [ ! -s "$tmp/rsvg.err" ] ||
-    fail "$2: rsvg-convert said: $(head -3 "$tmp/rsvg.err")"
-  [ "$(od -An -c -j12 -N4 "$1.png" | tr -d ' ')" = IHDR ] ||
-    fail "$2: rsvg-convert wrote no PNG"
-  size=$(png_size "$1.png")
-  [ "$size" = "$3 $4" ] || fail "$2: a PNG of $size, not $3 $4"
 }
 
 # check_svg, and the cache's line in the legend.
