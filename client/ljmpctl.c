@@ -53,6 +53,26 @@ static const struct cmd_entry *find_command(const char *name)
     return found;
 }
 
+/* Why name is no command: none starts with it, or several do (named, so
+ * that the user sees how much more to type). */
+static void say_unknown(const char *name)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        n += strncmp(commands[i]->name, name, strlen(name)) == 0;
+    if (n == 0) {
+        fprintf(stderr, "ljmpctl: unknown command '%s'; try 'ljmpctl --help'\n",
+                name);
+        return;
+    }
+    fprintf(stderr, "ljmpctl: ambiguous command '%s':", name);
+    for (size_t i = 0, k = 0; i < NCOMMANDS; i++)
+        if (strncmp(commands[i]->name, name, strlen(name)) == 0)
+            fprintf(stderr, "%s %s", k++ ? "," : "", commands[i]->name);
+    fputc('\n', stderr);
+}
+
 /* Runs cmd once its command line holds only what its table allows. */
 static int run(const struct cmd_entry *cmd, int argc, char **argv)
 {
@@ -98,9 +118,6 @@ int main(int argc, char **argv)
     return run(cmd, argc - 1, argv + 1);
 
 unknown:
-    fprintf(stderr,
-            "ljmpctl: unknown or ambiguous command '%s'; try "
-            "'ljmpctl --help'\n",
-            argc > 2 && strcmp(argv[1], "help") == 0 ? argv[2] : argv[1]);
+    say_unknown(argc > 2 && strcmp(argv[1], "help") == 0 ? argv[2] : argv[1]);
     return EXIT_USAGE;
 }

@@ -104,7 +104,19 @@ static void test_usage_errors(void)
     free(out);
     free(err);
     CU_ASSERT_EQUAL(run_ljmpctl("frobnicate", &out, &err), 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown or ambiguous command"));
+    CU_ASSERT_STRING_EQUAL(err, "ljmpctl: unknown command 'frobnicate'; try "
+                                "'ljmpctl --help'\n");
+    free(out);
+    free(err);
+    /* A prefix of several commands names them. */
+    CU_ASSERT_EQUAL(run_ljmpctl("d 1", &out, &err), 1);
+    CU_ASSERT_STRING_EQUAL(err,
+                           "ljmpctl: ambiguous command 'd': detach, diff\n");
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL(run_ljmpctl("help s", &out, &err), 1);
+    CU_ASSERT_STRING_EQUAL(err, "ljmpctl: ambiguous command 's': snapshot, "
+                                "subscribe\n");
     free(out);
     free(err);
     CU_ASSERT_EQUAL(
