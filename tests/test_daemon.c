@@ -6449,6 +6449,20 @@ static void test_attach_tree(void)
         snprintf(who, sizeof(who), "\tpid %d: ", (int)kids[i]);
         CU_ASSERT(file_shows("tree-report.out", who, 0));
     }
+    /* A flame graph of the tree: a frame per process under the root. */
+    snprintf(args, sizeof(args), "flame --tree %d -o '%s/tree.svg'", (int)root,
+             test_dir);
+    CU_ASSERT_EQUAL(ljmpctl(args, "tree-flame.out"), 0);
+    char *svg = test_slurp("tree.svg");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(svg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(svg, "3 processes"));
+    for (size_t i = 0; i < n; i++) {
+        char frame[64];
+        snprintf(frame, sizeof(frame), " (%d)\n", (int)kids[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(svg, frame));
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(svg, "busy.lua:"));
+    free(svg);
     snprintf(args, sizeof(args), "detach --tree %d", (int)root);
     CU_ASSERT_EQUAL(ljmpctl(args, "tree-detach.out"), 0);
     CU_ASSERT_EQUAL(streaming_of(kids, n), 0);
@@ -6497,6 +6511,32 @@ static int move_to_cgroup(const char *cg, pid_t pid)
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* A flame graph of unit's processes, of which pid alone streams: said to be
+ * of one process, busy.lua's lines once it has allocated, and no frame for
+ * the process (there is one under the root only when several are). */
+static void check_unit_flame(const char *unit, pid_t pid)
+{
+    char args[512], frame[32];
+    char *svg = NULL;
+
+    snprintf(frame, sizeof(frame), " (%d)\n", (int)pid);
+    snprintf(args, sizeof(args), "flame --unit %s -o '%s/unit.svg'", unit,
+             test_dir);
+    for (int i = 0; i < 50; i++) {
+        free(svg);
+        CU_ASSERT_EQUAL_FATAL(ljmpctl(args, "unit-flame.out"), 0);
+        svg = test_slurp("unit.svg");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(svg);
+        if (strstr(svg, "busy.lua:") != NULL)
+            break;
+        sleep_ms(100);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(svg, "(1 process)"));
+    CU_ASSERT_PTR_NULL(strstr(svg, frame));
+    CU_ASSERT_PTR_NOT_NULL(strstr(svg, "busy.lua:"));
+    free(svg);
+}
+
 /*
  * attach --unit: the processes whose cgroup path names the unit (a
  * cgroup made here, named as systemd names a service's), followed; detach
@@ -6528,6 +6568,7 @@ static void test_attach_unit(void)
             sleep_ms(20);
         CU_ASSERT_EQUAL(streaming_of(&vm.pid, 1), 1);
         CU_ASSERT_EQUAL(streaming_of(&other.pid, 1), 0); /* not a member */
+        check_unit_flame(unit, vm.pid);
         snprintf(args, sizeof(args), "detach --unit %s", unit);
         CU_ASSERT_EQUAL(ljmpctl(args, "unit-detach.out"), 0);
         CU_ASSERT_EQUAL(streaming_of(&vm.pid, 1), 0);
