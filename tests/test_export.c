@@ -218,21 +218,29 @@ static void test_folded(void)
     free(text);
 }
 
+/* A block of 64 bytes made by table.remove, a library function LuaJIT
+ * built from bytecode: its first line is ~0, as the VM writes it. */
+static void builtin_stream(struct lm_buf *b)
+{
+    struct lm_loc_ref rm = loc_lua(0x7000, 0);
+
+    lm_enc_begin(b, LM_REV_R3);
+    lm_enc_sym_lfunc(b, 0x7000, "remove", UINT64_MAX);
+    lm_enc_symtab_end(b);
+    lm_enc_begin_events(b, LM_REV_R3);
+    lm_enc_alloc(b, LM_REV_R3, &rm, 0x100, 64);
+    lm_enc_epilogue(b);
+}
+
 /* A library function LuaJIT built from bytecode (its first line ~0, as
  * the VM writes it): one function "[builtin:remove]" without a line, in
  * pprof and in folded stacks, not "remove:18446744073709551615". */
 static void test_builtin_function(void)
 {
     struct lm_buf b = {0};
-    struct lm_loc_ref rm = loc_lua(0x7000, 0);
     size_t len, plen;
 
-    lm_enc_begin(&b, LM_REV_R3);
-    lm_enc_sym_lfunc(&b, 0x7000, "remove", UINT64_MAX);
-    lm_enc_symtab_end(&b);
-    lm_enc_begin_events(&b, LM_REV_R3);
-    lm_enc_alloc(&b, LM_REV_R3, &rm, 0x100, 64);
-    lm_enc_epilogue(&b);
+    builtin_stream(&b);
     char *gz = export_of(&b, LM_EXPORT_PPROF, LM_VALUE_INUSE_SPACE, &len);
     uint8_t *raw = gunzip(gz, len, &plen);
     Profile *p = perftools__profiles__profile__unpack(NULL, plen, raw);
@@ -247,12 +255,7 @@ static void test_builtin_function(void)
     free(raw);
     free(gz);
 
-    lm_enc_begin(&b, LM_REV_R3);
-    lm_enc_sym_lfunc(&b, 0x7000, "remove", UINT64_MAX);
-    lm_enc_symtab_end(&b);
-    lm_enc_begin_events(&b, LM_REV_R3);
-    lm_enc_alloc(&b, LM_REV_R3, &rm, 0x100, 64);
-    lm_enc_epilogue(&b);
+    builtin_stream(&b);
     char *text = export_of(&b, LM_EXPORT_FOLDED, LM_VALUE_INUSE_SPACE, &len);
     CU_ASSERT_STRING_EQUAL(text, "[builtin:remove] 64\n");
     free(text);
