@@ -55,7 +55,10 @@ enum { SRC_INTERNAL = 1, SRC_LFUNC = 2, SRC_CFUNC = 3, SRC_TRACE = 4 };
 /* A live reader should not wait for a slow allocator to fill the buffer:
 ** every MEMPROF_CLOCK_EVERY events the clock is read (a coarse clock, a
 ** few ns through the vDSO), and what waited longer than MEMPROF_STALE_NS
-** is flushed.  A VM that does not allocate at all has nothing to show.
+** is flushed.  What a VM holds when it stops allocating (a server between
+** requests, a program waiting on input) waits for its next allocation,
+** or for the end of its collector's next sweep (lj_memprof_swept): the
+** frees of a collection go out with it, except through a pipe.
 ** The bound is a part of what a subscriber waits for an allocation to
 ** show (see ljmpd's latency target in bench/README.md); a busy VM fills
 ** the buffer much sooner, so only light VMs write more often. */
@@ -910,6 +913,14 @@ static void census_end(Memprof *mp, int state)
   free(mp->census_names);
   mp->census_names = NULL;
   __atomic_sub_fetch(&lj_memprof_census_on, 1, __ATOMIC_RELAXED);
+}
+
+void lj_memprof_swept(global_State *g)
+{
+  Memprof *mp = memprof_of(g);
+  /* Not through a pipe: there a write lends the reader a whole buffer of
+  ** the ring, however little it holds (see nbufs). */
+  if (mp != NULL && mp->opt.nbufs <= 1 && mp_len(mp) > 0) mp_flush(mp);
 }
 
 void lj_memprof_census_swept(global_State *g)

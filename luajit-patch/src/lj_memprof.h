@@ -90,6 +90,9 @@ struct GCtrace;
 LJ_FUNC void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr);
 LJ_FUNC void lj_memprof_close(global_State *g);
 LJ_FUNC void lj_memprof_stack_moving(global_State *g, int moving);
+/* The collector swept its heap (a cycle's end): what the stream holds goes
+** out now, as the program may not allocate again for a long while. */
+LJ_FUNC void lj_memprof_swept(global_State *g);
 
 /*
 ** The census of the heap a stream finds (lj_memprof.c).  The collector
