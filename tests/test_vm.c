@@ -991,6 +991,34 @@ static void expect_exit_output(pid_t pid, const char *script, const char *want)
     free(out);
 }
 
+/*
+ * Stacks under stress (stacks_stress.lua): random programs of tail calls,
+ * errors, coroutines and metamethods, the profiler started and stopped
+ * with stacks at random depths while they run, JIT on and off: each runs
+ * to its end with the results it has without the profiler.
+ */
+static void test_stacks_stress(void)
+{
+    static const char *const env[] = {NULL, "LJMP_STRESS_JOFF=1"};
+
+    for (int seed = 1; seed <= 6; seed++) {
+        char arg[16];
+        snprintf(arg, sizeof(arg), "%d", seed);
+        CU_ASSERT_EQUAL(
+            wait_exit(spawn_args("stacks_stress", NULL, arg, "off")), 0);
+        char *want = script_output("stacks_stress");
+        CU_ASSERT_FATAL(want != NULL && want[0] != '\0');
+        for (int j = 0; j < 2; j++) {
+            CU_ASSERT_EQUAL(
+                wait_exit(spawn_args("stacks_stress", env[j], arg, "on")), 0);
+            char *out = script_output("stacks_stress");
+            CU_ASSERT_STRING_EQUAL(out, want);
+            free(out);
+        }
+        free(want);
+    }
+}
+
 /* One read into c, its buffer grown as needed; whether bytes came. */
 static int read_some(struct conn *c)
 {
@@ -1633,6 +1661,7 @@ int main(void)
     CU_add_test(s, "stacks: two callers", test_stacks_two_callers);
     CU_add_test(s, "stacks: kinds of frames", test_stacks_frame_kinds);
     CU_add_test(s, "stacks: tail calls", test_stacks_tail_calls);
+    CU_add_test(s, "stacks: under stress", test_stacks_stress);
     CU_add_test(s, "stacks: the VM's table bound", test_stacks_table_bound);
     CU_add_test(s, "stacks: sampled", test_stacks_sampled);
     CU_add_test(s, "lua_close while profiling", test_close_while_profiling);
