@@ -36,6 +36,12 @@ static void usage(FILE *out)
             EXIT_MALFORMED, EXIT_NO_DAEMON, EXIT_REFUSED);
 }
 
+/* Whether name starts command c's name. */
+static int is_prefix(const char *name, const struct cmd_entry *c)
+{
+    return strncmp(c->name, name, strlen(name)) == 0;
+}
+
 /* Exact name, or a unique prefix of one. */
 static const struct cmd_entry *find_command(const char *name)
 {
@@ -44,7 +50,7 @@ static const struct cmd_entry *find_command(const char *name)
     for (size_t i = 0; i < NCOMMANDS; i++) {
         if (strcmp(commands[i]->name, name) == 0)
             return commands[i];
-        if (strncmp(commands[i]->name, name, strlen(name)) == 0) {
+        if (is_prefix(name, commands[i])) {
             if (found != NULL)
                 return NULL;
             found = commands[i];
@@ -60,7 +66,7 @@ static void say_unknown(const char *name)
     size_t n = 0;
 
     for (size_t i = 0; i < NCOMMANDS; i++)
-        n += strncmp(commands[i]->name, name, strlen(name)) == 0;
+        n += is_prefix(name, commands[i]);
     if (n == 0) {
         fprintf(stderr, "ljmpctl: unknown command '%s'; try 'ljmpctl --help'\n",
                 name);
@@ -68,7 +74,7 @@ static void say_unknown(const char *name)
     }
     fprintf(stderr, "ljmpctl: ambiguous command '%s':", name);
     for (size_t i = 0, k = 0; i < NCOMMANDS; i++)
-        if (strncmp(commands[i]->name, name, strlen(name)) == 0)
+        if (is_prefix(name, commands[i]))
             fprintf(stderr, "%s %s", k++ ? "," : "", commands[i]->name);
     fputc('\n', stderr);
 }

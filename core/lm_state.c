@@ -1710,7 +1710,7 @@ static int lfunc_name(const struct lm_state *s, uint32_t proto, uint64_t addr,
     /* A census name is a name, not a chunk: no line, never an alias. */
     if (t->protos[proto].census)
         return snprintf(buf, len, "%.*s", (int)clen, cs);
-    if (t->protos[proto].builtin)
+    if (lm_proto_builtin(&t->protos[proto]))
         return snprintf(buf, len, "[builtin:%.*s]", (int)clen, cs);
     if (t->strs[chunk].alias != 0)
         return snprintf(buf, len, "function_alias_%u:%" PRIu64,
@@ -1807,7 +1807,7 @@ static void lfunc_parts(const struct lm_state *s, uint32_t proto, uint64_t addr,
     }
     uint32_t chunk = t->protos[proto].chunk;
     p->name = lm_symtab_str(t, chunk, &p->name_len);
-    p->builtin = t->protos[proto].builtin;
+    p->builtin = lm_proto_builtin(&t->protos[proto]);
     p->first_line = p->builtin ? 0 : t->protos[proto].firstline;
     p->kind = t->protos[proto].census ? LM_PART_CENSUS : LM_PART_LUA;
     p->alias = p->kind == LM_PART_LUA ? t->strs[chunk].alias : 0;

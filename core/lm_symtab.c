@@ -155,10 +155,6 @@ int lm_symtab_add_proto(struct lm_symtab *t, uint64_t addr, const char *chunk,
                          .census = census != 0,
                          .trace = trace};
 
-    /* The VM writes a builtin's first line, a 32-bit ~0, sign-extended;
-     * a writer that widens it without the sign gives 2^32-1. */
-    p.builtin = !census && (firstline == UINT64_MAX || firstline == UINT32_MAX);
-
     p.chunk = lm_symtab_intern(t, chunk, len);
     if (p.chunk == LM_NONE || (!census && note_alias(t, p.chunk) != 0))
         return -1;

@@ -26,15 +26,22 @@ struct lm_proto {
      * chunk name is printed alone.  Fixed when announced, as a
      * location's name is when it is made. */
     uint8_t census;
-    /* A library function LuaJIT built from bytecode (table.remove,
-     * math.rad): its first line is ~0, its lines are stripped.  Named as
-     * LuaJIT's tracebacks name it, "[builtin:rad]", without a line. */
-    uint8_t builtin;
     /* A stand-in's trace (docs/format.md, "Trace context"): what events
      * at this epoch count, that trace's compiled code allocated at the
      * lines of the prototype whose name it has; 0 for a prototype. */
     uint32_t trace;
 };
+
+/* Whether p is a library function LuaJIT built from bytecode
+ * (table.remove, math.rad): its first line is ~0, its lines stripped; it
+ * is named as LuaJIT's tracebacks name it, "[builtin:rad]", without a
+ * line.  The VM writes that first line, a 32-bit ~0, sign-extended; a
+ * writer that widens it without the sign gives 2^32-1. */
+static inline int lm_proto_builtin(const struct lm_proto *p)
+{
+    return !p->census &&
+           (p->firstline == UINT64_MAX || p->firstline == UINT32_MAX);
+}
 
 struct lm_trace {
     uint64_t traceno;

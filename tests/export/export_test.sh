@@ -189,14 +189,15 @@ live_strings() {
   go tool pprof -top -lines -sample_index=inuse_objects "$1" 2>/dev/null |
     grep 'prog\.lua:11$'
 }
+left="no export"
 for _ in $(seq 30); do
   sleep 0.5
   "$ljmpctl" export "$vm_pid" -o "$tmp/live.pb.gz" || continue
-  [ -z "$(live_strings "$tmp/live.pb.gz")" ] && break
+  left=$(live_strings "$tmp/live.pb.gz") || true
+  [ -z "$left" ] && break
 done
 check_pprof "$tmp/live.pb.gz" live
-[ -z "$(live_strings "$tmp/live.pb.gz")" ] ||
-  fail "live: dropped strings still live: $(live_strings "$tmp/live.pb.gz")"
+[ -z "$left" ] || fail "live: dropped strings still live: $left"
 go tool pprof -tags "$tmp/live.pb.gz" 2>/dev/null | grep -q "): $vm_pid\$" ||
   fail "live: no pid label $vm_pid"
 "$ljmpctl" export "$vm_pid" --format folded -o "$tmp/live.folded"

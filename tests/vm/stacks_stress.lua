@@ -29,12 +29,14 @@ f[10] = function(d, n) local t = {} for i = 1, n do t[i] = tostring(i * d) end r
 local function deep(k) if k == 0 then return alloc(1) end return 1 + deep(k - 1) end
 local sum, on = 0, false
 for r = 1, rounds do
+  -- The draws are the same in both modes, so that the runs match.
   if R(50) == 1 then
     local st = R(4) == 1 and true or R(64)
     local sample = R(3) == 1 and R(1, 65536) or nil
-    if mode == "off" then
-    elseif on then misc.memprof.stop() on = false
-    else
+    if on then
+      misc.memprof.stop()
+      on = false
+    elseif mode == "on" then
       on = misc.memprof.start{path = "/dev/null", stacks = st,
         stack_sample = sample} and true or false
     end
