@@ -1084,6 +1084,7 @@ typedef struct MemprofJitLine {
   uint32_t tail;  /* its frame was entered by a tail call (see tail_entered) */
   uint32_t asm_no;  /* The assembly that last asked for it, */
   uint32_t asm_site;  /* and the site it got there. */
+  uint64_t mix;  /* frame_mix() of its frame in a stack (jit_frame()) */
 } MemprofJitLine;
 
 typedef struct MemprofJitSite {
@@ -1159,6 +1160,19 @@ static int jit_rehash(MemprofJitSites *js)
   return 1;
 }
 
+/* Line l's frame in a stack: a builtin's (see build_builtin), or its
+** prototype's at its line. */
+static LJ_AINLINE void jit_frame(const MemprofJitLine *l, StackFrame *f)
+{
+  if (l->pt & 1) {
+    f->tag = LM_FRAME_C;
+    f->addr = l->pt >> 1;
+  } else {
+    f->tag = (uint64_t)l->line << 2 | LM_FRAME_LUA;
+    f->addr = l->pt;
+  }
+}
+
 /* The line id of (pt, line) called from parent, made if new; 0 if there
 ** is no room. */
 static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line,
@@ -1187,6 +1201,11 @@ static uint32_t jit_intern(MemprofJitSites *js, uintptr_t pt, uint32_t line,
   js->line[id].tail = tail;
   js->line[id].asm_no = 0;
   js->line[id].asm_site = 0;
+  {
+    StackFrame f;
+    jit_frame(&js->line[id], &f);
+    js->line[id].mix = frame_mix(f.tag, f.addr);
+  }
   js->hash[k] = id;
   return id;
 }
@@ -1246,14 +1265,14 @@ static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
   uint32_t tail = 0;  /* the last node's */
   for (; id != 0 && js != NULL; id = js->line[id].parent) {
     const MemprofJitLine *l = &js->line[id];
+    StackFrame f;
     if (build_full(b)) {
       build_marker(b, LM_MARK_TRUNCATED);
       return;
     }
-    if (l->pt & 1)
-      build_builtin(b, (uint32_t)(l->pt >> 1));
-    else
-      build_lua(b, (const GCproto *)l->pt, (BCLine)l->line);
+    jit_frame(l, &f);
+    build_put(b, f.tag, f.addr, l->mix);
+    if (l->pt & 1) b->builtin[b->nbuiltin++] = (uint32_t)f.addr;
     tail = l->tail;
     if (tail && !build_full(b)) build_marker(b, LM_MARK_TAILCALL);
   }

@@ -58,7 +58,7 @@ typedef struct StackEntry {
 ** walk met the same calls over and over, and a line costs six loads
 ** from its prototype.  The cache is emptied when a prototype is
 ** announced: a new prototype may take a freed one's memory.  An entry is
-** 32 bytes, that the walk's look-up is a shift and an addition. */
+** 32 bytes, that the walk finds it from the pc with a shift and a mask. */
 #define LINE_CACHE 1024
 
 typedef struct LineEntry {
@@ -304,7 +304,10 @@ static LJ_NOINLINE void line_fill(MemStacks *st, LineEntry *e, GCfunc *fn,
 static LJ_AINLINE const LineEntry *call_frame(MemStacks *st, GCfunc *fn,
 					      const BCIns *pc)
 {
-  LineEntry *e = &st->lines[((uintptr_t)pc >> 2) & (LINE_CACHE - 1)];
+  /* pc >> 2, the instruction's number, picks the entry. */
+  LineEntry *e = (LineEntry *)((char *)st->lines +
+			       (((uintptr_t)pc << 3) &
+				((LINE_CACHE - 1) * sizeof(LineEntry))));
   if (LJ_UNLIKELY(e->pc != pc)) line_fill(st, e, fn, pc);
   return e;
 }
@@ -492,12 +495,11 @@ static void build_walk(StackBuild *b, StackWalk *w)
 
 /* -- The table of stacks sent -------------------------------------------- */
 
-/* b's hash, mixed to the end: its frames' were added as they came. */
-static uint32_t stacks_hash(const StackBuild *b)
+/* b's hash, mixed to the end: each frame's part was mixed as it came
+** (frame_mix()), so one multiplication spreads the rotations' sum. */
+static LJ_AINLINE uint32_t stacks_hash(const StackBuild *b)
 {
-  uint64_t a = b->hash ^ b->n;
-  a = (a ^ (a >> 33)) * 0xff51afd7ed558ccdull;
-  a = (a ^ (a >> 33)) * 0xc4ceb9fe1a85ec53ull;
+  uint64_t a = (b->hash ^ b->n) * 0x9e3779b97f4a7c15ull;
   return (uint32_t)(a >> 32) | 1;  /* never 0 */
 }
 
