@@ -440,30 +440,38 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
   uint32_t n = b->n, depth = b->depth;
   uint64_t hash = b->hash;  /* in registers: b->f's stores may alias b's */
   const LjmpTails *tails = w->tails;
-  int lua;  /* next was called from Lua */
+  ptrdiff_t call;  /* next's link: if Lua's, the pc of f's call of it */
   if (st == NULL || next == NULL) return;
-  lua = frame_islua(next);
-  /* The stack's words are read before the frame is stored, which the
-  ** compiler must assume may change them. */
-  while (lua && n < depth && f > bot) {
-    const LineEntry *e = call_frame(st, frame_func(f), frame_pc(next));
-    cTValue *below = walk_below(f);
-    int tail;
-    next = f;
-    if (frame_isvarg(f) && below > bot) {  /* as walk_next() */
-      next = below;
-      below = walk_below(below);
+  call = frame_ftsz(next);
+  /* Each frame's link is read once, before the frame is stored, which
+  ** the compiler must assume may change it; it is the call of the frame
+  ** below. */
+  while ((call & FRAME_TYPE) == FRAME_LUA && n < depth && f > bot) {
+    const LineEntry *e = call_frame(st, frame_func(f), (const BCIns *)call);
+    ptrdiff_t link = frame_ftsz(f);
+    cTValue *entry = f, *below;
+    if ((link & FRAME_TYPE) == FRAME_LUA) {  /* frame_prevl() */
+      below = f - (1 + LJ_FR2 + bc_a(((const BCIns *)link)[-1]));
+    } else {
+      below = (cTValue *)((const char *)f - (link & ~FRAME_TYPEP));
+      if ((link & FRAME_TYPEP) == FRAME_VARG && below > bot) {
+	/* The vararg function's original frame: as walk_next(). */
+	entry = below;
+	link = frame_ftsz(entry);
+	below = walk_below(entry);
+      }
     }
-    tail = tails != NULL && tail_entered(tails, next);
-    lua = frame_islua(next);
-    f = below;
     b->f[n++] = e->frame;
     hash = hash_step(hash, e->mix);
-    if (LJ_UNLIKELY(tail) && n < depth) {  /* as build_walk() */
+    if (LJ_UNLIKELY(tails != NULL && tail_entered(tails, entry)) &&
+	n < depth) {  /* as build_walk() */
       b->f[n].tag = TAIL_TAG;
       b->f[n++].addr = 0;
       hash = hash_step(hash, frame_mix(TAIL_TAG, 0));
     }
+    next = entry;
+    call = link;
+    f = below;
   }
   w->frame = f;
   w->next = next;
