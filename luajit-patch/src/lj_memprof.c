@@ -1270,9 +1270,12 @@ static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
       build_marker(b, LM_MARK_TRUNCATED);
       return;
     }
-    jit_frame(l, &f);
-    build_put(b, f.tag, f.addr, l->mix);
-    if (l->pt & 1) b->builtin[b->nbuiltin++] = (uint32_t)f.addr;
+    if (l->pt & 1) {  /* a builtin's frame: pcall's and its kin, rare */
+      build_builtin(b, (uint32_t)(l->pt >> 1));
+    } else {
+      jit_frame(l, &f);
+      build_put(b, f.tag, f.addr, l->mix);
+    }
     tail = l->tail;
     if (tail && !build_full(b)) build_marker(b, LM_MARK_TAILCALL);
   }

@@ -450,10 +450,10 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
     const LineEntry *e = call_frame(st, frame_func(f), (const BCIns *)call);
     ptrdiff_t link = frame_ftsz(f);
     cTValue *entry = f, *below;
-    if ((link & FRAME_TYPE) == FRAME_LUA) {  /* frame_prevl() */
-      below = f - (1 + LJ_FR2 + bc_a(((const BCIns *)link)[-1]));
+    if ((link & FRAME_TYPE) == FRAME_LUA) {
+      below = frame_prevl(f);
     } else {
-      below = (cTValue *)((const char *)f - (link & ~FRAME_TYPEP));
+      below = frame_prevd(f);
       if ((link & FRAME_TYPEP) == FRAME_VARG && below > bot) {
 	/* The vararg function's original frame: as walk_next(). */
 	entry = below;
