@@ -1019,6 +1019,52 @@ static void test_stacks_stress(void)
     }
 }
 
+/*
+ * Stacks joined to the last one walked (lj_memprof_stacks.h, StackKept),
+ * on each VM built with LuaJIT's assertions (LJMP_VM_ASAN): such a VM
+ * compares every stack it sends with a walk of the whole stack to the
+ * depth, and aborts on a difference.  stacks_kept.lua at depths that cut
+ * its recursion and one that does not, and the stress programs, JIT on
+ * and off.
+ */
+static void test_stacks_kept_checked(void)
+{
+#ifdef LUAJIT_ASAN_BINS
+    static const char *const vms[] = {LUAJIT_ASAN_BINS};
+    static const char *const depths[] = {"1", "3", "16", "64"};
+    static const char *const stress[] = {"1 on", "2 on", "3 on"};
+
+    for (size_t v = 0; v < sizeof(vms) / sizeof(vms[0]); v++) {
+        for (int j = 0; j < 2; j++) {
+            const char *flags = j ? "-joff" : "";
+            for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
+                char *out;
+                int rc = run_vm(vms[v], flags, "stacks_kept", depths[d], &out);
+                CU_ASSERT_EQUAL(rc, 0);
+                CU_ASSERT_PTR_NOT_NULL(strstr(out ? out : "", "ok"));
+                if (rc != 0)
+                    fprintf(stderr, "\n%s %s stacks_kept.lua %s: exit %d\n",
+                            vms[v], flags, depths[d], rc);
+                free(out);
+            }
+            for (size_t s = 0; s < sizeof(stress) / sizeof(stress[0]); s++) {
+                char *out;
+                int rc =
+                    run_vm(vms[v], flags, "stacks_stress", stress[s], &out);
+                CU_ASSERT_EQUAL(rc, 0);
+                CU_ASSERT(out != NULL && out[0] != '\0');
+                if (rc != 0)
+                    fprintf(stderr, "\n%s %s stacks_stress.lua %s: exit %d\n",
+                            vms[v], flags, stress[s], rc);
+                free(out);
+            }
+        }
+    }
+#else
+    fprintf(stderr, "(no VM with LuaJIT's assertions: LJMP_VM_ASAN is off) ");
+#endif
+}
+
 /* One read into c, its buffer grown as needed; whether bytes came. */
 static int read_some(struct conn *c)
 {
@@ -1662,6 +1708,8 @@ int main(void)
     CU_add_test(s, "stacks: kinds of frames", test_stacks_frame_kinds);
     CU_add_test(s, "stacks: tail calls", test_stacks_tail_calls);
     CU_add_test(s, "stacks: under stress", test_stacks_stress);
+    CU_add_test(s, "stacks: joined to the last, checked",
+                test_stacks_kept_checked);
     CU_add_test(s, "stacks: the VM's table bound", test_stacks_table_bound);
     CU_add_test(s, "stacks: sampled", test_stacks_sampled);
     CU_add_test(s, "lua_close while profiling", test_close_while_profiling);

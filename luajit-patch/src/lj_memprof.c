@@ -533,6 +533,8 @@ void lj_memprof_add_trace(global_State *g, const struct GCtrace *tr)
 void lj_memprof_stack_moving(global_State *g, int moving)
 {
   Memprof *mp = memprof_of(g);
+  /* Frames at new addresses: none is known (see StackKept). */
+  setmref(g->ljmp_low, NULL);
   if (mp != NULL) {
     mp->moving = moving;
     mp_fast_end(mp);  /* The move's allocation names no Lua site. */
@@ -1267,7 +1269,7 @@ static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
     const MemprofJitLine *l = &js->line[id];
     StackFrame f;
     if (build_full(b)) {
-      build_marker(b, LM_MARK_TRUNCATED);
+      build_truncated(b);
       return;
     }
     if (l->pt & 1) {  /* a builtin's frame: pcall's and its kin, rare */
@@ -1277,16 +1279,20 @@ static void jit_build(StackBuild *b, const MemprofJitSites *js, uint32_t id,
       build_put(b, f.tag, f.addr, l->mix);
     }
     tail = l->tail;
-    if (tail && !build_full(b)) build_marker(b, LM_MARK_TAILCALL);
+    if (tail && build_tail_fits(b)) build_marker(b, LM_MARK_TAILCALL);
   }
   if (root_base == NULL) return;
   walk_init(&w, L, root_base - 1, NULL);
   w.st = st;
   if (b->n > 0) {
     walk_skip(&w);  /* The root frame, the chain's last. */
+    if (!tail) {  /* Its entry is the last. */
+      b->at[b->n - 1] = w.at;
+      if (build_joins(b, st, w.at)) return;
+    }
     /* Unless the trace replaced it, how the root frame was entered. */
     if (!tail && w.tails != NULL && tail_entered(w.tails, w.next) &&
-	!build_full(b))
+	build_tail_fits(b))
       build_marker(b, LM_MARK_TAILCALL);
   }
   build_walk(b, &w);
@@ -1717,41 +1723,102 @@ static LJ_AINLINE uint8_t *put_head(uint8_t *p, int ev, const Site *s,
   }
 }
 
+/* L's stack at the allocation at site s, in b, in VM state vmst: frames
+** while fewer than cap entries, tail calls' markers while fewer than
+** tailcap; from join down, the kept one's (StackBuild). */
+static void stacks_build(StackBuild *b, MemStacks *st, const Site *s,
+			 lua_State *L, int32_t vmst, uintptr_t join)
+{
+  global_State *g = G(L);
+  b->n = b->nbuiltin = b->coroutine = b->truncated = b->joined = 0;
+  b->join = join;
+  if (vmst > 0 || vmst == ~LJ_VMST_EXIT) {
+#if LJ_MEMPROF_JITSITES
+    jit_State *J = G2J(g);
+    const MemprofJitSites *js = J->ljmp_sites;
+    uint32_t id = vmst > 0 ? s->jit->line : J->ljmp_exit_site;
+    if (js == NULL || id >= js->nline) id = 0;  /* a freed site's */
+    jit_build(b, js, id, L, vmst > 0 ? tvref(g->jit_base) : L->base, st);
+#else
+    UNUSED(s);
+    if (vmst > 0) {
+      StackWalk w;
+      walk_init(&w, L, tvref(g->jit_base) - 1, NULL);
+      build_walk(b, &w);
+    }
+#endif
+  } else if (vmst == ~LJ_VMST_INTERP || vmst == ~LJ_VMST_C) {
+    StackWalk w;
+    walk_init(&w, L, L->base - 1, NULL);
+    w.st = st;
+    build_walk(b, &w);
+  }
+}
+
+#ifdef LUA_USE_ASSERT
+/* The stack sent is the one a walk to the depth finds (the checked VM's
+** builds check each, that the kept stack and its cut are right). */
+static void stacks_check(MemStacks *st, const Site *s, lua_State *L,
+			 int32_t vmst, uint32_t depth, const StackFrame *f,
+			 uint32_t n)
+{
+  StackBuild *b = (StackBuild *)malloc(sizeof(StackBuild));
+  if (b == NULL) return;
+  b->cap = b->tailcap = b->depth = depth;
+  stacks_build(b, st, s, L, vmst, 0);
+  if (b->n != n || memcmp(b->f, f, n * sizeof(StackFrame)) != 0) {
+    fprintf(stderr, "ljmp: the stack sent (%u entries, kept from %u, "
+	    "%s) is not the one walked (%u entries)\n", (unsigned)n,
+	    (unsigned)st->kept.top, st->kept.cut ? "cut" : "whole",
+	    (unsigned)b->n);
+    abort();
+  }
+  free(b);
+}
+#endif
+
 /* The stack of the allocation at site s (not internal), announced if
 ** new; 0 if none. */
 static uint32_t stacks_capture(Memprof *mp, const Site *s)
 {
   global_State *g = mp->g;
   lua_State *L = gco2th(gcref(g->cur_L));
-  int32_t st = g->vmstate;
+  int32_t vmst = g->vmstate;
+  /* A trace's exit writes frames as it goes: a stack taken then is not
+  ** kept. */
+  int keep = vmst != ~LJ_VMST_EXIT;
+  MemStacks *st;
+  StackKept *k;
   StackBuild b;
-  b.n = b.nbuiltin = 0;
-  b.hash = 0;
+  const StackFrame *f;
+  uint32_t n, id;
+  uint64_t hash;
+  int same;
+  if (L == NULL || (st = stacks_table(mp)) == NULL) return 0;
+  k = &st->kept;
   b.depth = mp->stacks;
-  if (L == NULL) return 0;
-  if (st > 0 || st == ~LJ_VMST_EXIT) {
-#if LJ_MEMPROF_JITSITES
-    jit_State *J = G2J(g);
-    const MemprofJitSites *js = J->ljmp_sites;
-    uint32_t id = st > 0 ? s->jit->line : J->ljmp_exit_site;
-    if (js == NULL || id >= js->nline) id = 0;  /* a freed site's */
-    jit_build(&b, js, id, L, st > 0 ? tvref(g->jit_base) : L->base,
-	      stacks_table(mp));
-#else
-    UNUSED(s);
-    if (st > 0) {
-      StackWalk w;
-      walk_init(&w, L, tvref(g->jit_base) - 1, NULL);
-      build_walk(&b, &w);
-    }
+  b.cap = b.depth + KEPT_EXTRA;
+  b.tailcap = b.cap + 2;  /* every one */
+  stacks_build(&b, st, s, L, vmst, keep ? kept_bound(st, g, L) : 0);
+  if (b.n == 0) return 0;
+  if (b.nbuiltin != 0) stacks_say_builtins(mp, st, &b);
+  same = kept_take(k, &b, L);
+#ifdef LUA_USE_ASSERT
+  f = kept_stack(k, b.depth, b.f, &n, &hash);
+  stacks_check(st, s, L, vmst, b.depth, f, n);
 #endif
-  } else if (st == ~LJ_VMST_INTERP || st == ~LJ_VMST_C) {
-    StackWalk w;
-    walk_init(&w, L, L->base - 1, NULL);
-    w.st = stacks_table(mp);
-    build_walk(&b, &w);
+  if (same && k->id != 0) {
+    id = k->id;
+  } else {
+    f = kept_stack(k, b.depth, b.f, &n, &hash);
+    id = k->id = stacks_id(mp, st, f, n, hash);
   }
-  return b.n != 0 ? stacks_id(mp, &b) : 0;
+  if (keep) {
+    setmref(g->ljmp_low, (TValue *)~(uintptr_t)0);  /* none made since */
+  } else {
+    k->L = NULL;
+  }
+  return id;
 }
 
 /* -- The allocator wrapper ----------------------------------------------- */

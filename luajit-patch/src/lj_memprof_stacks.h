@@ -67,7 +67,46 @@ typedef struct LineEntry {
   uint64_t mix;  /* frame_mix() of it */
 } LineEntry;
 
+/*
+** The last stack walked, kept for the next walk.  A frame below the lowest
+** base a frame was made at since then (g->ljmp_low, kept by the VM where
+** x64 tracks tail calls: lj_dispatch.h) is the frame the last walk met,
+** with the same function and link; so is every frame below it.  A walk
+** that reaches such a frame takes the rest of its stack from here,
+** instead of reading the frames and their lines again: a deep program's
+** stacks differ from one allocation to the next in a few frames at the
+** top.
+**
+** So that a stack can move up and down by a few frames and still be
+** joined, a walk takes KEPT_EXTRA frames past the depth, and keeps every
+** tail call's marker; the stack sent is cut to the depth from what is
+** kept, as a walk to the depth would have cut it.  The stack is kept at
+** the end of the arrays, so that a walk that joins it rewrites its top
+** only; the entries of one that is whole (not cut, ending at KEPT_MAX)
+** have the hash of themselves and the entries below them, which does not
+** depend on what is above.
+*/
+#define KEPT_EXTRA 16
+#define KEPT_CAP (LM_STACK_MAX_DEPTH + KEPT_EXTRA)  /* frames kept at most */
+#define BUILD_MAX (KEPT_CAP + 2)  /* a walk's entries: a tail, a cut */
+#define KEPT_MAX (2 * BUILD_MAX)  /* room to join higher up */
+#define AT_NONE ((cTValue *)~(uintptr_t)0)  /* an entry of no frame */
+
+typedef struct StackKept {
+  const lua_State *L;  /* whose stack it is; NULL: none */
+  uint32_t top, end;  /* its entries: [top, end) */
+  uint32_t id;  /* the id of the stack last sent from it, 0 if none */
+  uint8_t coroutine;  /* ends with the coroutine marker */
+  uint8_t cut;  /* ends with the truncation marker: frames are left out */
+  StackFrame f[KEPT_MAX];
+  uint64_t mix[KEPT_MAX];  /* each entry's frame_mix() */
+  cTValue *at[KEPT_MAX + 1];  /* each entry's frame (slot of its link) or
+			       ** AT_NONE; at[end] is NULL */
+  uint64_t hash[KEPT_MAX + 1];  /* if whole, of the entries from each on */
+} StackKept;
+
 typedef struct MemStacks {
+  StackKept kept;
   LineEntry lines[LINE_CACHE];
   int lines_used;  /* some entry is filled */
   uint32_t slot[STACKS_SLOTS];
@@ -174,6 +213,7 @@ void LJ_FASTCALL lj_ljmp_tail_entry(global_State *g, cTValue *base)
   LjmpTails *t = mref(g->ljmp_tails, LjmpTails);
   LjmpTailEntry *e = &t->e[((uintptr_t)base >> 4) & LJMP_TAILS_MASK];
   uint64_t func = base[-2].u64, mark = (uintptr_t)base | 1;
+  if (base < mref(g->ljmp_low, TValue)) setmref(g->ljmp_low, base);
   if (t->call_func == func && t->call_base == (uintptr_t)base) {
     t->call_func = 0;
     e->base = mark;
@@ -366,28 +406,59 @@ static LJ_AINLINE void walk_skip(StackWalk *w)
 #define TAIL_TAG ((uint64_t)LM_MARK_TAILCALL << 2 | LM_FRAME_MARKER)
 
 typedef struct StackBuild {
-  StackFrame f[LM_STACK_MAX_DEPTH + 1];
-  uint64_t hash;  /* of the frames so far, not mixed to the end */
-  uint32_t n, depth;
-  uint32_t builtin[LM_STACK_MAX_DEPTH];  /* builtins used, to announce */
+  StackFrame f[BUILD_MAX];
+  uint64_t mix[BUILD_MAX];  /* each entry's frame_mix() */
+  cTValue *at[BUILD_MAX];  /* each entry's frame, or AT_NONE */
+  uint32_t n;
+  uint32_t cap;  /* a frame is taken if fewer entries than this */
+  uint32_t tailcap;  /* and a tail call's marker */
+  uint32_t depth;  /* of the stacks sent */
+  uint32_t builtin[BUILD_MAX];  /* builtins met, to announce */
   uint32_t nbuiltin;
+  uint32_t coroutine, truncated;  /* ends with that marker */
+  uintptr_t join;  /* a frame below this is the kept one; 0: none is */
+  uint32_t joined;  /* the kept entry the walk took the rest from, + 1 */
 } StackBuild;
 
-/* A stack's hash with one more frame, of frame_mix() mix: the rotation
-** keeps the frames' order. */
-static LJ_AINLINE uint64_t hash_step(uint64_t hash, uint64_t mix)
-{
-  return ((hash << 7) | (hash >> 57)) ^ mix;
-}
-
-/* Appends a frame, whose frame_mix() is mix, to b and its hash. */
+/* Appends an entry, whose frame_mix() is mix, to b. */
 static LJ_AINLINE void build_put(StackBuild *b, uint64_t tag, uint64_t addr,
 				 uint64_t mix)
 {
-  StackFrame *f = &b->f[b->n++];
+  StackFrame *f = &b->f[b->n];
   f->tag = tag;
   f->addr = addr;
-  b->hash = hash_step(b->hash, mix);
+  b->mix[b->n] = mix;
+  b->at[b->n++] = AT_NONE;
+}
+
+/* Whether the walk, whose last entry is frame f's, takes the rest of its
+** stack from the kept one: if f is there, with room above it for b's
+** entries, and, if the kept stack is cut, enough of it for the depth.
+** -1: no frame further down will be either. */
+static LJ_NOINLINE int build_join(StackBuild *b, const StackKept *k,
+				  cTValue *f)
+{
+  uint32_t i = k->top;
+  while (k->at[i] > f) i++;  /* to f, or past it: at[end] is NULL */
+  if (k->at[i] != f) return 0;  /* maybe further down */
+  if (b->n > i + 1 ||
+      (k->cut && b->n + (k->end - 1 - i) <= b->depth))
+    return -1;
+  b->joined = i + 1;
+  return 1;
+}
+
+/* Whether the walk ends at f's entry, the last: it joins the kept stack
+** (then b->joined), or it may not join further down (then b->join is
+** 0). */
+static LJ_AINLINE int build_joins(StackBuild *b, const MemStacks *st,
+				  cTValue *f)
+{
+  int r;
+  if (LJ_LIKELY((uintptr_t)f >= b->join)) return 0;
+  r = build_join(b, &st->kept, f);
+  if (r < 0) b->join = 0;
+  return r > 0;
 }
 
 static LJ_AINLINE void build_frame(StackBuild *b, uint64_t tag, uint64_t addr)
@@ -425,7 +496,19 @@ static void build_marker(StackBuild *b, uint32_t marker)
 
 static int build_full(const StackBuild *b)
 {
-  return b->n >= b->depth;
+  return b->n >= b->cap;
+}
+
+/* Whether a tail call's marker is taken. */
+static int build_tail_fits(const StackBuild *b)
+{
+  return b->n < b->tailcap;
+}
+
+static void build_truncated(StackBuild *b)
+{
+  build_marker(b, LM_MARK_TRUNCATED);
+  b->truncated = 1;
 }
 
 /* The frames of w's walk, while they are the common kind: a Lua function
@@ -437,8 +520,8 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
 {
   cTValue *f = w->frame, *next = w->next, *bot = w->bot;
   MemStacks *st = w->st;
-  uint32_t n = b->n, depth = b->depth;
-  uint64_t hash = b->hash;  /* in registers: b->f's stores may alias b's */
+  uint32_t n = b->n, cap = b->cap, tailcap = b->tailcap;
+  uintptr_t join = b->join;  /* in registers: b->f's stores may alias b's */
   const LjmpTails *tails = w->tails;
   ptrdiff_t call;  /* next's link: if Lua's, the pc of f's call of it */
   if (st == NULL || next == NULL) return;
@@ -446,7 +529,7 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
   /* Each frame's link is read once, before the frame is stored, which
   ** the compiler must assume may change it; it is the call of the frame
   ** below. */
-  while ((call & FRAME_TYPE) == FRAME_LUA && n < depth && f > bot) {
+  while ((call & FRAME_TYPE) == FRAME_LUA && n < cap && f > bot) {
     const LineEntry *e = call_frame(st, frame_func(f), (const BCIns *)call);
     ptrdiff_t link = frame_ftsz(f);
     cTValue *entry = f, *below;
@@ -461,13 +544,20 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
 	below = walk_below(entry);
       }
     }
-    b->f[n++] = e->frame;
-    hash = hash_step(hash, e->mix);
+    b->f[n] = e->frame;
+    b->mix[n] = e->mix;
+    b->at[n++] = f;
+    if (LJ_UNLIKELY((uintptr_t)f < join)) {
+      b->n = n;
+      if (build_joins(b, st, f)) return;
+      join = b->join;
+    }
     if (LJ_UNLIKELY(tails != NULL && tail_entered(tails, entry)) &&
-	n < depth) {  /* as build_walk() */
+	n < tailcap) {  /* as build_walk() */
       b->f[n].tag = TAIL_TAG;
-      b->f[n++].addr = 0;
-      hash = hash_step(hash, frame_mix(TAIL_TAG, 0));
+      b->f[n].addr = 0;
+      b->mix[n] = frame_mix(TAIL_TAG, 0);
+      b->at[n++] = AT_NONE;
     }
     next = entry;
     call = link;
@@ -476,7 +566,6 @@ static void build_lua_run(StackBuild *b, StackWalk *w)
   w->frame = f;
   w->next = next;
   b->n = n;
-  b->hash = hash;
 }
 
 /* The frames of w's walk, after those in b already, to the depth; a
@@ -488,27 +577,164 @@ static void build_walk(StackBuild *b, StackWalk *w)
   BCLine line;
   for (;;) {
     build_lua_run(b, w);
+    if (b->joined) return;
     if (!walk_next(w, &fn, &line)) break;
     if (build_full(b)) {
-      build_marker(b, LM_MARK_TRUNCATED);
+      build_truncated(b);
       return;
     }
     build_func(b, fn, line);
+    b->at[b->n - 1] = w->at;
+    if (w->st != NULL && build_joins(b, w->st, w->at)) return;
     /* w->next: the frame the function was entered at. */
-    if (w->tails != NULL && tail_entered(w->tails, w->next) && !build_full(b))
+    if (w->tails != NULL && tail_entered(w->tails, w->next) &&
+	build_tail_fits(b))
       build_marker(b, LM_MARK_TAILCALL);
   }
-  if (w->L != mainthread(G(w->L))) build_marker(b, LM_MARK_COROUTINE);
+  if (w->L != mainthread(G(w->L))) {  /* at the bottom: always taken */
+    build_marker(b, LM_MARK_COROUTINE);
+    b->coroutine = 1;
+  }
 }
 
 /* -- The table of stacks sent -------------------------------------------- */
 
-/* b's hash, mixed to the end: each frame's part was mixed as it came
-** (frame_mix()), so one multiplication spreads the rotations' sum. */
-static LJ_AINLINE uint32_t stacks_hash(const StackBuild *b)
+/* The hash of the entries below entry i of the kept stack (below) with
+** entry i's, of frame_mix() mix: rotated by its distance to the end, that
+** keeps the entries' order and does not change when entries above it do
+** (see StackKept). */
+static LJ_AINLINE uint64_t hash_above(uint64_t below, uint64_t mix, uint32_t i)
 {
-  uint64_t a = (b->hash ^ b->n) * 0x9e3779b97f4a7c15ull;
+  uint32_t r = (7 * (KEPT_MAX - 1 - i)) & 63;
+  return below ^ ((mix << r) | (mix >> ((64 - r) & 63)));
+}
+
+/* A stack's slot hash, from the hash of its n entries: each entry's part
+** was mixed as it came (frame_mix()), so one multiplication spreads the
+** rotations' sum. */
+static LJ_AINLINE uint32_t stacks_hash(uint64_t hash, uint32_t n)
+{
+  uint64_t a = (hash ^ n) * 0x9e3779b97f4a7c15ull;
   return (uint32_t)(a >> 32) | 1;  /* never 0 */
+}
+
+static LJ_AINLINE int is_marker(const StackFrame *f)
+{
+  return (f->tag & LM_FRAME_KIND_MASK) == LM_FRAME_MARKER;
+}
+
+static void kept_marker(StackKept *k, uint32_t i, uint32_t marker)
+{
+  k->f[i].tag = (uint64_t)marker << 2 | LM_FRAME_MARKER;
+  k->f[i].addr = 0;
+  k->mix[i] = frame_mix(k->f[i].tag, 0);
+  k->at[i] = AT_NONE;
+}
+
+/* Cuts a kept stack longer than cap frames (and their markers) after
+** its first cap entries, and the marker of a tail call that follows. */
+static void kept_cut(StackKept *k, uint32_t cap)
+{
+  uint32_t p = k->top + cap;
+  if (p < k->end && k->f[p].tag == TAIL_TAG) p++;
+  if (p >= k->end || is_marker(&k->f[p])) return;  /* no frame after */
+  kept_marker(k, p, LM_MARK_TRUNCATED);
+  k->end = p + 1;
+  k->at[k->end] = NULL;
+  k->cut = 1;
+  k->coroutine = 0;
+}
+
+/* Makes b's stack, of thread L, the kept one: b's entries above the one it
+** joined at (all of them if none), the kept ones below.  Whether its
+** entries are those kept before. */
+static int kept_take(StackKept *k, const StackBuild *b, const lua_State *L)
+{
+  uint32_t end = b->joined ? b->joined : KEPT_MAX;
+  uint32_t m = b->n, top = end - m, i;
+  int same = b->joined != 0 && top == k->top;
+  for (i = 0; same && i < m; i++)
+    same = k->f[top + i].tag == b->f[i].tag &&
+	   k->f[top + i].addr == b->f[i].addr;
+  if (same) {  /* the same entries, maybe of other frames */
+    for (i = 0; i < m; i++) k->at[top + i] = b->at[i];
+    return 1;
+  }
+  /* Bottom up, with each entry's hash (of no use if the stack is cut). */
+  {
+    uint64_t h = k->hash[end];
+    for (i = m; i-- > 0; ) {
+      k->f[top + i] = b->f[i];
+      k->mix[top + i] = b->mix[i];
+      k->at[top + i] = b->at[i];
+      k->hash[top + i] = h = hash_above(h, b->mix[i], top + i);
+    }
+  }
+  if (!b->joined) {
+    k->end = KEPT_MAX;
+    k->at[KEPT_MAX] = NULL;
+    k->coroutine = (uint8_t)b->coroutine;
+    k->cut = (uint8_t)b->truncated;
+  }
+  k->top = top;
+  k->L = L;
+  k->id = 0;
+  if (k->end - top > b->cap + 2) kept_cut(k, b->cap);
+  return 0;
+}
+
+/* Whether a frame is at entry i of the kept stack or below it: its
+** entries there are a frame or a tail call's marker and its frame. */
+static int kept_frame_from(const StackKept *k, uint32_t i)
+{
+  if (i < k->end && k->f[i].tag == TAIL_TAG) i++;
+  return i < k->end && !is_marker(&k->f[i]);
+}
+
+/* The stack to send, of the kept one cut to depth as a walk to the depth
+** would cut it: its n entries (in out if cut) and their hash. */
+static const StackFrame *kept_stack(const StackKept *k, uint32_t depth,
+				    StackFrame *out, uint32_t *n,
+				    uint64_t *hash)
+{
+  uint32_t len = k->end - k->top, i, marker = 0;
+  uint64_t h = 0;
+  if (!k->cut && len - k->coroutine <= depth) {
+    *n = len;
+    *hash = k->hash[k->top];
+    return &k->f[k->top];
+  }
+  /* The first depth entries, then the truncation marker if a frame is left
+  ** out, or else the coroutine's. */
+  if (k->cut || kept_frame_from(k, k->top + depth))
+    marker = LM_MARK_TRUNCATED;
+  else if (k->coroutine)
+    marker = LM_MARK_COROUTINE;
+  for (i = 0; i < depth; i++) {
+    out[i] = k->f[k->top + i];
+    h = ((h << 7) | (h >> 57)) ^ k->mix[k->top + i];
+  }
+  if (marker != 0) {
+    out[i].tag = (uint64_t)marker << 2 | LM_FRAME_MARKER;
+    out[i].addr = 0;
+    h = ((h << 7) | (h >> 57)) ^ frame_mix(out[i].tag, 0);
+    i++;
+  }
+  *n = i;
+  *hash = h;
+  return out;
+}
+
+/* The bound under which a frame of L is the kept stack's (b->join): a
+** frame's link is a slot below its base. */
+static uintptr_t kept_bound(const MemStacks *st, global_State *g,
+			    const lua_State *L)
+{
+  uintptr_t low = (uintptr_t)mref(g->ljmp_low, TValue);
+  if (st->kept.L != L || tails_of((lua_State *)L) == NULL ||
+      low < sizeof(TValue))
+    return 0;
+  return low - sizeof(TValue);
 }
 
 static uint32_t proto_bit(uintptr_t pt)
@@ -541,6 +767,7 @@ static void stacks_reset(Memprof *mp)
   memset(st->slot, 0, sizeof(st->slot));
   memset(st->protos, 0, sizeof(st->protos));
   st->nentry = st->nwords = 0;
+  st->kept.id = 0;
   mp_reserve(mp, MEMPROF_ITEM_MAX);
   mp_byte(mp, EV_HEADER(EV_SYMTAB, LM_SRC_STACK));
   mp_byte(mp, LM_STACK_RESET);
@@ -626,41 +853,38 @@ static void stacks_say(Memprof *mp, uint32_t id, const StackFrame *f,
   }
 }
 
-/* The id of b's stack: found, or made and announced; 0 if there is no
-** table. */
-static uint32_t stacks_id(Memprof *mp, const StackBuild *b)
+/* The id of the stack f of n entries, of hash (the kept stack's):
+** found, or made and announced (its builtins are already). */
+static uint32_t stacks_id(Memprof *mp, MemStacks *st, const StackFrame *f,
+			  uint32_t n, uint64_t hash)
 {
-  MemStacks *st = stacks_table(mp);
-  uint32_t h, k, id, i;
-  if (st == NULL) return 0;
-  h = stacks_hash(b);
+  uint32_t h = stacks_hash(hash, n), k, id, i;
   for (k = h & (STACKS_SLOTS - 1); (id = st->slot[k]) != 0;
        k = (k + 1) & (STACKS_SLOTS - 1)) {
     const StackEntry *e = &st->entry[id];
-    if (e->hash == h && e->n == b->n &&
-	memcmp(&st->words[e->off], b->f, b->n * sizeof(StackFrame)) == 0)
+    if (e->hash == h && e->n == n &&
+	memcmp(&st->words[e->off], f, n * sizeof(StackFrame)) == 0)
       return id;
   }
   if (st->nentry >= STACKS_MAX ||
-      st->nwords + 2 * b->n > STACKS_WORDS) {
+      st->nwords + 2 * n > STACKS_WORDS) {
     stacks_reset(mp);
     for (k = h & (STACKS_SLOTS - 1); st->slot[k] != 0;
 	 k = (k + 1) & (STACKS_SLOTS - 1)) ;
   }
   id = ++st->nentry;
   st->entry[id].hash = h;
-  st->entry[id].n = b->n;
+  st->entry[id].n = n;
   st->entry[id].off = st->nwords;
-  memcpy(&st->words[st->nwords], b->f, b->n * sizeof(StackFrame));
-  st->nwords += 2 * b->n;
+  memcpy(&st->words[st->nwords], f, n * sizeof(StackFrame));
+  st->nwords += 2 * n;
   st->slot[k] = id;
-  for (i = 0; i < b->n; i++)
-    if ((b->f[i].tag & LM_FRAME_KIND_MASK) == LM_FRAME_LUA) {
-      uint32_t bit = proto_bit((uintptr_t)b->f[i].addr);
+  for (i = 0; i < n; i++)
+    if ((f[i].tag & LM_FRAME_KIND_MASK) == LM_FRAME_LUA) {
+      uint32_t bit = proto_bit((uintptr_t)f[i].addr);
       st->protos[bit / 64] |= 1ull << (bit % 64);
     }
-  stacks_say_builtins(mp, st, b);
-  stacks_say(mp, id, b->f, b->n);
+  stacks_say(mp, id, f, n);
   return id;
 }
 
