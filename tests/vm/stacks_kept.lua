@@ -14,6 +14,12 @@ local function tree(d)
   if d == 0 then return keep({}) end
   return keep({tree(d - 1), tree(d - 1)})
 end
+local function tree2(d) -- the second call from another line
+  if d == 0 then return keep({}) end
+  local l = tree2(d - 1)
+  local r = tree2(d - 1)
+  return keep({l, r})
+end
 local function climb(d) -- allocates on the way down and on the way back
   keep({d})
   if d > 0 then climb(d - 1) end
@@ -27,6 +33,15 @@ local function guarded(d)
   local ok, v = pcall(function() return climb(d) end)
   return v
 end
+local function zigzag(d, w) -- the same depths, from other lines by turns
+  if d == 0 then return keep({w}) end
+  if w % 3 == 0 then
+    return keep({zigzag(d - 1, w)})
+  elseif w % 3 == 1 then
+    return keep({zigzag(d - 1, w), 1})
+  end
+  return keep({zigzag(d - 1, w), 1, 2})
+end
 local mt = {__index = function(t, k) return tree(k % 3) end}
 local function grow(d)
   local a, b, c, e, f, g, h, i = 1, 2, 3, 4, 5, 6, 7, 8
@@ -35,6 +50,8 @@ local function grow(d)
 end
 for r = 1, 120 do
   tree(5)
+  tree2(5)
+  for w = 1, 6 do zigzag(8 + w % 4, r + w) end
   climb(r % 45)
   tail(r % 25, r)
   guarded(r % 9)
