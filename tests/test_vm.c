@@ -1019,46 +1019,53 @@ static void test_stacks_stress(void)
     }
 }
 
+/* One run of a checked VM: it ends well, and prints what it should. */
+static void check_checked_run(const char *vm, const char *flags,
+                              const char *script, const char *args,
+                              const char *want)
+{
+    char *out;
+    int rc = run_vm(vm, flags, script, args, &out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(out != NULL && strstr(out, want) != NULL);
+    if (rc != 0)
+        fprintf(stderr, "\n%s %s %s.lua %s: exit %d\n", vm, flags, script, args,
+                rc);
+    free(out);
+}
+
 /*
  * Stacks joined to the last one walked (lj_memprof_stacks.h, StackKept),
  * on each VM built with LuaJIT's assertions (LJMP_VM_ASAN): such a VM
  * compares every stack it sends with a walk of the whole stack to the
- * depth, and aborts on a difference.  stacks_kept.lua at depths that cut
- * its recursion and one that does not, and the stress programs, JIT on
- * and off.
+ * depth, and aborts on a difference.  The interpreter's frames
+ * (stacks_kept.lua) at depths that cut its recursion and one that does
+ * not; the frames compiled code makes (stacks_kept_traces.lua), also with
+ * traces made at once; a tail call's mark taken by another base
+ * (stacks_kept_evict.lua); and the stress programs.
  */
 static void test_stacks_kept_checked(void)
 {
 #ifdef LUAJIT_ASAN_BINS
     static const char *const vms[] = {LUAJIT_ASAN_BINS};
-    static const char *const depths[] = {"1", "3", "16", "64"};
-    static const char *const stress[] = {"1 on", "2 on", "3 on"};
+    static const char *const flags[] = {"", "-joff", "-Ohotloop=1"};
 
     for (size_t v = 0; v < sizeof(vms) / sizeof(vms[0]); v++) {
-        for (int j = 0; j < 2; j++) {
-            const char *flags = j ? "-joff" : "";
-            for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
-                char *out;
-                int rc = run_vm(vms[v], flags, "stacks_kept", depths[d], &out);
-                CU_ASSERT_EQUAL(rc, 0);
-                CU_ASSERT_PTR_NOT_NULL(strstr(out ? out : "", "ok"));
-                if (rc != 0)
-                    fprintf(stderr, "\n%s %s stacks_kept.lua %s: exit %d\n",
-                            vms[v], flags, depths[d], rc);
-                free(out);
+        for (int j = 0; j < 3; j++) {
+            static const char *const depths[] = {"1", "3", "16", "64"};
+            static const char *const seeds[] = {"1 on", "2 on", "3 on"};
+            for (size_t d = 0; d < 4; d++) {
+                if (j < 2)
+                    check_checked_run(vms[v], flags[j], "stacks_kept",
+                                      depths[d], "ok");
+                check_checked_run(vms[v], flags[j], "stacks_kept_traces",
+                                  depths[d], "ok");
             }
-            for (size_t s = 0; s < sizeof(stress) / sizeof(stress[0]); s++) {
-                char *out;
-                int rc =
-                    run_vm(vms[v], flags, "stacks_stress", stress[s], &out);
-                CU_ASSERT_EQUAL(rc, 0);
-                CU_ASSERT(out != NULL && out[0] != '\0');
-                if (rc != 0)
-                    fprintf(stderr, "\n%s %s stacks_stress.lua %s: exit %d\n",
-                            vms[v], flags, stress[s], rc);
-                free(out);
-            }
+            for (size_t s = 0; j < 2 && s < 3; s++)
+                check_checked_run(vms[v], flags[j], "stacks_stress", seeds[s],
+                                  "");
         }
+        check_checked_run(vms[v], "-joff", "stacks_kept_evict", "", "ok");
     }
 #else
     fprintf(stderr, "(no VM with LuaJIT's assertions: LJMP_VM_ASAN is off) ");

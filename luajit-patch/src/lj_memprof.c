@@ -1793,20 +1793,29 @@ static uint32_t stacks_capture(Memprof *mp, const Site *s)
   const StackFrame *f;
   uint32_t n, id;
   uint64_t hash;
+  TValue *base;
   int same;
   if (L == NULL || (st = stacks_table(mp)) == NULL) return 0;
   k = &st->kept;
   b.depth = mp->stacks;
   b.cap = b.depth + KEPT_EXTRA;
   b.tailcap = b.cap + 2;  /* every one */
+  /* On a trace L->base is stale; lj_debug_framepos() starts there to find
+  ** the C frame of a frame below a C one: the trace's base, meanwhile. */
+  base = L->base;
+  if (vmst > 0) L->base = tvref(g->jit_base);
   stacks_build(&b, st, s, L, vmst, keep ? kept_bound(st, g, L) : 0);
-  if (b.n == 0) return 0;
+  if (b.n == 0) {
+    L->base = base;
+    return 0;
+  }
   if (b.nbuiltin != 0) stacks_say_builtins(mp, st, &b);
   same = kept_take(k, &b, L);
 #ifdef LUA_USE_ASSERT
   f = kept_stack(k, b.depth, b.f, &n, &hash);
   stacks_check(st, s, L, vmst, b.depth, f, n);
 #endif
+  L->base = base;
   if (same && k->id != 0) {
     id = k->id;
   } else {

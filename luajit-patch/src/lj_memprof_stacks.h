@@ -215,6 +215,10 @@ void LJ_FASTCALL lj_ljmp_tail_entry(global_State *g, cTValue *base)
   uint64_t func = base[-2].u64, mark = (uintptr_t)base | 1;
   if (base < mref(g->ljmp_low, TValue)) setmref(g->ljmp_low, base);
   if (t->call_func == func && t->call_base == (uintptr_t)base) {
+    /* The mark of another base goes: that frame's stack changes. */
+    TValue *other = (TValue *)(uintptr_t)(e->base & ~(uint64_t)1);
+    if (other != NULL && other < mref(g->ljmp_low, TValue))
+      setmref(g->ljmp_low, other);
     t->call_func = 0;
     e->base = mark;
     e->link = base[-1].u64;
@@ -240,6 +244,8 @@ void LJ_FASTCALL lj_ljmp_tail_call(lua_State *L, BCIns ins)
 /* Tracks tail calls for L's streams from now.  The traces compiled so far
 ** were recorded without: they are flushed (as jit.flush() does), and
 ** compiled again with what they inline marked. */
+static void tails_stop(global_State *g);
+
 static void tails_start(lua_State *L)
 {
   global_State *g = G(L);
@@ -251,7 +257,10 @@ static void tails_start(lua_State *L)
   setmref(g->ljmp_tails, p);
   lj_dispatch_update(g);
 #if LJ_HASJIT
-  lj_trace_flushall(L);
+  /* Traces that cannot be flushed now (a finalizer starts the stream)
+  ** would make frames unnoted (see StackKept): no tracking then, as
+  ** without the table. */
+  if (lj_trace_flushall(L)) tails_stop(g);
 #endif
 }
 
