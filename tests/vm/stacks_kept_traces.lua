@@ -3,10 +3,13 @@
 -- where other functions allocated last; a trace whose end writes frames
 -- (up-recursion, a call it links to) or replaces its root frame by a tail
 -- call; down-recursion, stitching, side exits, vararg calls.  Run on the
--- checked VMs (see stacks_kept.lua), also with -Ohotloop=1.
--- usage: stacks_kept_traces.lua DEPTH
-local depth = tonumber(arg[1])
-assert(misc.memprof.start{path = "/dev/null", stacks = depth})
+-- checked VMs (see stacks_kept.lua), also with -Ohotloop=1.  With "gc",
+-- a round runs unprofiled first, and the stream starts in a finalizer,
+-- where the traces compiled so far cannot be flushed.
+-- usage: stacks_kept_traces.lua DEPTH [gc]
+local depth, in_gc = tonumber(arg[1]), arg[2] == "gc"
+local function start() return misc.memprof.start{path = "/dev/null", stacks = depth} end
+if not in_gc then assert(start()) end
 local sink, n = {}, 0
 local function keep(v) n = n % 64 + 1 sink[n] = v return v end
 
@@ -53,6 +56,7 @@ local f = function(i) return g(i) end
 local function rec(d, i) if d == 0 then return f(i) end local r = rec(d - 1, i) keep({}) return r end
 local function trec(d, i) if d == 0 then return f(i) end keep({}) return trec(d - 1, i) end
 
+local function round()
 for r = 1, 400 do
   if r <= 60 then exits(100 + r) end
   up(r % 30)
@@ -69,5 +73,18 @@ for r = 1, 400 do
   end)
   co() up(2) co() side(1) co()
 end
+end
+if in_gc then
+  round()
+  local started
+  do
+    local p = newproxy(true)
+    getmetatable(p).__gc = function() started = start() end
+  end
+  collectgarbage()
+  collectgarbage()
+  assert(started)
+end
+round()
 misc.memprof.stop()
 print("ok")
