@@ -273,7 +273,7 @@ static void tails_stop(global_State *g)
   munmap(p, sizeof(LjmpTails));
 }
 
-static const LjmpTails *tails_of(lua_State *L)
+static const LjmpTails *tails_of(const lua_State *L)
 {
   return mref(G(L)->ljmp_tails, const LjmpTails);
 }
@@ -412,7 +412,9 @@ static LJ_AINLINE void walk_skip(StackWalk *w)
 
 /* -- Collecting a stack -------------------------------------------------- */
 
-#define TAIL_TAG ((uint64_t)LM_MARK_TAILCALL << 2 | LM_FRAME_MARKER)
+/* A marker's frame tag (its address is 0). */
+#define MARKER_TAG(marker) ((uint64_t)(marker) << 2 | LM_FRAME_MARKER)
+#define TAIL_TAG MARKER_TAG(LM_MARK_TAILCALL)
 
 typedef struct StackBuild {
   StackFrame f[BUILD_MAX];
@@ -500,7 +502,7 @@ static LJ_AINLINE void build_func(StackBuild *b, GCfunc *fn, BCLine line)
 
 static void build_marker(StackBuild *b, uint32_t marker)
 {
-  build_frame(b, (uint64_t)marker << 2 | LM_FRAME_MARKER, 0);
+  build_frame(b, MARKER_TAG(marker), 0);
 }
 
 static int build_full(const StackBuild *b)
@@ -618,6 +620,13 @@ static LJ_AINLINE uint64_t hash_above(uint64_t below, uint64_t mix, uint32_t i)
   return below ^ ((mix << r) | (mix >> ((64 - r) & 63)));
 }
 
+/* A stack's hash with one more entry, of frame_mix() mix, from the top:
+** the same as hash_above() gives the entries from the bottom. */
+static LJ_AINLINE uint64_t hash_step(uint64_t hash, uint64_t mix)
+{
+  return ((hash << 7) | (hash >> 57)) ^ mix;
+}
+
 /* A stack's slot hash, from the hash of its n entries: each entry's part
 ** was mixed as it came (frame_mix()), so one multiplication spreads the
 ** rotations' sum. */
@@ -634,7 +643,7 @@ static LJ_AINLINE int is_marker(const StackFrame *f)
 
 static void kept_marker(StackKept *k, uint32_t i, uint32_t marker)
 {
-  k->f[i].tag = (uint64_t)marker << 2 | LM_FRAME_MARKER;
+  k->f[i].tag = MARKER_TAG(marker);
   k->f[i].addr = 0;
   k->mix[i] = frame_mix(k->f[i].tag, 0);
   k->at[i] = AT_NONE;
@@ -721,12 +730,12 @@ static const StackFrame *kept_stack(const StackKept *k, uint32_t depth,
     marker = LM_MARK_COROUTINE;
   for (i = 0; i < depth; i++) {
     out[i] = k->f[k->top + i];
-    h = ((h << 7) | (h >> 57)) ^ k->mix[k->top + i];
+    h = hash_step(h, k->mix[k->top + i]);
   }
   if (marker != 0) {
-    out[i].tag = (uint64_t)marker << 2 | LM_FRAME_MARKER;
+    out[i].tag = MARKER_TAG(marker);
     out[i].addr = 0;
-    h = ((h << 7) | (h >> 57)) ^ frame_mix(out[i].tag, 0);
+    h = hash_step(h, frame_mix(out[i].tag, 0));
     i++;
   }
   *n = i;
@@ -740,7 +749,7 @@ static uintptr_t kept_bound(const MemStacks *st, global_State *g,
 			    const lua_State *L)
 {
   uintptr_t low = (uintptr_t)mref(g->ljmp_low, TValue);
-  if (st->kept.L != L || tails_of((lua_State *)L) == NULL ||
+  if (st->kept.L != L || tails_of(L) == NULL ||
       low < sizeof(TValue))
     return 0;
   return low - sizeof(TValue);
@@ -857,7 +866,7 @@ static void stacks_say(Memprof *mp, uint32_t id, const StackFrame *f,
   mp_uleb(mp, n);
   for (i = 0; i < n; i++) {
     mp_uleb(mp, f[i].tag);
-    if ((f[i].tag & LM_FRAME_KIND_MASK) != LM_FRAME_MARKER)
+    if (!is_marker(&f[i]))
       mp_uleb(mp, f[i].addr);
   }
 }
